@@ -1,0 +1,390 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Per-flow TCP probes.
+ *
+ * Hot path (tcp_probe, once per incoming segment): one netns check, one
+ * socket-local-storage lookup, a few stores. Everything that can be read from
+ * struct tcp_sock at snapshot time (srtt, cwnd, byte counters) is read then, by
+ * the `dump_flows` iterator, not copied on every event.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "flows.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+
+/* Filters, set by the loader before load. */
+const volatile __u32 target_netns = 0; /* netns inode to observe */
+const volatile bool all_netns = false;  /* observe every netns */
+const volatile bool emit_events = true; /* ring-buffer events for recordings */
+
+/* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
+struct ts_flow_record _abi_flow_record = {};
+struct ts_event _abi_event = {};
+struct ts_close_event _abi_close_event = {};
+enum ts_health_counter _abi_health_counter = TS_H_MAX;
+enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ts_flow_state);
+} flow_state SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TS_H_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} health SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 20);
+} events SEC(".maps");
+
+/* Scratch space for one record: too large for the 512-byte stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ts_flow_record);
+} scratch SEC(".maps");
+
+static __always_inline void health_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&health, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline __u32 sk_netns(const struct sock *sk)
+{
+	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+}
+
+static __always_inline bool observed(const struct sock *sk)
+{
+	return all_netns || sk_netns(sk) == target_netns;
+}
+
+static __always_inline __u32 current_ca_state(struct sock *sk)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
+	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+}
+
+/* The flow's storage; created (and initialised) when `create` is set. */
+static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool create)
+{
+	struct ts_flow_state *st;
+
+	st = bpf_sk_storage_get(&flow_state, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	if (!st) {
+		if (create)
+			health_inc(TS_H_UNTRACKED);
+		return NULL;
+	}
+	if (!st->first_seen_ns) {
+		__u64 now = bpf_ktime_get_ns();
+		st->first_seen_ns = now;
+		st->ca_since_ns = now;
+		st->ca_state = current_ca_state(sk);
+	}
+	return st;
+}
+
+static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 arg1)
+{
+	struct ts_event *ev;
+
+	if (!emit_events)
+		return;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		health_inc(TS_H_RINGBUF_DROPS);
+		return;
+	}
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->cookie = bpf_get_socket_cookie(sk);
+	ev->kind = kind;
+	ev->arg0 = arg0;
+	ev->arg1 = arg1;
+	ev->netns = sk_netns(sk);
+	bpf_ringbuf_submit(ev, 0);
+}
+
+static __always_inline void fill_record(struct ts_flow_record *rec, struct sock *sk,
+					struct tcp_sock *tp, struct ts_flow_state *st)
+{
+	rec->cookie = bpf_get_socket_cookie(sk);
+	rec->now_ns = bpf_ktime_get_ns();
+	rec->netns = sk_netns(sk);
+	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	rec->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	rec->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	rec->tcp_state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	rec->ca_state = current_ca_state(sk);
+	if (rec->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&rec->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&rec->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	} else {
+		__builtin_memset(rec->saddr, 0, sizeof(rec->saddr));
+		__builtin_memset(rec->daddr, 0, sizeof(rec->daddr));
+		BPF_CORE_READ_INTO((__u32 *)rec->saddr, sk, __sk_common.skc_rcv_saddr);
+		BPF_CORE_READ_INTO((__u32 *)rec->daddr, sk, __sk_common.skc_daddr);
+	}
+	rec->sock_ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+
+	rec->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
+	rec->min_rtt_us = BPF_CORE_READ(tp, rtt_min.s[0].v);
+	rec->mdev_us = BPF_CORE_READ(tp, mdev_us) >> 2;
+	rec->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	rec->snd_ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	rec->packets_out = BPF_CORE_READ(tp, packets_out);
+	rec->retrans_out = BPF_CORE_READ(tp, retrans_out);
+	rec->lost_out = BPF_CORE_READ(tp, lost_out);
+	rec->sacked_out = BPF_CORE_READ(tp, sacked_out);
+	rec->total_retrans = BPF_CORE_READ(tp, total_retrans);
+	rec->delivered = BPF_CORE_READ(tp, delivered);
+	rec->segs_out = BPF_CORE_READ(tp, segs_out);
+	rec->data_segs_out = BPF_CORE_READ(tp, data_segs_out);
+	rec->mss_cache = BPF_CORE_READ(tp, mss_cache);
+	rec->bytes_sent = BPF_CORE_READ(tp, bytes_sent);
+	rec->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
+	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
+	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
+	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
+{
+	struct ts_flow_state *st;
+	struct tcp_sock *tp;
+	__u32 srtt, cwnd;
+
+	if (!observed(sk))
+		return 0;
+	health_inc(TS_H_PROBE_EVENTS);
+	st = flow_get(sk, true);
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!st || !tp)
+		return 0;
+	srtt = tp->srtt_us >> 3;
+	cwnd = tp->snd_cwnd;
+	st->probe_events++;
+	st->srtt_sum_us += srtt;
+	if (srtt > st->srtt_max_us)
+		st->srtt_max_us = srtt;
+	if (cwnd < st->last_cwnd)
+		st->cwnd_reductions++;
+	if (cwnd < st->cwnd_min || !st->cwnd_min)
+		st->cwnd_min = cwnd;
+	st->last_cwnd = cwnd;
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(on_tcp_retransmit_skb, const struct sock *csk, const struct sk_buff *skb, int err)
+{
+	struct sock *sk = (struct sock *)csk;
+	struct skb_shared_info *shinfo;
+	struct ts_flow_state *st;
+	__u16 segs;
+
+	if (!observed(sk))
+		return 0;
+	health_inc(TS_H_RETRANS_EVENTS);
+	st = flow_get(sk, true);
+	if (!st)
+		return 0;
+	if (err) {
+		st->retrans_failed++;
+		emit(TS_EV_RETRANS, sk, err, 0);
+		return 0;
+	}
+	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
+	segs = BPF_CORE_READ(shinfo, gso_segs);
+	if (!segs)
+		segs = 1;
+	st->retrans_skbs++;
+	st->retrans_segs += segs;
+	emit(TS_EV_RETRANS, sk, 0, segs);
+	return 0;
+}
+
+SEC("tp_btf/tcp_cong_state_set")
+int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
+{
+	struct ts_flow_state *st;
+	__u32 old, idx;
+	__u64 now;
+
+	if (!observed(sk))
+		return 0;
+	health_inc(TS_H_CONG_EVENTS);
+	st = flow_get(sk, true);
+	if (!st)
+		return 0;
+	old = st->ca_state;
+	if (old == new_state)
+		return 0;
+	now = bpf_ktime_get_ns();
+	/* barrier_var keeps clang from bounds-checking one copy and indexing
+	 * with another, which the verifier rejects. */
+	barrier_var(old);
+	if (old < TS_CA_STATES)
+		st->ca_time_ns[old] += now - st->ca_since_ns;
+	st->ca_since_ns = now;
+	st->ca_state = new_state;
+	idx = new_state;
+	barrier_var(idx);
+	if (idx < TS_CA_STATES)
+		st->ca_entries[idx]++;
+	emit(TS_EV_CONG, sk, old, new_state);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate, const int newstate)
+{
+	struct sock *sk = (struct sock *)csk;
+	struct ts_flow_state *st;
+
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP || !observed(sk))
+		return 0;
+	health_inc(TS_H_STATE_EVENTS);
+	if (newstate == TCP_ESTABLISHED) {
+		st = flow_get(sk, true);
+		if (!st)
+			return 0;
+		/* A flow born while we watch: its counters start from zero. */
+		if (!st->opened_ns)
+			st->opened_ns = bpf_ktime_get_ns();
+		emit(TS_EV_OPEN, sk, oldstate, newstate);
+		return 0;
+	}
+	if (newstate == TCP_SYN_SENT) {
+		st = flow_get(sk, true);
+		if (st)
+			st->opened_ns = bpf_ktime_get_ns();
+		return 0;
+	}
+	if (flow_get(sk, false))
+		emit(TS_EV_STATE, sk, oldstate, newstate);
+	return 0;
+}
+
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
+{
+	struct ts_close_event *ev;
+	struct ts_flow_state *st;
+	struct tcp_sock *tp;
+
+	if (!observed(sk))
+		return 0;
+	health_inc(TS_H_DESTROY_EVENTS);
+	st = flow_get(sk, false);
+	tp = bpf_skc_to_tcp_sock(sk);
+	if (!st || !tp)
+		return 0;
+	/* Always sent, even with emit_events off: it is how a closed flow is
+	 * reported once with its final counters. */
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		health_inc(TS_H_RINGBUF_DROPS);
+		return 0;
+	}
+	fill_record(&ev->rec, sk, tp, st);
+	ev->hdr.ts_ns = ev->rec.now_ns;
+	ev->hdr.cookie = ev->rec.cookie;
+	ev->hdr.kind = TS_EV_CLOSE;
+	ev->hdr.arg0 = 0;
+	ev->hdr.arg1 = 0;
+	ev->hdr.netns = ev->rec.netns;
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+SEC("tp_btf/tcp_sendmsg_locked")
+int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
+{
+	struct sock *sk = (struct sock *)csk;
+	struct ts_flow_state *st;
+	__u64 pid_tgid;
+
+	if (!observed(sk))
+		return 0;
+	health_inc(TS_H_SENDMSG_EVENTS);
+	st = flow_get(sk, true);
+	if (!st)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	/* Cheap when the owner is already known: one compare per sendmsg. */
+	if (st->owner_tgid == pid_tgid >> 32)
+		return 0;
+	st->owner_tgid = pid_tgid >> 32;
+	st->owner_pid = (__u32)pid_tgid;
+	st->owner_cgroup_id = bpf_get_current_cgroup_id();
+	bpf_get_current_comm(st->owner_comm, sizeof(st->owner_comm));
+	return 0;
+}
+
+/* Run once at start in the observer's netns: sockets that existed before we
+ * attached get storage now, so they are reported even if idle. */
+SEC("iter/tcp")
+int seed_flows(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct tcp_sock *tp;
+	__u8 state;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0; /* request and timewait sockets */
+	state = BPF_CORE_READ(skc, skc_state);
+	if (state == TCP_LISTEN || state == TCP_CLOSE)
+		return 0;
+	if (!observed((struct sock *)tp))
+		return 0;
+	if (flow_get((struct sock *)tp, true))
+		health_inc(TS_H_SEEDED);
+	return 0;
+}
+
+/* Run every interval: one ts_flow_record per tracked socket, every netns. */
+SEC("iter/bpf_sk_storage_map")
+int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct ts_flow_state *st = ctx->value;
+	struct sock *sk = ctx->sk;
+	struct ts_flow_record *rec;
+	struct tcp_sock *tp;
+	__u32 zero = 0;
+
+	if (!sk || !st)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(sk);
+	rec = bpf_map_lookup_elem(&scratch, &zero);
+	if (!tp || !rec)
+		return 0;
+	fill_record(rec, sk, tp, st);
+	bpf_seq_write(ctx->meta->seq, rec, sizeof(*rec));
+	health_inc(TS_H_ITER_RECORDS);
+	/* Interval extremes start again for the next snapshot. */
+	st->srtt_max_us = 0;
+	st->cwnd_min = 0;
+	return 0;
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The one definition of the kernel/user ABI of flows.bpf.c.
+ *
+ * The Rust loader never re-declares these structs: libbpf-cargo generates them
+ * from this object's BTF (see the `_abi_*` globals in flows.bpf.c), and
+ * src/probes/ reads iterator and ring-buffer bytes as those generated types.
+ */
+#ifndef THROTTLESCOPE_FLOWS_H
+#define THROTTLESCOPE_FLOWS_H
+
+#define TS_COMM_LEN 16
+/* TCP_CA_Open, Disorder, CWR, Recovery, Loss */
+#define TS_CA_STATES 5
+
+/* Indexes into the per-CPU `health` array. Every one is shown to the user. */
+enum ts_health_counter {
+	TS_H_PROBE_EVENTS = 0,   /* tcp_probe runs on an observed socket */
+	TS_H_RETRANS_EVENTS,     /* tcp_retransmit_skb runs on an observed socket */
+	TS_H_CONG_EVENTS,        /* tcp_cong_state_set runs on an observed socket */
+	TS_H_STATE_EVENTS,       /* inet_sock_set_state runs on an observed TCP socket */
+	TS_H_DESTROY_EVENTS,     /* tcp_destroy_sock runs on an observed socket */
+	TS_H_SENDMSG_EVENTS,     /* tcp_sendmsg_locked runs on an observed socket */
+	TS_H_UNTRACKED,          /* socket-local storage could not be created: flow not tracked */
+	TS_H_RINGBUF_DROPS,      /* events lost because the ring buffer was full */
+	TS_H_ITER_RECORDS,       /* flow records written by the snapshot iterator */
+	TS_H_SEEDED,             /* pre-existing sockets found by the seeding iterator */
+	TS_H_MAX,
+};
+
+/* What the probes accumulate per socket, kept in BPF_MAP_TYPE_SK_STORAGE. */
+struct ts_flow_state {
+	__u64 first_seen_ns;     /* bpf_ktime when the storage was created */
+	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
+	__u64 ca_since_ns;       /* when the current congestion state was entered */
+	__u64 ca_time_ns[TS_CA_STATES];
+	__u32 ca_entries[TS_CA_STATES];
+	__u32 ca_state;          /* current congestion state, as last seen */
+	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
+	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
+	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */
+	__u32 last_cwnd;
+	__u32 cwnd_min;          /* min cwnd since the last snapshot (reset by the iterator) */
+	__u32 cwnd_reductions;   /* probe events where cwnd was lower than the previous one */
+	__u64 retrans_skbs;      /* tcp_retransmit_skb with err == 0 */
+	__u64 retrans_segs;      /* segments in those skbs */
+	__u64 retrans_failed;    /* tcp_retransmit_skb with err != 0 (host-side queuing) */
+	/* owner, from tcp_sendmsg_locked (process context) */
+	__u32 owner_tgid;
+	__u32 owner_pid;
+	__u64 owner_cgroup_id;
+	char owner_comm[TS_COMM_LEN];
+};
+
+/* One flow as the snapshot iterator (or a close event) sees it. */
+struct ts_flow_record {
+	__u64 cookie;            /* socket cookie: unique for the socket's lifetime */
+	__u64 now_ns;            /* bpf_ktime when the record was made */
+	__u32 netns;             /* network namespace inode */
+	__u16 family;            /* AF_INET or AF_INET6 */
+	__u16 lport;             /* host order */
+	__u16 rport;             /* host order */
+	__u8 tcp_state;
+	__u8 ca_state;           /* icsk_ca_state now */
+	__u8 saddr[16];          /* IPv4 in the first 4 bytes */
+	__u8 daddr[16];
+	__u64 sock_ino;          /* inode of the owning struct socket, 0 if orphaned */
+	/* current values from struct tcp_sock */
+	__u32 srtt_us;           /* unscaled (srtt_us >> 3) */
+	__u32 min_rtt_us;
+	__u32 mdev_us;           /* unscaled (mdev_us >> 2) */
+	__u32 snd_cwnd;
+	__u32 snd_ssthresh;
+	__u32 packets_out;
+	__u32 retrans_out;
+	__u32 lost_out;
+	__u32 sacked_out;
+	__u32 total_retrans;
+	__u32 delivered;
+	__u32 segs_out;
+	__u32 data_segs_out;
+	__u32 mss_cache;
+	__u64 bytes_sent;
+	__u64 bytes_retrans;
+	__u64 bytes_acked;
+	__u64 bytes_received;
+	struct ts_flow_state st;
+};
+
+enum ts_event_kind {
+	TS_EV_OPEN = 1,          /* arg0 = old tcp state, arg1 = new */
+	TS_EV_STATE = 2,         /* arg0 = old tcp state, arg1 = new */
+	TS_EV_RETRANS = 3,       /* arg0 = err, arg1 = segments */
+	TS_EV_CONG = 4,          /* arg0 = old ca state, arg1 = new */
+	TS_EV_CLOSE = 5,         /* the record is filled: the flow's final values */
+};
+
+/* Every ring-buffer message starts with this header. */
+struct ts_event {
+	__u64 ts_ns;
+	__u64 cookie;
+	__u32 kind;
+	__s32 arg0;
+	__s32 arg1;
+	__u32 netns;
+};
+
+/* TS_EV_CLOSE carries the final record after the header. */
+struct ts_close_event {
+	struct ts_event hdr;
+	struct ts_flow_record rec;
+};
+
+#endif

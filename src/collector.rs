@@ -1,0 +1,212 @@
+//! The interval loop's one step: kernel probes + interface counters ->
+//! one [`Snapshot`]. All I/O of observation happens here or below.
+
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+
+use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
+use crate::ifstats;
+use crate::owners::OwnerIndex;
+use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
+use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
+use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
+
+/// What to observe.
+#[derive(Debug, Clone)]
+pub struct CollectorConfig {
+    pub all_netns: bool,
+    /// Interfaces to report; empty means every interface but `lo`.
+    pub interfaces: Vec<String>,
+    /// Send flow events (open, retransmit, congestion state) from the kernel.
+    pub events: bool,
+}
+
+/// Produces snapshots from the live kernel.
+pub struct Collector {
+    probes: FlowProbes,
+    flows: FlowTable,
+    owners: OwnerIndex,
+    config: CollectorConfig,
+    prev_links: HashMap<String, LinkCounters>,
+    prev_mono_ns: u64,
+    seq: u64,
+    counter_read_failures: u64,
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Inode of this thread's network namespace.
+pub fn own_netns() -> Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/proc/thread-self/ns/net")?;
+    Ok(m.ino() as u32)
+}
+
+impl Collector {
+    /// Attaches the probes and reads the starting values. The first
+    /// [`Collector::collect`] covers the time from here.
+    pub fn start(config: CollectorConfig) -> Result<Self> {
+        let filter = if config.all_netns {
+            NetnsFilter::All
+        } else {
+            NetnsFilter::Only(own_netns()?)
+        };
+        let start_ns = monotonic_ns();
+        let probes = FlowProbes::attach(filter, config.events)?;
+        let mut c = Collector {
+            probes,
+            flows: FlowTable::new(start_ns),
+            owners: OwnerIndex::default(),
+            config,
+            prev_links: HashMap::new(),
+            prev_mono_ns: start_ns,
+            seq: 0,
+            counter_read_failures: 0,
+        };
+        // Baselines: the first snapshot reports growth from now on.
+        let live = c.probes.read_flows()?;
+        let seq = c.seq;
+        let owners = &mut c.owners;
+        c.flows
+            .update(&live, &[], &mut |r| owners.lookup(r.sock_ino, seq));
+        c.probes.drain_events()?;
+        for name in ifstats::interfaces(&c.config.interfaces)? {
+            if let Ok(now) = ifstats::read_counters(&name) {
+                c.prev_links.insert(name, now);
+            }
+        }
+        Ok(c)
+    }
+
+    /// One snapshot covering the time since the previous call.
+    pub fn collect(&mut self) -> Result<Snapshot> {
+        let events = self.probes.drain_events()?;
+        let live = self.probes.read_flows()?;
+        let mono_ns = monotonic_ns();
+
+        let mut closed = Vec::new();
+        let mut flow_events = Vec::new();
+        for ev in &events {
+            match ev {
+                RawEvent::Close(c) => {
+                    closed.push(c.rec);
+                    flow_events.push(FlowEvent {
+                        mono_ns: c.hdr.ts_ns,
+                        flow_id: c.hdr.cookie,
+                        netns: c.hdr.netns,
+                        kind: FlowEventKind::Close,
+                    });
+                }
+                RawEvent::Plain(e) => flow_events.push(FlowEvent {
+                    mono_ns: e.ts_ns,
+                    flow_id: e.cookie,
+                    netns: e.netns,
+                    kind: event_kind(e.kind, e.arg0, e.arg1),
+                }),
+            }
+        }
+
+        let seq = self.seq;
+        let owners = &mut self.owners;
+        let mut flows = self
+            .flows
+            .update(&live, &closed, &mut |r| owners.lookup(r.sock_ino, seq));
+        flows.sort_by(|a, b| {
+            b.delta
+                .bytes_sent
+                .cmp(&a.delta.bytes_sent)
+                .then(a.id.cmp(&b.id))
+        });
+
+        let interfaces = self.read_interfaces();
+        let counters = self.probes.counters()?;
+        let health = Health {
+            programs: self.probes.program_health(&counters),
+            untracked_flows: counters.get(ts_health_counter::TS_H_UNTRACKED),
+            ringbuf_drops: counters.get(ts_health_counter::TS_H_RINGBUF_DROPS)
+                + self.probes.malformed_events(),
+            iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
+            seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
+            counter_read_failures: self.counter_read_failures,
+        };
+
+        let snap = Snapshot {
+            seq: self.seq,
+            mono_ns,
+            unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            interval_ns: mono_ns.saturating_sub(self.prev_mono_ns),
+            interfaces,
+            flows,
+            events: flow_events,
+            health,
+        };
+        self.prev_mono_ns = mono_ns;
+        self.seq += 1;
+        Ok(snap)
+    }
+
+    fn read_interfaces(&mut self) -> Vec<InterfaceSample> {
+        let names = match ifstats::interfaces(&self.config.interfaces) {
+            Ok(n) => n,
+            Err(_) => {
+                self.counter_read_failures += 1;
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let totals = match ifstats::read_counters(&name) {
+                Ok(t) => t,
+                Err(_) => {
+                    self.counter_read_failures += 1;
+                    continue;
+                }
+            };
+            // A new interface starts as a baseline: zero growth.
+            let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
+            out.push(InterfaceSample {
+                driver: ifstats::sysfs_driver(&name),
+                delta: ifstats::counter_delta(&totals, &prev),
+                totals,
+                offloads: None,
+                mtu: ifstats::mtu(&name).unwrap_or(0),
+                allowance: Default::default(),
+                host_queue: None,
+                name: name.clone(),
+            });
+            self.prev_links.insert(name, totals);
+        }
+        out
+    }
+}
+
+fn event_kind(kind: u32, arg0: i32, arg1: i32) -> FlowEventKind {
+    match ts_event_kind(kind) {
+        ts_event_kind::TS_EV_OPEN => FlowEventKind::Open,
+        ts_event_kind::TS_EV_RETRANS if arg0 != 0 => FlowEventKind::RetransmitFailed { err: arg0 },
+        ts_event_kind::TS_EV_RETRANS => FlowEventKind::Retransmit { segs: arg1 as u32 },
+        ts_event_kind::TS_EV_CONG => FlowEventKind::CongestionState {
+            from: ca_state_name(arg0 as u32).to_string(),
+            to: ca_state_name(arg1 as u32).to_string(),
+        },
+        ts_event_kind::TS_EV_CLOSE => FlowEventKind::Close,
+        _ => FlowEventKind::State {
+            from: tcp_state_name(arg0 as u8).to_string(),
+            to: tcp_state_name(arg1 as u8).to_string(),
+        },
+    }
+}

@@ -1,0 +1,323 @@
+//! Turns raw kernel flow records into [`FlowSample`]s with per-interval
+//! deltas, and forgets closed flows after reporting them once.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::probes::flows_skel::types::ts_flow_record;
+use crate::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
+
+const AF_INET6: u16 = 10;
+
+/// What we remember of a flow between intervals.
+#[derive(Debug, Clone)]
+struct Known {
+    totals: FlowCounters,
+    srtt_sum_us: u64,
+}
+
+/// Flow state across intervals.
+#[derive(Debug, Default)]
+pub struct FlowTable {
+    known: HashMap<u64, Known>,
+    /// bpf_ktime when the observer started: a flow opened after this counts
+    /// from zero in its first interval; an older one starts as a baseline.
+    start_ns: u64,
+}
+
+impl FlowTable {
+    pub fn new(start_ns: u64) -> Self {
+        FlowTable {
+            known: HashMap::new(),
+            start_ns,
+        }
+    }
+
+    /// Builds this interval's samples from the iterator's records and the
+    /// records of flows that closed since the last call (which win over an
+    /// iterator record of the same socket: they are final).
+    pub fn update(
+        &mut self,
+        live: &[ts_flow_record],
+        closed: &[ts_flow_record],
+        resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    ) -> Vec<FlowSample> {
+        let closed_ids: std::collections::HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
+        let mut out = Vec::with_capacity(live.len() + closed.len());
+        for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
+            out.push(self.sample(rec, false, resolve_owner));
+        }
+        for rec in closed {
+            out.push(self.sample(rec, true, resolve_owner));
+            self.known.remove(&rec.cookie);
+        }
+        // Sockets that vanished without a close record (e.g. the close
+        // event was dropped): forget them too; the drop is in health.
+        let present: std::collections::HashSet<u64> = live.iter().map(|r| r.cookie).collect();
+        self.known.retain(|id, _| present.contains(id));
+        out
+    }
+
+    fn sample(
+        &mut self,
+        rec: &ts_flow_record,
+        closed: bool,
+        resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    ) -> FlowSample {
+        let totals = counters_of(rec);
+        let prev = self.known.get(&rec.cookie);
+        let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
+        let (delta, prev_srtt_sum) = match prev {
+            Some(k) => (diff(&totals, &k.totals), k.srtt_sum_us),
+            // Born while we watched: everything it did is new.
+            None if opened => (totals, 0),
+            // Already there when we started: this interval is its baseline.
+            None => (FlowCounters::default(), rec.st.srtt_sum_us),
+        };
+        self.known.insert(
+            rec.cookie,
+            Known {
+                totals,
+                srtt_sum_us: rec.st.srtt_sum_us,
+            },
+        );
+        let probe_delta = delta.probe_events;
+        let srtt_mean_us = (probe_delta > 0)
+            .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
+        let owner = if rec.st.owner_tgid != 0 {
+            Some(Owner {
+                pid: rec.st.owner_tgid,
+                comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
+                cgroup_id: rec.st.owner_cgroup_id,
+            })
+        } else {
+            resolve_owner(rec)
+        };
+        FlowSample {
+            id: rec.cookie,
+            netns: rec.netns,
+            local: SocketAddr::new(ip_of(rec.family, &rec.saddr), rec.lport),
+            peer: SocketAddr::new(ip_of(rec.family, &rec.daddr), rec.rport),
+            state: tcp_state_name(rec.tcp_state).to_string(),
+            ca_state: ca_state_name(rec.ca_state as u32).to_string(),
+            owner,
+            srtt_us: rec.srtt_us,
+            min_rtt_us: if rec.min_rtt_us == u32::MAX {
+                0
+            } else {
+                rec.min_rtt_us
+            },
+            rttvar_us: rec.mdev_us,
+            cwnd: rec.snd_cwnd,
+            ssthresh: rec.snd_ssthresh,
+            mss: rec.mss_cache,
+            packets_out: rec.packets_out,
+            retrans_out: rec.retrans_out,
+            lost_out: rec.lost_out,
+            sacked_out: rec.sacked_out,
+            srtt_mean_us,
+            srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
+            cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
+            totals,
+            delta,
+            opened,
+            closed,
+        }
+    }
+}
+
+/// The cumulative counters of a record, with the time in the current
+/// congestion state counted up to the record's own timestamp.
+fn counters_of(rec: &ts_flow_record) -> FlowCounters {
+    let st = &rec.st;
+    let mut ca_time_ns = st.ca_time_ns;
+    if (st.ca_state as usize) < ca_time_ns.len() && rec.now_ns > st.ca_since_ns {
+        ca_time_ns[st.ca_state as usize] += rec.now_ns - st.ca_since_ns;
+    }
+    FlowCounters {
+        bytes_sent: rec.bytes_sent,
+        bytes_acked: rec.bytes_acked,
+        bytes_retrans: rec.bytes_retrans,
+        bytes_received: rec.bytes_received,
+        segs_out: rec.segs_out as u64,
+        data_segs_out: rec.data_segs_out as u64,
+        retrans_segs: rec.total_retrans as u64,
+        retrans_skbs_traced: st.retrans_skbs,
+        retrans_segs_traced: st.retrans_segs,
+        retrans_failed: st.retrans_failed,
+        delivered: rec.delivered as u64,
+        probe_events: st.probe_events,
+        cwnd_reductions: st.cwnd_reductions as u64,
+        ca_time_us: PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000)),
+        ca_entries: PerCaState::from_array(st.ca_entries.map(u64::from)),
+    }
+}
+
+/// Growth from `prev` to `now`. The kernel's 32-bit counters (segs_out,
+/// total_retrans, delivered) wrap; a wrapped u32 is corrected, anything else
+/// that went backwards counts as zero growth, never as a huge bogus delta.
+pub fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    let d32 = |a: u64, b: u64| {
+        if a >= b {
+            a - b
+        } else if b <= u32::MAX as u64 && a <= u32::MAX as u64 {
+            (a + (1u64 << 32)) - b
+        } else {
+            0
+        }
+    };
+    let ca = |a: PerCaState<u64>, b: PerCaState<u64>| {
+        let (a, b) = (a.to_array(), b.to_array());
+        PerCaState::from_array([0, 1, 2, 3, 4].map(|i| d(a[i], b[i])))
+    };
+    FlowCounters {
+        bytes_sent: d(now.bytes_sent, prev.bytes_sent),
+        bytes_acked: d(now.bytes_acked, prev.bytes_acked),
+        bytes_retrans: d(now.bytes_retrans, prev.bytes_retrans),
+        bytes_received: d(now.bytes_received, prev.bytes_received),
+        segs_out: d32(now.segs_out, prev.segs_out),
+        data_segs_out: d32(now.data_segs_out, prev.data_segs_out),
+        retrans_segs: d32(now.retrans_segs, prev.retrans_segs),
+        retrans_skbs_traced: d(now.retrans_skbs_traced, prev.retrans_skbs_traced),
+        retrans_segs_traced: d(now.retrans_segs_traced, prev.retrans_segs_traced),
+        retrans_failed: d(now.retrans_failed, prev.retrans_failed),
+        delivered: d32(now.delivered, prev.delivered),
+        probe_events: d(now.probe_events, prev.probe_events),
+        cwnd_reductions: d(now.cwnd_reductions, prev.cwnd_reductions),
+        ca_time_us: ca(now.ca_time_us, prev.ca_time_us),
+        ca_entries: ca(now.ca_entries, prev.ca_entries),
+    }
+}
+
+/// An address from the record; IPv4-mapped IPv6 is shown as IPv4.
+fn ip_of(family: u16, bytes: &[u8; 16]) -> IpAddr {
+    if family == AF_INET6 {
+        let v6 = Ipv6Addr::from(*bytes);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    } else {
+        IpAddr::V4(Ipv4Addr::new(bytes[0], bytes[1], bytes[2], bytes[3]))
+    }
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// TCP state names as `ss` prints them.
+pub fn tcp_state_name(state: u8) -> &'static str {
+    match state {
+        1 => "ESTAB",
+        2 => "SYN-SENT",
+        3 => "SYN-RECV",
+        4 => "FIN-WAIT-1",
+        5 => "FIN-WAIT-2",
+        6 => "TIME-WAIT",
+        7 => "UNCONN",
+        8 => "CLOSE-WAIT",
+        9 => "LAST-ACK",
+        10 => "LISTEN",
+        11 => "CLOSING",
+        12 => "NEW-SYN-RECV",
+        _ => "UNKNOWN",
+    }
+}
+
+pub fn ca_state_name(state: u32) -> &'static str {
+    match state {
+        0 => "open",
+        1 => "disorder",
+        2 => "cwr",
+        3 => "recovery",
+        4 => "loss",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(cookie: u64, opened_ns: u64, bytes: u64, retrans: u32) -> ts_flow_record {
+        let mut r = ts_flow_record {
+            cookie,
+            family: 2,
+            saddr: [10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            daddr: [10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            lport: 5201,
+            rport: 40000,
+            tcp_state: 1,
+            bytes_sent: bytes,
+            total_retrans: retrans,
+            ..Default::default()
+        };
+        r.st.opened_ns = opened_ns;
+        r
+    }
+
+    #[test]
+    fn preexisting_flow_starts_as_baseline_then_counts_growth() {
+        let mut t = FlowTable::new(1_000);
+        let s = t.update(&[record(7, 0, 5_000, 3)], &[], &mut |_| None);
+        assert_eq!(s[0].delta.bytes_sent, 0);
+        assert!(!s[0].opened);
+        let s = t.update(&[record(7, 0, 8_000, 5)], &[], &mut |_| None);
+        assert_eq!(s[0].delta.bytes_sent, 3_000);
+        assert_eq!(s[0].delta.retrans_segs, 2);
+        assert_eq!(s[0].local.to_string(), "10.0.0.1:5201");
+    }
+
+    #[test]
+    fn flow_opened_while_watching_counts_from_zero() {
+        let mut t = FlowTable::new(1_000);
+        let s = t.update(&[record(9, 2_000, 4_000, 1)], &[], &mut |_| None);
+        assert!(s[0].opened);
+        assert_eq!(s[0].delta.bytes_sent, 4_000);
+    }
+
+    #[test]
+    fn closed_flow_is_reported_once_then_forgotten() {
+        let mut t = FlowTable::new(0);
+        t.update(&[record(3, 0, 100, 0)], &[], &mut |_| None);
+        let s = t.update(
+            &[record(3, 0, 150, 0)],
+            &[record(3, 0, 200, 0)],
+            &mut |_| None,
+        );
+        assert_eq!(s.len(), 1, "the close record replaces the live one");
+        assert!(s[0].closed);
+        assert_eq!(s[0].delta.bytes_sent, 100);
+        let s = t.update(&[], &[], &mut |_| None);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn u32_counter_wrap_is_corrected_and_backwards_is_zero() {
+        let prev = FlowCounters {
+            segs_out: u32::MAX as u64 - 1,
+            bytes_sent: 10,
+            ..Default::default()
+        };
+        let now = FlowCounters {
+            segs_out: 3,
+            bytes_sent: 5,
+            ..Default::default()
+        };
+        let d = diff(&now, &prev);
+        assert_eq!(d.segs_out, 5);
+        assert_eq!(d.bytes_sent, 0);
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_show_as_ipv4() {
+        let mut b = [0u8; 16];
+        b[10] = 0xff;
+        b[11] = 0xff;
+        b[12..].copy_from_slice(&[192, 0, 2, 7]);
+        assert_eq!(ip_of(AF_INET6, &b).to_string(), "192.0.2.7");
+    }
+}

@@ -1,0 +1,105 @@
+//! Interface counters from `/sys/class/net/<if>/statistics`.
+//!
+//! Read in the observer's own network namespace: `ip netns exec NS` remounts
+//! /sys, so there it lists that namespace's interfaces.
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::snapshot::LinkCounters;
+
+const SYS_NET: &str = "/sys/class/net";
+
+/// Interface names of this namespace, sorted; `lo` is left out unless
+/// `wanted` names it. A non-empty `wanted` keeps only those names.
+pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
+    let mut names: Vec<String> = fs::read_dir(SYS_NET)
+        .with_context(|| format!("listing {SYS_NET}"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            if wanted.is_empty() {
+                n != "lo"
+            } else {
+                wanted.iter().any(|w| w == n)
+            }
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The counters of one interface, now.
+pub fn read_counters(iface: &str) -> Result<LinkCounters> {
+    let dir = Path::new(SYS_NET).join(iface).join("statistics");
+    let read = |name: &str| -> Result<u64> {
+        let p = dir.join(name);
+        let s = fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        s.trim()
+            .parse()
+            .with_context(|| format!("{}: not a number: {:?}", p.display(), s.trim()))
+    };
+    Ok(LinkCounters {
+        tx_packets: read("tx_packets")?,
+        rx_packets: read("rx_packets")?,
+        tx_bytes: read("tx_bytes")?,
+        rx_bytes: read("rx_bytes")?,
+        tx_dropped: read("tx_dropped")?,
+        rx_dropped: read("rx_dropped")?,
+        tx_errors: read("tx_errors")?,
+        rx_errors: read("rx_errors")?,
+    })
+}
+
+/// The interface MTU.
+pub fn mtu(iface: &str) -> Option<u32> {
+    fs::read_to_string(Path::new(SYS_NET).join(iface).join("mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The driver bound to a physical device (`device/driver` link), if any.
+pub fn sysfs_driver(iface: &str) -> Option<String> {
+    let link = fs::read_link(Path::new(SYS_NET).join(iface).join("device/driver")).ok()?;
+    link.file_name().map(|n| n.to_string_lossy().into_owned())
+}
+
+/// Growth of each counter; a counter that went backwards (device reset)
+/// counts as zero growth for this interval.
+pub fn counter_delta(now: &LinkCounters, prev: &LinkCounters) -> LinkCounters {
+    let d = |a: u64, b: u64| a.saturating_sub(b);
+    LinkCounters {
+        tx_packets: d(now.tx_packets, prev.tx_packets),
+        rx_packets: d(now.rx_packets, prev.rx_packets),
+        tx_bytes: d(now.tx_bytes, prev.tx_bytes),
+        rx_bytes: d(now.rx_bytes, prev.rx_bytes),
+        tx_dropped: d(now.tx_dropped, prev.tx_dropped),
+        rx_dropped: d(now.rx_dropped, prev.rx_dropped),
+        tx_errors: d(now.tx_errors, prev.tx_errors),
+        rx_errors: d(now.rx_errors, prev.rx_errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_counters_read_and_delta_never_negative() {
+        let c = read_counters("lo").expect("lo exists in every namespace");
+        let mut earlier = c;
+        earlier.tx_packets += 10;
+        assert_eq!(counter_delta(&c, &earlier).tx_packets, 0);
+        assert_eq!(counter_delta(&c, &c), LinkCounters::default());
+    }
+
+    #[test]
+    fn missing_interface_is_a_clear_error() {
+        let e = read_counters("no-such-if0").unwrap_err();
+        assert!(format!("{e:#}").contains("no-such-if0"));
+    }
+}

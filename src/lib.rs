@@ -1,0 +1,18 @@
+//! throttlescope: per-flow TCP observation from the kernel, to tell
+//! hypervisor shaping apart from host queuing and network loss.
+//!
+//! Data flows one way: [`probes`] (kernel) -> [`collector`] (one
+//! [`snapshot::Snapshot`] per interval) -> analysis -> [`sinks`].
+
+pub mod cli;
+pub mod collector;
+pub mod doctor;
+pub mod duration;
+pub mod flowtable;
+pub mod ifstats;
+pub mod owners;
+pub mod probes;
+pub mod signals;
+pub mod sinks;
+pub mod snapshot;
+pub mod watch;

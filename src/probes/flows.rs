@@ -1,0 +1,282 @@
+//! Loads and attaches flows.bpf.c, and reads it back: flow records through
+//! the `dump_flows` iterator, events through the ring buffer, health through
+//! the per-CPU `health` array and each program's kernel stats.
+
+use std::cell::RefCell;
+use std::io::Read;
+use std::mem::{size_of, MaybeUninit};
+use std::os::fd::{AsFd, AsRawFd};
+use std::rc::Rc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{
+    Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder,
+};
+
+use super::flows_skel::types::{
+    ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
+};
+use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
+use crate::snapshot::ProgramHealth;
+
+/// Which sockets to observe.
+#[derive(Debug, Clone, Copy)]
+pub enum NetnsFilter {
+    /// Sockets of this network namespace (inode of /proc/self/ns/net).
+    Only(u32),
+    All,
+}
+
+/// A raw event as the ring buffer delivered it.
+#[derive(Debug, Clone)]
+pub enum RawEvent {
+    Plain(ts_event),
+    Close(Box<ts_close_event>),
+}
+
+/// Cumulative counters of the `health` array.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProbeCounters(pub [u64; ts_health_counter::TS_H_MAX.0 as usize]);
+
+impl ProbeCounters {
+    pub fn get(&self, c: ts_health_counter) -> u64 {
+        self.0[c.0 as usize]
+    }
+}
+
+/// The attached flow probes. Dropping it detaches every program.
+pub struct FlowProbes {
+    skel: FlowsSkel<'static>,
+    dump_link: Link,
+    ringbuf: RingBuffer<'static>,
+    pending: Rc<RefCell<Vec<RawEvent>>>,
+    /// Ring-buffer messages we could not decode (never expected; counted).
+    malformed: Rc<RefCell<u64>>,
+}
+
+/// The (program name, health counter) pairs: the events each program counts.
+const PROGRAM_EVENTS: &[(&str, ts_health_counter)] = &[
+    ("on_tcp_probe", ts_health_counter::TS_H_PROBE_EVENTS),
+    (
+        "on_tcp_retransmit_skb",
+        ts_health_counter::TS_H_RETRANS_EVENTS,
+    ),
+    ("on_tcp_cong_state_set", ts_health_counter::TS_H_CONG_EVENTS),
+    (
+        "on_inet_sock_set_state",
+        ts_health_counter::TS_H_STATE_EVENTS,
+    ),
+    (
+        "on_tcp_destroy_sock",
+        ts_health_counter::TS_H_DESTROY_EVENTS,
+    ),
+    (
+        "on_tcp_sendmsg_locked",
+        ts_health_counter::TS_H_SENDMSG_EVENTS,
+    ),
+];
+
+impl FlowProbes {
+    /// Open, load and attach; then seed the flows that already exist in the
+    /// observer's own network namespace.
+    pub fn attach(filter: NetnsFilter, emit_events: bool) -> Result<Self> {
+        // The skeleton borrows its object storage for its whole life; one
+        // observer per process, so leaking this small block is the simple way.
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = FlowsSkelBuilder::default()
+            .open(storage)
+            .context("opening the BPF object")?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .context("BPF object has no .rodata")?;
+        match filter {
+            NetnsFilter::Only(ino) => rodata.target_netns = ino,
+            NetnsFilter::All => rodata.all_netns = true,
+        }
+        rodata.emit_events = emit_events;
+        // Iterators are attached by hand below (one needs the map fd).
+        open.progs.seed_flows.set_autoload(true);
+        open.progs.seed_flows.set_autoattach(false);
+        open.progs.dump_flows.set_autoattach(false);
+        let mut skel = open.load().context(
+            "loading the BPF programs into the kernel (needs root or CAP_BPF+CAP_PERFMON, and BTF; try `throttlescope doctor`)",
+        )?;
+        skel.attach()
+            .context("attaching the BPF programs to their tracepoints")?;
+
+        let dump_link = skel
+            .progs
+            .dump_flows
+            .attach_iter(skel.maps.flow_state.as_fd())
+            .context("attaching the flow-dump iterator")?;
+
+        let pending = Rc::new(RefCell::new(Vec::new()));
+        let malformed = Rc::new(RefCell::new(0u64));
+        let mut builder = RingBufferBuilder::new();
+        {
+            let pending = pending.clone();
+            let malformed = malformed.clone();
+            builder
+                .add(&skel.maps.events, move |data: &[u8]| {
+                    match decode_event(data) {
+                        Some(ev) => pending.borrow_mut().push(ev),
+                        None => *malformed.borrow_mut() += 1,
+                    }
+                    0
+                })
+                .context("setting up the event ring buffer")?;
+        }
+        let ringbuf = builder.build().context("building the ring buffer")?;
+
+        let probes = FlowProbes {
+            skel,
+            dump_link,
+            ringbuf,
+            pending,
+            malformed,
+        };
+        probes.seed().context("seeding pre-existing flows")?;
+        Ok(probes)
+    }
+
+    /// Runs the `seed_flows` iterator once, in this thread's netns.
+    fn seed(&self) -> Result<()> {
+        let link = self
+            .skel
+            .progs
+            .seed_flows
+            .attach_iter_with_opts(IterOpts::None)
+            .context("attaching the seeding iterator")?;
+        let mut it = Iter::new(&link)?;
+        let mut sink = Vec::new();
+        it.read_to_end(&mut sink)?;
+        Ok(())
+    }
+
+    /// One record per tracked socket, as of now.
+    pub fn read_flows(&self) -> Result<Vec<ts_flow_record>> {
+        let mut it = Iter::new(&self.dump_link).context("creating a flow-dump iterator")?;
+        let mut buf = Vec::with_capacity(64 * size_of::<ts_flow_record>());
+        it.read_to_end(&mut buf)
+            .context("reading the flow-dump iterator")?;
+        let n = size_of::<ts_flow_record>();
+        if buf.len() % n != 0 {
+            bail!(
+                "flow-dump iterator returned {} bytes, not a multiple of the record size {n}",
+                buf.len()
+            );
+        }
+        Ok(buf
+            .chunks_exact(n)
+            .map(read_pod::<ts_flow_record>)
+            .collect())
+    }
+
+    /// Every event the ring buffer holds now, without waiting.
+    pub fn drain_events(&self) -> Result<Vec<RawEvent>> {
+        self.ringbuf
+            .poll(Duration::ZERO)
+            .context("polling the event ring buffer")?;
+        Ok(std::mem::take(&mut *self.pending.borrow_mut()))
+    }
+
+    /// Ring-buffer messages that could not be decoded.
+    pub fn malformed_events(&self) -> u64 {
+        *self.malformed.borrow()
+    }
+
+    /// The `health` array summed over CPUs.
+    pub fn counters(&self) -> Result<ProbeCounters> {
+        let mut out = ProbeCounters::default();
+        for (i, slot) in out.0.iter_mut().enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            let per_cpu = self
+                .skel
+                .maps
+                .health
+                .lookup_percpu(&key, MapFlags::ANY)
+                .context("reading the health counters")?
+                .unwrap_or_default();
+            *slot = per_cpu
+                .iter()
+                .filter(|v| v.len() >= 8)
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                .sum();
+        }
+        Ok(out)
+    }
+
+    /// Per-program health: events (our counter), recursion misses and, when
+    /// `kernel.bpf_stats_enabled` is on, run count and time.
+    pub fn program_health(&self, counters: &ProbeCounters) -> Vec<ProgramHealth> {
+        PROGRAM_EVENTS
+            .iter()
+            .map(|(name, counter)| {
+                let fd = self
+                    .skel
+                    .object()
+                    .progs()
+                    .find(|p| p.name() == *name)
+                    .map(|p| p.as_fd().as_raw_fd());
+                let info = fd.and_then(prog_stats);
+                ProgramHealth {
+                    name: name.trim_start_matches("on_").to_string(),
+                    events: counters.get(*counter),
+                    missed: info.map(|i| i.recursion_misses).unwrap_or(0),
+                    run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
+                    run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Kernel statistics of one loaded program.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProgStats {
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
+    pub recursion_misses: u64,
+}
+
+/// `bpf_prog_get_info_by_fd` for the three counters we report.
+pub fn prog_stats(fd: i32) -> Option<ProgStats> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a valid, writable bpf_prog_info and `len` its size.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    (rc == 0).then_some(ProgStats {
+        run_cnt: info.run_cnt,
+        run_time_ns: info.run_time_ns,
+        recursion_misses: info.recursion_misses,
+    })
+}
+
+fn decode_event(data: &[u8]) -> Option<RawEvent> {
+    if data.len() < size_of::<ts_event>() {
+        return None;
+    }
+    let hdr = read_pod::<ts_event>(data);
+    if ts_event_kind(hdr.kind) == ts_event_kind::TS_EV_CLOSE {
+        (data.len() >= size_of::<ts_close_event>())
+            .then(|| RawEvent::Close(Box::new(read_pod::<ts_close_event>(data))))
+    } else {
+        Some(RawEvent::Plain(hdr))
+    }
+}
+
+/// Reads a generated ABI struct from kernel bytes.
+///
+/// Only used for the skeleton's `ts_*` types, which hold integers and byte
+/// arrays alone: every bit pattern is a valid value.
+fn read_pod<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= size_of::<T>());
+    // SAFETY: length checked above; T is plain data (see above); unaligned
+    // read because the buffer carries no alignment promise.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) }
+}

@@ -1,0 +1,12 @@
+//! The BPF programs, as libbpf-cargo skeletons.
+
+#[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+pub mod flows_skel {
+    include!(concat!(env!("OUT_DIR"), "/flows.skel.rs"));
+}
+#[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+pub mod empty_skel {
+    include!(concat!(env!("OUT_DIR"), "/empty.skel.rs"));
+}
+
+pub mod flows;

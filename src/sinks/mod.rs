@@ -1,0 +1,3 @@
+//! Sinks only render what the collector and the analysis produced.
+
+pub mod table;

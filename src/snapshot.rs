@@ -1,0 +1,342 @@
+//! The interval snapshot: plain data, the same type live and in a recording.
+//!
+//! Everything the analysis needs is in here, so a recording can be re-judged
+//! without the machine it came from. Counters come twice: `totals` as read at
+//! the end of the interval and `delta` over the interval; deltas are computed
+//! once, by the collector, so every consumer agrees on them.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// One interval of observation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// 0 for the first interval after start, then +1.
+    pub seq: u64,
+    /// CLOCK_MONOTONIC at the end of the interval, in ns (the BPF clock).
+    pub mono_ns: u64,
+    /// Wall clock at the end of the interval, in ms since the Unix epoch.
+    pub unix_ms: u64,
+    /// Length of this interval in ns, as measured (not as asked).
+    pub interval_ns: u64,
+    pub interfaces: Vec<InterfaceSample>,
+    pub flows: Vec<FlowSample>,
+    /// Flow events of the interval, in kernel order.
+    #[serde(default)]
+    pub events: Vec<FlowEvent>,
+    pub health: Health,
+}
+
+impl Snapshot {
+    pub fn interval_secs(&self) -> f64 {
+        self.interval_ns as f64 / 1e9
+    }
+}
+
+/// `/sys/class/net/<if>/statistics` counters we use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkCounters {
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub tx_dropped: u64,
+    pub rx_dropped: u64,
+    pub tx_errors: u64,
+    pub rx_errors: u64,
+}
+
+/// One network interface of the observed namespace over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceSample {
+    pub name: String,
+    /// Kernel driver (`/sys/class/net/<if>/device/driver`, or the link kind
+    /// for virtual devices such as `veth`); `None` when unknown.
+    pub driver: Option<String>,
+    pub totals: LinkCounters,
+    pub delta: LinkCounters,
+    /// The interface's TSO/GSO state when it was read: the packet counters
+    /// above count skbs, not wire packets, when segmentation offload is on.
+    #[serde(default)]
+    pub offloads: Option<Offloads>,
+    /// The interface MTU: with `delta.tx_bytes` it estimates wire packets
+    /// when segmentation offload makes `tx_packets` count large skbs.
+    #[serde(default)]
+    pub mtu: u32,
+    /// NIC allowance counters; `Unavailable` (with the reason) on a device
+    /// that has none, never faked.
+    #[serde(default)]
+    pub allowance: AllowanceStatus,
+    /// The host's own queues and drops on this interface (qdisc hooks and
+    /// kfree_skb), when the host-queue probes are attached.
+    #[serde(default)]
+    pub host_queue: Option<HostQueueSample>,
+}
+
+/// Whether allowance counters could be read for an interface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AllowanceStatus {
+    /// No allowance counters: the reason says why (not ENA, read failed...).
+    Unavailable {
+        reason: String,
+    },
+    Read(Box<AllowanceSample>),
+}
+
+impl Default for AllowanceStatus {
+    fn default() -> Self {
+        AllowanceStatus::Unavailable {
+            reason: "not read".into(),
+        }
+    }
+}
+
+impl AllowanceStatus {
+    pub fn sample(&self) -> Option<&AllowanceSample> {
+        match self {
+            AllowanceStatus::Read(s) => Some(s),
+            AllowanceStatus::Unavailable { .. } => None,
+        }
+    }
+}
+
+/// The ENA allowance counters of one interface over one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllowanceSample {
+    /// Where they came from: `ioctl` (SIOCETHTOOL) or `file:<path>`.
+    pub source: String,
+    /// As read at the end of the interval. A field is `None` when the device
+    /// does not report that statistic.
+    pub totals: AllowanceCounters,
+    /// Growth over the interval, after reset handling: never negative, never
+    /// a bogus jump (see `resets` and `zeroed_reads`).
+    pub delta: AllowanceCounters,
+    /// Counter resets seen since start (a counter went down, not to zero).
+    pub resets: u64,
+    /// Reads where every counter came back 0 at once (ENA fills a zeroed
+    /// struct when its admin command fails): treated as no data.
+    pub zeroed_reads: u64,
+    /// Failed reads since start (ioctl error, unreadable or malformed file).
+    pub read_failures: u64,
+    /// The last read error, if the latest read failed.
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+/// ENA allowance statistics by name (`ethtool -S`). Cumulative counters
+/// except `conntrack_allowance_available` and the `ena_srd_mode` and
+/// `ena_srd_resource_utilization` gauges, which are copied, not subtracted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowanceCounters {
+    pub bw_in_allowance_exceeded: Option<u64>,
+    pub bw_out_allowance_exceeded: Option<u64>,
+    pub pps_allowance_exceeded: Option<u64>,
+    pub conntrack_allowance_exceeded: Option<u64>,
+    pub linklocal_allowance_exceeded: Option<u64>,
+    pub conntrack_allowance_available: Option<u64>,
+    pub ena_srd_mode: Option<u64>,
+    pub ena_srd_tx_pkts: Option<u64>,
+    pub ena_srd_eligible_tx_pkts: Option<u64>,
+    pub ena_srd_rx_pkts: Option<u64>,
+    pub ena_srd_resource_utilization: Option<u64>,
+}
+
+/// The host's own queuing and drops on one interface over one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostQueueSample {
+    /// Packets enqueued to and dequeued from the interface's qdiscs.
+    pub enqueued: u64,
+    pub dequeued: u64,
+    /// Qdisc backlog at the end of the interval.
+    pub backlog_packets: u64,
+    pub backlog_bytes: u64,
+    /// The largest backlog seen at an enqueue during the interval.
+    pub peak_backlog_packets: u64,
+    pub peak_backlog_bytes: u64,
+    /// Time from enqueue to dequeue, where measured.
+    pub sojourn_mean_us: Option<u64>,
+    pub sojourn_max_us: Option<u64>,
+    /// Packets the host dropped on this interface in the interval, by kernel
+    /// drop reason name (`QDISC_DROP`, `TC_EGRESS`, ...).
+    pub drops: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offloads {
+    pub tso: bool,
+    pub gso: bool,
+    pub gro: bool,
+}
+
+/// Who owns a socket, as seen in `tcp_sendmsg_locked` (process context), or
+/// from /proc when the socket has not sent since the observer started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    pub pid: u32,
+    pub comm: String,
+    /// cgroup v2 id; 0 when found through /proc.
+    pub cgroup_id: u64,
+}
+
+/// A value per TCP congestion-control state (`icsk_ca_state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerCaState<T> {
+    pub open: T,
+    pub disorder: T,
+    pub cwr: T,
+    pub recovery: T,
+    pub loss: T,
+}
+
+impl<T: Copy> PerCaState<T> {
+    pub fn from_array(a: [T; 5]) -> Self {
+        PerCaState {
+            open: a[0],
+            disorder: a[1],
+            cwr: a[2],
+            recovery: a[3],
+            loss: a[4],
+        }
+    }
+    pub fn to_array(&self) -> [T; 5] {
+        [self.open, self.disorder, self.cwr, self.recovery, self.loss]
+    }
+}
+
+/// Cumulative per-flow counters. In `FlowSample::totals` they are as read at
+/// the end of the interval; in `FlowSample::delta`, the growth over it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowCounters {
+    pub bytes_sent: u64,
+    pub bytes_acked: u64,
+    pub bytes_retrans: u64,
+    pub bytes_received: u64,
+    pub segs_out: u64,
+    pub data_segs_out: u64,
+    /// `tcp_sock.total_retrans`: retransmitted segments (what `ss` shows as
+    /// `retrans:X/total` and nstat counts in TcpRetransSegs).
+    pub retrans_segs: u64,
+    /// Retransmissions seen by the tcp_retransmit_skb probe that reached the
+    /// wire (err == 0), in skbs and in segments.
+    pub retrans_skbs_traced: u64,
+    pub retrans_segs_traced: u64,
+    /// tcp_retransmit_skb with err != 0: the retransmit could not be sent,
+    /// typically because the original still sat in a host queue.
+    pub retrans_failed: u64,
+    pub delivered: u64,
+    /// tcp_probe runs: incoming segments on the established fast path.
+    pub probe_events: u64,
+    /// tcp_probe runs where cwnd was lower than at the previous one.
+    pub cwnd_reductions: u64,
+    /// Time in each congestion state, in microseconds.
+    pub ca_time_us: PerCaState<u64>,
+    /// Entries into each congestion state.
+    pub ca_entries: PerCaState<u64>,
+}
+
+/// One TCP flow over one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSample {
+    /// The socket cookie: unique for the socket's life on this boot.
+    pub id: u64,
+    pub netns: u32,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    /// TCP state name, as `ss` prints it (`ESTAB`, `FIN-WAIT-1`, ...).
+    pub state: String,
+    /// Congestion state name: `open`, `disorder`, `cwr`, `recovery`, `loss`.
+    pub ca_state: String,
+    pub owner: Option<Owner>,
+    /// Current values from `struct tcp_sock` at the end of the interval.
+    pub srtt_us: u32,
+    pub min_rtt_us: u32,
+    pub rttvar_us: u32,
+    pub cwnd: u32,
+    pub ssthresh: u32,
+    pub mss: u32,
+    pub packets_out: u32,
+    pub retrans_out: u32,
+    pub lost_out: u32,
+    pub sacked_out: u32,
+    /// Mean and max srtt over the interval's tcp_probe events, and the
+    /// smallest cwnd seen; `None` when no segment arrived in the interval.
+    pub srtt_mean_us: Option<u32>,
+    pub srtt_max_us: Option<u32>,
+    pub cwnd_min: Option<u32>,
+    pub totals: FlowCounters,
+    pub delta: FlowCounters,
+    /// Opened during this interval (its deltas count from zero).
+    pub opened: bool,
+    /// Closed during this interval: reported this once, then forgotten.
+    pub closed: bool,
+}
+
+impl FlowSample {
+    /// srtt / min_rtt: 1.0 means no queueing delay on the path.
+    pub fn rtt_inflation(&self) -> Option<f64> {
+        (self.min_rtt_us > 0 && self.srtt_us > 0)
+            .then(|| self.srtt_us as f64 / self.min_rtt_us as f64)
+    }
+}
+
+/// A notable flow event from the ring buffer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowEvent {
+    pub mono_ns: u64,
+    pub flow_id: u64,
+    pub netns: u32,
+    #[serde(flatten)]
+    pub kind: FlowEventKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum FlowEventKind {
+    Open,
+    State { from: String, to: String },
+    Retransmit { segs: u32 },
+    RetransmitFailed { err: i32 },
+    CongestionState { from: String, to: String },
+    Close,
+}
+
+/// What the observer itself missed or could not do, cumulative since start.
+/// Never hidden: every sink shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub programs: Vec<ProgramHealth>,
+    /// Sockets whose storage could not be created: not tracked.
+    pub untracked_flows: u64,
+    /// Events lost because the ring buffer was full.
+    pub ringbuf_drops: u64,
+    /// Flow records the snapshot iterator wrote.
+    pub iter_records: u64,
+    /// Sockets found already open when the observer started.
+    pub seeded_flows: u64,
+    /// Interface counter reads that failed.
+    pub counter_read_failures: u64,
+}
+
+/// One BPF program's run statistics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramHealth {
+    pub name: String,
+    /// Runs on observed sockets, counted by the program itself.
+    pub events: u64,
+    /// Runs the kernel skipped because the program was already running on
+    /// that CPU (`recursion_misses` from the program's info).
+    pub missed: u64,
+    /// Kernel run count and run time; only counted while
+    /// `kernel.bpf_stats_enabled` is 1, else 0.
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
+}
+
+impl Health {
+    pub fn missed_total(&self) -> u64 {
+        self.programs.iter().map(|p| p.missed).sum()
+    }
+}
