@@ -32,6 +32,9 @@ pub enum Command {
     Watch(WatchArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
+    /// Attach an empty program to tp_btf/tcp_probe (tools/bench's yardstick).
+    #[command(hide = true)]
+    BaselineProbe(BaselineProbeArgs),
 }
 
 #[derive(Debug, Args, Clone)]
@@ -71,4 +74,11 @@ pub struct DoctorArgs {
     /// Skip the trial load of the BPF programs.
     #[arg(long)]
     pub no_load: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct BaselineProbeArgs {
+    /// Stop after this long; runs until Ctrl-C when absent.
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
 }
