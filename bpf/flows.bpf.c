@@ -99,6 +99,8 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		st->ca_since_ns = now;
 		st->ca_state = current_ca_state(sk);
 	}
+	if (!st->lport)
+		st->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	return st;
 }
 
@@ -130,6 +132,10 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	rec->netns = sk_netns(sk);
 	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	rec->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (rec->lport)
+		st->lport = rec->lport;
+	else
+		rec->lport = st->lport; /* closing: the kernel already unhashed it */
 	rec->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	rec->tcp_state = BPF_CORE_READ(sk, __sk_common.skc_state);
 	rec->ca_state = current_ca_state(sk);

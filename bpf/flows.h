@@ -36,6 +36,8 @@ struct ts_flow_state {
 	__u64 ca_time_ns[TS_CA_STATES];
 	__u32 ca_entries[TS_CA_STATES];
 	__u32 ca_state;          /* current congestion state, as last seen */
+	__u32 lport;             /* local port, kept because the kernel zeroes
+				  * it when the socket is unhashed at close */
 	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
 	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
 	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */

@@ -1,0 +1,194 @@
+//! Shared by the integration tests: a lab of network namespaces made by
+//! `tools/lab` under a unique prefix, removed on drop (also on panic), and
+//! real TCP traffic between its namespaces.
+#![allow(dead_code)]
+
+pub mod traffic;
+
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_throttlescope"))
+}
+
+/// Runs a command, panicking with its output when it fails.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A client <-> hv <-> broker lab (DOMAIN.md section 4) with a unique prefix.
+pub struct Lab {
+    pub prefix: String,
+}
+
+impl Lab {
+    pub const BROKER_IP: &'static str = "10.77.2.1";
+    pub const CLIENT_IP: &'static str = "10.77.1.1";
+
+    pub fn up(tag: &str) -> Lab {
+        static N: AtomicU32 = AtomicU32::new(0);
+        // Short: interface and namespace names have length limits.
+        let prefix = format!(
+            "t{}{}{}",
+            &tag[..tag.len().min(3)],
+            std::process::id() % 100_000,
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        let lab = Lab { prefix };
+        lab.tool(&["up"]);
+        lab
+    }
+
+    /// Runs `tools/lab ARGS --prefix P`.
+    pub fn tool(&self, args: &[&str]) -> Output {
+        run(Command::new(repo_root().join("tools/lab"))
+            .args(args)
+            .args(["--prefix", &self.prefix]))
+    }
+
+    pub fn client(&self) -> String {
+        format!("{}-client", self.prefix)
+    }
+    pub fn hv(&self) -> String {
+        format!("{}-hv", self.prefix)
+    }
+    pub fn broker(&self) -> String {
+        format!("{}-broker", self.prefix)
+    }
+
+    /// `ip netns exec NS PROGRAM ARGS...`, output checked.
+    pub fn exec(&self, ns: &str, program: &str, args: &[&str]) -> String {
+        let out = run(Command::new("ip")
+            .args(["netns", "exec", ns, program])
+            .args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Inode of a namespace's netns: what FlowSample::netns carries.
+    pub fn netns_inode(&self, ns: &str) -> u32 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(Path::new("/run/netns").join(ns))
+            .expect("netns file")
+            .ino() as u32
+    }
+
+    /// `nstat` counter of a namespace, absolute.
+    pub fn nstat(&self, ns: &str, counter: &str) -> u64 {
+        let out = self.exec(ns, "nstat", &["-asz", counter]);
+        out.lines()
+            .find_map(|l| {
+                let mut it = l.split_whitespace();
+                (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
+            })
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tools/lab"))
+            .args(["down", "--prefix", &self.prefix])
+            .output();
+    }
+}
+
+/// Runs `f` on a thread that has entered network namespace `ns`
+/// (`setns` changes only the calling thread's namespace).
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = Path::new("/run/netns").join(ns);
+    std::thread::spawn(move || {
+        enter_netns(&path);
+        f()
+    })
+    .join()
+    .expect("thread in netns panicked")
+}
+
+/// Moves the calling thread into the netns at `path`.
+pub fn enter_netns(path: &Path) {
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: valid fd; CLONE_NEWNET only affects this thread.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(
+        rc,
+        0,
+        "setns {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// One flow's line from `ss -tin`, the fields we compare.
+#[derive(Debug, Clone, Default)]
+pub struct SsFlow {
+    pub local_port: u16,
+    pub peer_port: u16,
+    pub peer: String,
+    pub srtt_us: f64,
+    pub min_rtt_us: f64,
+    pub cwnd: u32,
+    pub retrans_total: u64,
+}
+
+/// Parses `ss -tin` output: a header line, then per socket a line with
+/// state/queues/addresses and an indented line of info (`rtt:A/B`,
+/// `minrtt:M`, `cwnd:C`, `retrans:X/Y`).
+pub fn parse_ss(text: &str) -> Vec<SsFlow> {
+    let mut out = Vec::new();
+    let mut cur: Option<SsFlow> = None;
+    for line in text.lines().skip(1) {
+        if !line.starts_with(char::is_whitespace) {
+            if let Some(f) = cur.take() {
+                out.push(f);
+            }
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() >= 5 {
+                let local = cols[3];
+                let port_of = |a: &str| a.rsplit(':').next().unwrap().parse().unwrap_or(0);
+                cur = Some(SsFlow {
+                    local_port: port_of(local),
+                    peer_port: port_of(cols[4]),
+                    peer: cols[4].to_string(),
+                    ..Default::default()
+                });
+            }
+            continue;
+        }
+        let Some(f) = cur.as_mut() else { continue };
+        for tok in line.split_whitespace() {
+            if let Some(v) = tok.strip_prefix("rtt:") {
+                f.srtt_us = v.split('/').next().unwrap().parse::<f64>().unwrap() * 1000.0;
+            } else if let Some(v) = tok.strip_prefix("minrtt:") {
+                f.min_rtt_us = v.parse::<f64>().unwrap() * 1000.0;
+            } else if let Some(v) = tok.strip_prefix("cwnd:") {
+                f.cwnd = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("retrans:") {
+                f.retrans_total = v.split('/').nth(1).unwrap().parse().unwrap();
+            }
+        }
+    }
+    out.extend(cur);
+    out
+}
+
+/// True when `ours` is within `rel` (fraction) or `abs` of `theirs`.
+pub fn close_to(ours: f64, theirs: f64, rel: f64, abs: f64) -> bool {
+    (ours - theirs).abs() <= (theirs.abs() * rel).max(abs)
+}

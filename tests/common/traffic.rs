@@ -1,0 +1,157 @@
+//! Real TCP traffic between two namespaces of a lab, from threads that
+//! entered them: a sender that accepts N connections and writes as fast as
+//! it may for a while (as a broker sends to consumers), and receivers that
+//! read and discard.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::enter_netns;
+
+/// A bulk transfer over `conns` connections. The sockets stay open after
+/// sending stops, until [`Bulk::close`], so tools can look at them idle.
+pub struct Bulk {
+    close_tx: Vec<mpsc::Sender<()>>,
+    threads: Vec<JoinHandle<()>>,
+    /// The receivers' ports: with the listening port, they tell the
+    /// sender's accepted sockets apart.
+    pub peer_ports: Vec<u16>,
+    done_rx: mpsc::Receiver<u64>,
+    conns: usize,
+}
+
+impl Bulk {
+    /// Listens on `listen` in `sender_ns`; connects `conns` times from
+    /// `receiver_ns`; each accepted socket writes for `send_for`, at most
+    /// `rate_bytes_per_s` each (0: unlimited).
+    pub fn start(
+        sender_ns: &str,
+        receiver_ns: &str,
+        listen: SocketAddr,
+        conns: usize,
+        send_for: Duration,
+        rate_bytes_per_s: u64,
+    ) -> Bulk {
+        let sender_path = PathBuf::from("/run/netns").join(sender_ns);
+        let receiver_path = PathBuf::from("/run/netns").join(receiver_ns);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (port_tx, port_rx) = mpsc::channel();
+        let (done_tx, done_rx) = mpsc::channel();
+        let mut close_tx = Vec::new();
+        let mut threads = Vec::new();
+
+        let (acc_close_tx, acc_close_rx) = mpsc::channel::<()>();
+        close_tx.push(acc_close_tx);
+        threads.push(std::thread::spawn(move || {
+            enter_netns(&sender_path);
+            let listener = TcpListener::bind(listen).expect("bind in sender netns");
+            ready_tx.send(()).unwrap();
+            let mut senders = Vec::new();
+            let mut sockets = Vec::new();
+            for _ in 0..conns {
+                let (s, _) = listener.accept().expect("accept");
+                port_tx.send(s.peer_addr().unwrap().port()).unwrap();
+                let mut w = s.try_clone().unwrap();
+                sockets.push(s);
+                let done_tx = done_tx.clone();
+                senders.push(std::thread::spawn(move || {
+                    let buf = vec![0x5au8; 64 * 1024];
+                    let start = Instant::now();
+                    let mut sent = 0u64;
+                    while start.elapsed() < send_for {
+                        if rate_bytes_per_s > 0 {
+                            let allowed =
+                                (start.elapsed().as_secs_f64() * rate_bytes_per_s as f64) as u64;
+                            if sent >= allowed {
+                                std::thread::sleep(Duration::from_millis(2));
+                                continue;
+                            }
+                        }
+                        match w.write(&buf) {
+                            Ok(n) => sent += n as u64,
+                            Err(_) => break,
+                        }
+                    }
+                    done_tx.send(sent).unwrap();
+                }));
+            }
+            for t in senders {
+                t.join().unwrap();
+            }
+            // Keep the sockets open until asked to close.
+            let _ = acc_close_rx.recv();
+            drop(sockets);
+        }));
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("listener ready");
+
+        for _ in 0..conns {
+            let (tx, rx) = mpsc::channel::<()>();
+            close_tx.push(tx);
+            let receiver_path = receiver_path.clone();
+            threads.push(std::thread::spawn(move || {
+                enter_netns(&receiver_path);
+                let mut s =
+                    TcpStream::connect_timeout(&listen, Duration::from_secs(5)).expect("connect");
+                s.set_read_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let mut buf = vec![0u8; 256 * 1024];
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::WouldBlock
+                                || e.kind() == std::io::ErrorKind::TimedOut =>
+                        {
+                            if rx.try_recv().is_ok() {
+                                break;
+                            }
+                        }
+                        Err(_) => break,
+                    }
+                }
+            }));
+        }
+        let peer_ports = (0..conns)
+            .map(|_| {
+                port_rx
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("accepted")
+            })
+            .collect();
+        Bulk {
+            close_tx,
+            threads,
+            peer_ports,
+            done_rx,
+            conns,
+        }
+    }
+
+    /// Waits until every sender stopped writing; returns bytes written.
+    pub fn wait_sent(&self) -> u64 {
+        (0..self.conns)
+            .map(|_| {
+                self.done_rx
+                    .recv_timeout(Duration::from_secs(120))
+                    .expect("sender done")
+            })
+            .sum()
+    }
+
+    /// Closes every socket and joins the threads.
+    pub fn close(self) {
+        for tx in &self.close_tx {
+            let _ = tx.send(());
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}

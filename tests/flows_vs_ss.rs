@@ -1,0 +1,282 @@
+//! The per-flow view against `ss -tin` and `nstat`, with real BPF programs
+//! and real TCP traffic through a lab of namespaces. Run as root.
+//!
+//! Tolerances (stated here, checked below):
+//! - srtt: within 25% or 500 us of the range of two ss readings taken just
+//!   before and just after the snapshot (the same smoothed field, ms apart);
+//! - min_rtt: within 10% or 100 us of ss (a windowed minimum: stable);
+//! - cwnd: within 25% or 4 segments of that ss range (it moves per ACK);
+//! - retransmits per flow (idle sockets after the transfer): equal to ss;
+//!   probe-traced retransmitted segments within 5% or 3 of that;
+//! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs.
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use common::traffic::Bulk;
+use common::{close_to, in_netns, parse_ss, Lab, SsFlow};
+use throttlescope::collector::{Collector, CollectorConfig};
+use throttlescope::snapshot::{FlowSample, Snapshot};
+
+fn config() -> CollectorConfig {
+    CollectorConfig {
+        all_netns: false,
+        interfaces: Vec::new(),
+        events: true,
+    }
+}
+
+/// `ours` within `rel` or `abs` of the range spanned by two ss readings.
+fn within_bracket(ours: f64, before: f64, after: f64, rel: f64, abs: f64) -> bool {
+    let (lo, hi) = (before.min(after), before.max(after));
+    ours >= lo - (lo * rel).max(abs) && ours <= hi + (hi * rel).max(abs)
+}
+
+fn ss_now() -> Vec<SsFlow> {
+    let out = Command::new("ss").args(["-tin"]).output().unwrap();
+    parse_ss(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn by_port<'a>(snap: &'a Snapshot, ports: &[u16]) -> HashMap<u16, &'a FlowSample> {
+    snap.flows
+        .iter()
+        .filter(|f| ports.contains(&f.peer.port()) && !f.closed)
+        .map(|f| (f.peer.port(), f))
+        .collect()
+}
+
+#[test]
+fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
+    let lab = Lab::up("rtt");
+    lab.tool(&["shape", "hv_queuing"]);
+    let listen: SocketAddr = format!("{}:7101", Lab::BROKER_IP).parse().unwrap();
+    let bulk = Bulk::start(
+        &lab.broker(),
+        &lab.client(),
+        listen,
+        4,
+        Duration::from_secs(12),
+        0,
+    );
+    let ports = bulk.peer_ports.clone();
+
+    let rounds = in_netns(&lab.broker(), move || {
+        let mut c = Collector::start(config()).expect("attach probes");
+        std::thread::sleep(Duration::from_secs(3));
+        let mut rounds = Vec::new();
+        for _ in 0..4 {
+            c.collect().unwrap(); // start a fresh interval
+            std::thread::sleep(Duration::from_millis(700));
+            // ss just before and just after: "the same moment" is the
+            // bracket, since cwnd moves per ACK.
+            let before = ss_now();
+            let snap = c.collect().unwrap();
+            let after = ss_now();
+            rounds.push((snap, before, after));
+        }
+        rounds
+    });
+
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (snap, before, after) in &rounds {
+        let ours = by_port(snap, &ports);
+        assert_eq!(
+            ours.len(),
+            4,
+            "all four flows are reported: {:?}",
+            ours.keys()
+        );
+        for s in before.iter().filter(|s| ports.contains(&s.peer_port)) {
+            let f = ours[&s.peer_port];
+            let a = after
+                .iter()
+                .find(|a| a.peer_port == s.peer_port)
+                .expect("still there after");
+            checked += 1;
+            let line = format!(
+                "peer port {}: srtt {} vs ss {:.0}..{:.0}, min_rtt {} vs {:.0}, cwnd {} vs {}..{}",
+                s.peer_port,
+                f.srtt_us,
+                s.srtt_us,
+                a.srtt_us,
+                f.min_rtt_us,
+                s.min_rtt_us,
+                f.cwnd,
+                s.cwnd,
+                a.cwnd
+            );
+            eprintln!("{line}");
+            if !(within_bracket(f.srtt_us as f64, s.srtt_us, a.srtt_us, 0.25, 500.0)
+                && close_to(f.min_rtt_us as f64, s.min_rtt_us, 0.10, 100.0)
+                && within_bracket(f.cwnd as f64, s.cwnd as f64, a.cwnd as f64, 0.25, 4.0))
+            {
+                failures.push(line.clone());
+            }
+            assert!(f.srtt_us > 0 && f.min_rtt_us > 0 && f.cwnd > 0);
+            assert!(f.owner.is_some(), "owner known for {line}");
+        }
+    }
+    bulk.close();
+    assert_eq!(checked, 16, "ss saw every flow in every round");
+    assert!(failures.is_empty(), "outside tolerance: {failures:#?}");
+}
+
+#[test]
+fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
+    let lab = Lab::up("ret");
+    lab.tool(&["shape", "hv_drop"]);
+    let listen: SocketAddr = format!("{}:7102", Lab::BROKER_IP).parse().unwrap();
+    let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
+
+    let broker = lab.broker();
+    let client = lab.client();
+    let (snaps, ss, ports) = in_netns(&broker.clone(), move || {
+        let mut c = Collector::start(config()).expect("attach probes");
+        let bulk = Bulk::start(&broker, &client, listen, 3, Duration::from_secs(5), 0);
+        let ports = bulk.peer_ports.clone();
+        let mut snaps = Vec::new();
+        bulk.wait_sent();
+        // Let the last retransmits settle: the sockets are idle but open.
+        std::thread::sleep(Duration::from_secs(2));
+        snaps.push(c.collect().unwrap());
+        let ss = ss_now();
+        bulk.close();
+        (snaps, ss, ports)
+    });
+    let after = lab.nstat(&lab.broker(), "TcpRetransSegs");
+
+    let snap = snaps.last().unwrap();
+    let ours = by_port(snap, &ports);
+    let mut total_ours = 0;
+    for s in ss.iter().filter(|s| ports.contains(&s.peer_port)) {
+        let f = ours[&s.peer_port];
+        eprintln!(
+            "peer port {}: retrans {} (traced {} in {} skbs, failed {}) vs ss {}",
+            s.peer_port,
+            f.totals.retrans_segs,
+            f.totals.retrans_segs_traced,
+            f.totals.retrans_skbs_traced,
+            f.totals.retrans_failed,
+            s.retrans_total
+        );
+        assert_eq!(
+            f.totals.retrans_segs, s.retrans_total,
+            "per-flow retransmits equal ss"
+        );
+        assert!(
+            close_to(
+                f.totals.retrans_segs_traced as f64,
+                s.retrans_total as f64,
+                0.05,
+                3.0
+            ),
+            "the tracepoint count agrees with the kernel's total"
+        );
+        total_ours += f.totals.retrans_segs;
+    }
+    assert!(
+        total_ours > 20,
+        "the lossy path made retransmits ({total_ours})"
+    );
+    eprintln!("total: ours {total_ours}, nstat {}", after - before);
+    assert_eq!(
+        total_ours,
+        after - before,
+        "total equals nstat TcpRetransSegs"
+    );
+}
+
+#[test]
+fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
+    let lab = Lab::up("pre");
+    let listen: SocketAddr = format!("{}:7103", Lab::BROKER_IP).parse().unwrap();
+    // Opened and idle before the observer starts.
+    let bulk = Bulk::start(
+        &lab.broker(),
+        &lab.client(),
+        listen,
+        1,
+        Duration::from_millis(300),
+        0,
+    );
+    bulk.wait_sent();
+    let port = bulk.peer_ports[0];
+
+    let (first, second) = in_netns(&lab.broker(), move || {
+        let mut c = Collector::start(config()).expect("attach probes");
+        let first = c.collect().unwrap();
+        bulk.close();
+        std::thread::sleep(Duration::from_millis(500));
+        let second = c.collect().unwrap();
+        let third = c.collect().unwrap();
+        (first, (second, third))
+    });
+    let (second, third) = second;
+    let f = first
+        .flows
+        .iter()
+        .find(|f| f.peer.port() == port)
+        .expect("the pre-existing idle flow is reported");
+    assert!(!f.opened, "it was not opened while we watched");
+    assert!(f.totals.bytes_sent > 0);
+    assert!(first.health.seeded_flows >= 1);
+    let closed: Vec<_> = second
+        .flows
+        .iter()
+        .filter(|f| f.peer.port() == port)
+        .collect();
+    assert_eq!(closed.len(), 1, "reported once more when it closes");
+    assert!(closed[0].closed);
+    assert!(
+        third.flows.iter().all(|f| f.peer.port() != port),
+        "then forgotten"
+    );
+}
+
+/// Runs the binary in the host's netns for a few seconds while the lab has
+/// traffic; returns the netns inodes of the flows it reported.
+fn watch_netns_seen(lab: &Lab, all_netns: bool) -> Vec<u32> {
+    let listen: SocketAddr = format!("{}:7104", Lab::BROKER_IP).parse().unwrap();
+    let bulk = Bulk::start(
+        &lab.broker(),
+        &lab.client(),
+        listen,
+        2,
+        Duration::from_secs(4),
+        1_000_000,
+    );
+    let mut cmd = Command::new(common::binary());
+    cmd.args(["watch", "--json", "--interval", "1s", "--duration", "3s"]);
+    if all_netns {
+        cmd.arg("--all-netns");
+    }
+    let out = common::run(&mut cmd);
+    bulk.close();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .flat_map(|l| {
+            serde_json::from_str::<Snapshot>(l)
+                .expect("JSON snapshot")
+                .flows
+        })
+        .map(|f| f.netns)
+        .collect()
+}
+
+#[test]
+fn other_namespaces_are_reported_only_with_all_netns() {
+    let lab = Lab::up("ns");
+    let broker_ns = lab.netns_inode(&lab.broker());
+    let seen = watch_netns_seen(&lab, false);
+    assert!(
+        !seen.contains(&broker_ns),
+        "the lab's broker flows are not ours by default"
+    );
+    let seen = watch_netns_seen(&lab, true);
+    assert!(seen.contains(&broker_ns), "--all-netns reports them");
+}
