@@ -1,0 +1,491 @@
+//! From successive reads of a device's statistics to allowance totals and
+//! deltas: picks the ENA allowance stats out by name and handles resets,
+//! zeroed reads, stats that appear or vanish, and failed reads. No I/O:
+//! the reader hands it what it read.
+
+use crate::snapshot::{AllowanceCounters, AllowanceSample};
+
+/// How many allowance statistics we know by name.
+const N: usize = 11;
+
+/// Which admin command fills a statistic. The ENA driver fetches the ENI
+/// allowance stats and the ENA Express (SRD) stats with two separate admin
+/// commands, and on failure each fills its own part from a zeroed struct,
+/// so a zeroed read is judged per group.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Eni = 0,
+    Srd = 1,
+}
+
+const GROUPS: [Group; 2] = [Group::Eni, Group::Srd];
+
+/// A cumulative counter (delta = growth) or a gauge (delta = the value).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+struct Stat {
+    name: &'static str,
+    kind: Kind,
+    group: Group,
+}
+
+/// In the field order of `AllowanceCounters` (see `to_array`).
+const STATS: [Stat; N] = [
+    stat("bw_in_allowance_exceeded", Kind::Counter, Group::Eni),
+    stat("bw_out_allowance_exceeded", Kind::Counter, Group::Eni),
+    stat("pps_allowance_exceeded", Kind::Counter, Group::Eni),
+    stat("conntrack_allowance_exceeded", Kind::Counter, Group::Eni),
+    stat("linklocal_allowance_exceeded", Kind::Counter, Group::Eni),
+    stat("conntrack_allowance_available", Kind::Gauge, Group::Eni),
+    stat("ena_srd_mode", Kind::Gauge, Group::Srd),
+    stat("ena_srd_tx_pkts", Kind::Counter, Group::Srd),
+    stat("ena_srd_eligible_tx_pkts", Kind::Counter, Group::Srd),
+    stat("ena_srd_rx_pkts", Kind::Counter, Group::Srd),
+    stat("ena_srd_resource_utilization", Kind::Gauge, Group::Srd),
+];
+
+const fn stat(name: &'static str, kind: Kind, group: Group) -> Stat {
+    Stat { name, kind, group }
+}
+
+/// The allowance stat names, in `AllowanceCounters` field order.
+pub fn allowance_stat_names() -> impl Iterator<Item = &'static str> {
+    STATS.iter().map(|s| s.name)
+}
+
+type Values = [Option<u64>; N];
+
+fn to_array(c: &AllowanceCounters) -> Values {
+    [
+        c.bw_in_allowance_exceeded,
+        c.bw_out_allowance_exceeded,
+        c.pps_allowance_exceeded,
+        c.conntrack_allowance_exceeded,
+        c.linklocal_allowance_exceeded,
+        c.conntrack_allowance_available,
+        c.ena_srd_mode,
+        c.ena_srd_tx_pkts,
+        c.ena_srd_eligible_tx_pkts,
+        c.ena_srd_rx_pkts,
+        c.ena_srd_resource_utilization,
+    ]
+}
+
+fn from_array(v: Values) -> AllowanceCounters {
+    AllowanceCounters {
+        bw_in_allowance_exceeded: v[0],
+        bw_out_allowance_exceeded: v[1],
+        pps_allowance_exceeded: v[2],
+        conntrack_allowance_exceeded: v[3],
+        linklocal_allowance_exceeded: v[4],
+        conntrack_allowance_available: v[5],
+        ena_srd_mode: v[6],
+        ena_srd_tx_pkts: v[7],
+        ena_srd_eligible_tx_pkts: v[8],
+        ena_srd_rx_pkts: v[9],
+        ena_srd_resource_utilization: v[10],
+    }
+}
+
+/// Picks the allowance stats out of everything a device reports. Matching
+/// is by exact name; a name reported twice counts once (the first).
+pub fn extract(stats: &[(String, u64)]) -> AllowanceCounters {
+    let mut v: Values = [None; N];
+    for (name, value) in stats {
+        if let Some(i) = STATS.iter().position(|s| s.name == name) {
+            v[i].get_or_insert(*value);
+        }
+    }
+    from_array(v)
+}
+
+/// Delta state of one interface's allowance counters.
+#[derive(Debug, Default)]
+pub struct AllowanceTracker {
+    /// The last accepted value of each stat: what the next delta is taken
+    /// from. `None` while the device does not report the stat.
+    baseline: Values,
+    /// Per group: the previous read was a zeroed read, so another all-zero
+    /// read is believed (a real reset) instead of being set aside again.
+    zero_pending: [bool; 2],
+    resets: u64,
+    zeroed_reads: u64,
+    read_failures: u64,
+}
+
+impl AllowanceTracker {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn read_failures(&self) -> u64 {
+        self.read_failures
+    }
+
+    /// One successful read of every statistic the device reports. `None`
+    /// when none of them is an allowance stat (the state is forgotten, so
+    /// stats that come back later start a fresh baseline).
+    pub fn observe(&mut self, stats: &[(String, u64)], source: &str) -> Option<AllowanceSample> {
+        let now = to_array(&extract(stats));
+        if now.iter().all(Option::is_none) {
+            self.forget();
+            return None;
+        }
+        let mut totals: Values = [None; N];
+        let mut delta: Values = [None; N];
+        let mut reset = false;
+        let mut zeroed = false;
+        for group in GROUPS {
+            let members: Vec<usize> = (0..N).filter(|&i| STATS[i].group == group).collect();
+            let present: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&i| now[i].is_some())
+                .collect();
+            let all_zero = !present.is_empty() && present.iter().all(|&i| now[i] == Some(0));
+            let had_nonzero = present
+                .iter()
+                .any(|&i| self.baseline[i].is_some_and(|b| b > 0));
+            let pending = &mut self.zero_pending[group as usize];
+            if all_zero && had_nonzero && !*pending {
+                // Every value of the group dropped to 0 at once: the driver's
+                // admin command most likely failed. No data: keep the
+                // baseline, report it as the totals, count nothing.
+                *pending = true;
+                zeroed = true;
+                for &i in &members {
+                    if now[i].is_none() {
+                        self.baseline[i] = None;
+                        continue;
+                    }
+                    totals[i] = self.baseline[i];
+                    delta[i] = match STATS[i].kind {
+                        Kind::Counter => self.baseline[i].map(|_| 0),
+                        Kind::Gauge => self.baseline[i],
+                    };
+                }
+                continue;
+            }
+            // A second all-zero read in a row is believed: the counters that
+            // go down below are counted as a reset like any other.
+            *pending = false;
+            for &i in &members {
+                totals[i] = now[i];
+                delta[i] = match (self.baseline[i], now[i]) {
+                    (_, None) => None,
+                    // Appearing: its baseline starts now.
+                    (None, Some(v)) => match STATS[i].kind {
+                        Kind::Counter => Some(0),
+                        Kind::Gauge => Some(v),
+                    },
+                    (Some(_), Some(v)) if STATS[i].kind == Kind::Gauge => Some(v),
+                    (Some(b), Some(v)) if v >= b => Some(v - b),
+                    // Went down: the device reset it; what it shows now is
+                    // what was counted since.
+                    (Some(_), Some(v)) => {
+                        reset = true;
+                        Some(v)
+                    }
+                };
+                self.baseline[i] = now[i];
+            }
+        }
+        self.resets += u64::from(reset);
+        self.zeroed_reads += u64::from(zeroed);
+        Some(self.sample(source, totals, delta, None))
+    }
+
+    /// A read that failed: counted, and the last good totals reported with
+    /// zero growth (gauges keep their last value) so observing continues.
+    pub fn failed(&mut self, error: String, source: &str) -> AllowanceSample {
+        self.read_failures += 1;
+        let totals = self.baseline;
+        let mut delta: Values = [None; N];
+        for i in 0..N {
+            delta[i] = match STATS[i].kind {
+                Kind::Counter => totals[i].map(|_| 0),
+                Kind::Gauge => totals[i],
+            };
+        }
+        self.sample(source, totals, delta, Some(error))
+    }
+
+    /// The device reports no allowance stats (any more).
+    pub fn forget(&mut self) {
+        self.baseline = [None; N];
+        self.zero_pending = [false; 2];
+    }
+
+    fn sample(
+        &self,
+        source: &str,
+        totals: Values,
+        delta: Values,
+        last_error: Option<String>,
+    ) -> AllowanceSample {
+        AllowanceSample {
+            source: source.to_string(),
+            totals: from_array(totals),
+            delta: from_array(delta),
+            resets: self.resets,
+            zeroed_reads: self.zeroed_reads,
+            read_failures: self.read_failures,
+            last_error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+        pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
+    fn eni(bw_in: u64, bw_out: u64, pps: u64) -> Vec<(String, u64)> {
+        stats(&[
+            ("tx_timeout", 3),
+            ("bw_in_allowance_exceeded", bw_in),
+            ("bw_out_allowance_exceeded", bw_out),
+            ("pps_allowance_exceeded", pps),
+            ("queue_0_tx_cnt", 999),
+        ])
+    }
+
+    fn observe(t: &mut AllowanceTracker, s: &[(String, u64)]) -> AllowanceSample {
+        t.observe(s, "test").expect("allowance stats present")
+    }
+
+    #[test]
+    fn names_are_in_field_order() {
+        let mut v: Values = [None; N];
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = Some(i as u64);
+        }
+        let c = from_array(v);
+        let json = serde_json::to_value(c).unwrap();
+        for (i, name) in allowance_stat_names().enumerate() {
+            assert_eq!(json[name], i as u64, "{name}");
+        }
+        assert_eq!(to_array(&c), v);
+    }
+
+    #[test]
+    fn extract_finds_allowance_stats_by_name_among_others() {
+        let c = extract(&stats(&[
+            ("queue_0_tx_cnt", 5),
+            ("bw_out_allowance_exceeded", 7),
+            ("bw_out_allowance_exceeded_x", 8),
+            ("ena_srd_mode", 1),
+            ("bw_out_allowance_exceeded", 9),
+        ]));
+        assert_eq!(c.bw_out_allowance_exceeded, Some(7));
+        assert_eq!(c.ena_srd_mode, Some(1));
+        assert_eq!(c.bw_in_allowance_exceeded, None);
+    }
+
+    #[test]
+    fn first_read_is_a_baseline_then_growth() {
+        let mut t = AllowanceTracker::new();
+        let s = observe(&mut t, &eni(474, 10, 0));
+        assert_eq!(s.totals.bw_in_allowance_exceeded, Some(474));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.linklocal_allowance_exceeded, None);
+        let s = observe(&mut t, &eni(480, 110, 2));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(6));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(100));
+        assert_eq!(s.delta.pps_allowance_exceeded, Some(2));
+        assert_eq!((s.resets, s.zeroed_reads, s.read_failures), (0, 0, 0));
+        assert_eq!(s.source, "test");
+    }
+
+    #[test]
+    fn a_counter_going_down_is_a_reset_not_a_wrap() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(1000, 500, 7));
+        let s = observe(&mut t, &eni(1010, 20, 7));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(20));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(10));
+        assert_eq!(s.resets, 1);
+        // One counter going to 0 while others do not is a reset too.
+        let s = observe(&mut t, &eni(1010, 0, 9));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.pps_allowance_exceeded, Some(2));
+        assert_eq!(s.resets, 2);
+        let s = observe(&mut t, &eni(1011, 5, 9));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(5));
+        assert_eq!(s.resets, 2);
+    }
+
+    #[test]
+    fn several_counters_down_at_once_are_one_reset() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(1000, 500, 7));
+        let s = observe(&mut t, &eni(3, 2, 1));
+        assert_eq!(s.resets, 1);
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(3));
+    }
+
+    #[test]
+    fn an_all_zero_read_is_no_data_and_keeps_the_baseline() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(100, 200, 300));
+        let s = observe(&mut t, &eni(0, 0, 0));
+        assert_eq!(s.zeroed_reads, 1);
+        assert_eq!(s.resets, 0);
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.totals.bw_out_allowance_exceeded, Some(200));
+        // The fetch works again: growth from the kept baseline.
+        let s = observe(&mut t, &eni(101, 250, 300));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(1));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(50));
+        assert_eq!((s.resets, s.zeroed_reads), (0, 1));
+    }
+
+    #[test]
+    fn two_all_zero_reads_in_a_row_are_a_real_reset() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(100, 200, 300));
+        let s = observe(&mut t, &eni(0, 0, 0));
+        assert_eq!((s.resets, s.zeroed_reads), (0, 1));
+        let s = observe(&mut t, &eni(0, 0, 0));
+        assert_eq!((s.resets, s.zeroed_reads), (1, 1));
+        assert_eq!(s.totals.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        // From now on 0 is the baseline: zeros are ordinary data.
+        let s = observe(&mut t, &eni(0, 0, 0));
+        assert_eq!((s.resets, s.zeroed_reads), (1, 1));
+        let s = observe(&mut t, &eni(4, 0, 0));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(4));
+    }
+
+    #[test]
+    fn zeros_from_the_start_are_not_a_zeroed_read() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 0, 0));
+        let s = observe(&mut t, &eni(0, 0, 0));
+        assert_eq!((s.resets, s.zeroed_reads), (0, 0));
+    }
+
+    #[test]
+    fn gauges_are_copied_and_held_over_a_zeroed_read() {
+        let mut t = AllowanceTracker::new();
+        let read = |exceeded: u64, available: u64| {
+            stats(&[
+                ("conntrack_allowance_exceeded", exceeded),
+                ("conntrack_allowance_available", available),
+            ])
+        };
+        let s = observe(&mut t, &read(0, 5000));
+        assert_eq!(s.delta.conntrack_allowance_available, Some(5000));
+        let s = observe(&mut t, &read(2, 4000));
+        assert_eq!(s.delta.conntrack_allowance_available, Some(4000));
+        assert_eq!(s.delta.conntrack_allowance_exceeded, Some(2));
+        // A gauge going down is not a reset.
+        assert_eq!(s.resets, 0);
+        // The counter had been 0 all along, but the gauge was not: the all
+        // zero read is still a failed fetch.
+        let t2 = &mut AllowanceTracker::new();
+        observe(t2, &read(0, 5000));
+        let s = observe(t2, &read(0, 0));
+        assert_eq!(s.zeroed_reads, 1);
+        assert_eq!(s.delta.conntrack_allowance_available, Some(5000));
+        assert_eq!(s.totals.conntrack_allowance_available, Some(5000));
+    }
+
+    #[test]
+    fn zeroed_read_is_judged_per_admin_command_group() {
+        let mut t = AllowanceTracker::new();
+        let read = |bw_out: u64, srd_tx: u64| {
+            stats(&[
+                ("bw_out_allowance_exceeded", bw_out),
+                ("ena_srd_mode", 1),
+                ("ena_srd_tx_pkts", srd_tx),
+            ])
+        };
+        observe(&mut t, &read(50, 1000));
+        // The ENI fetch failed, the SRD one did not.
+        let s = observe(&mut t, &read(0, 1100));
+        assert_eq!(s.zeroed_reads, 1);
+        assert_eq!(s.resets, 0);
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.ena_srd_tx_pkts, Some(100));
+        assert_eq!(s.delta.ena_srd_mode, Some(1));
+    }
+
+    #[test]
+    fn a_stat_appearing_starts_its_baseline_and_one_vanishing_is_none() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &stats(&[("bw_out_allowance_exceeded", 10)]));
+        let s = observe(
+            &mut t,
+            &stats(&[
+                ("bw_out_allowance_exceeded", 12),
+                ("pps_allowance_exceeded", 77),
+            ]),
+        );
+        assert_eq!(s.totals.pps_allowance_exceeded, Some(77));
+        assert_eq!(s.delta.pps_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(2));
+        let s = observe(&mut t, &stats(&[("pps_allowance_exceeded", 80)]));
+        assert_eq!(s.totals.bw_out_allowance_exceeded, None);
+        assert_eq!(s.delta.bw_out_allowance_exceeded, None);
+        assert_eq!(s.delta.pps_allowance_exceeded, Some(3));
+        // Coming back: a new baseline, not growth from the old one.
+        let s = observe(
+            &mut t,
+            &stats(&[
+                ("bw_out_allowance_exceeded", 500),
+                ("pps_allowance_exceeded", 80),
+            ]),
+        );
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.resets, 0);
+    }
+
+    #[test]
+    fn no_allowance_stats_is_none_and_forgets() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(5, 5, 5));
+        assert!(t.observe(&stats(&[("peer_ifindex", 2)]), "test").is_none());
+        let s = observe(&mut t, &eni(9, 9, 9));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(0));
+    }
+
+    #[test]
+    fn a_failed_read_is_counted_and_observing_continues() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(10, 20, 30));
+        let s = t.failed(
+            "eth0: SIOCETHTOOL GSTATS: Input/output error".into(),
+            "ioctl",
+        );
+        assert_eq!(s.read_failures, 1);
+        assert_eq!(
+            s.last_error.as_deref(),
+            Some("eth0: SIOCETHTOOL GSTATS: Input/output error")
+        );
+        assert_eq!(s.totals.bw_out_allowance_exceeded, Some(20));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        let s = observe(&mut t, &eni(11, 25, 30));
+        assert_eq!(s.last_error, None);
+        assert_eq!(s.read_failures, 1);
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(5));
+    }
+
+    #[test]
+    fn a_failed_first_read_still_gives_a_sample() {
+        let mut t = AllowanceTracker::new();
+        let s = t.failed("boom".into(), "file:/x");
+        assert_eq!(s.read_failures, 1);
+        assert_eq!(s.totals, AllowanceCounters::default());
+        let s = observe(&mut t, &eni(1, 2, 3));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(0));
+    }
+}
