@@ -4,6 +4,7 @@
 //! Data flows one way: [`probes`] (kernel) -> [`collector`] (one
 //! [`snapshot::Snapshot`] per interval) -> analysis -> [`sinks`].
 
+pub mod analysis;
 pub mod allowance;
 pub mod baseline_probe;
 pub mod cli;

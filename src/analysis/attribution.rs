@@ -1,0 +1,151 @@
+//! Which flows paid in an interval: each flow's share of the bytes sent and
+//! how much it was held back (RTT inflation, cwnd cuts, retransmits, time in
+//! Recovery/Loss), folded into one backoff score for ranking.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use super::rates::{flow_rtt_inflation, flow_sent};
+use super::thresholds::Thresholds;
+use crate::snapshot::{FlowSample, Owner, Snapshot};
+
+/// Share of the cwnd-changing ACKs that were cuts at which the cwnd part of
+/// the backoff score is full: one ACK in ten shrinking the window means the
+/// sender is backing off all the time.
+const CWND_CUT_FRACTION_FULL: f64 = 0.1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowAttribution {
+    pub flow_id: u64,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    pub owner: Option<Owner>,
+    pub state: String,
+    pub ca_state: String,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    /// This flow's bytes sent as % of all flows' bytes sent in the interval
+    /// (sums to 100 over the flows that sent).
+    pub bytes_share_pct: f64,
+    /// srtt (interval mean when sampled) / min_rtt; None when unknown or
+    /// when the flow did not send.
+    pub rtt_inflation: Option<f64>,
+    pub srtt_us: u32,
+    pub min_rtt_us: u32,
+    pub cwnd: u32,
+    pub cwnd_reductions: u64,
+    pub segs_out: u64,
+    pub retransmits: u64,
+    pub failed_retransmits: u64,
+    /// Time spent in the Recovery and Loss congestion states, in ms.
+    pub recovery_loss_ms: f64,
+    /// 0..100, see [`backoff_score`].
+    pub backoff_score: f64,
+    /// 1 for the flow that paid most.
+    pub rank: usize,
+}
+
+/// How much a flow was held back, 0..100: `100 x (1 - prod(1 - part))` over
+/// four parts, each 0..1, so any one part alone can reach the top and parts
+/// that agree push it further:
+/// - time in Recovery + Loss as a fraction of the interval;
+/// - retransmitted segments relative to `retrans_severe_pct`;
+/// - RTT inflation: 0 at 1.0, full at twice the `rtt_inflation` margin
+///   (2.0 with the default 1.5);
+/// - cwnd cuts per tcp_probe sample, full at one in ten.
+pub fn backoff_score(f: &FlowSample, interval_us: f64, th: &Thresholds) -> f64 {
+    let d = &f.delta;
+    let time = if interval_us > 0.0 {
+        ((d.ca_time_us.recovery + d.ca_time_us.loss) as f64 / interval_us).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let retrans = if d.segs_out > 0 {
+        let pct = d.retrans_segs as f64 / d.segs_out as f64 * 100.0;
+        (pct / th.retrans_severe_pct.max(f64::MIN_POSITIVE)).min(1.0)
+    } else if d.retrans_segs > 0 {
+        1.0
+    } else {
+        0.0
+    };
+    let rtt = if flow_sent(f) {
+        flow_rtt_inflation(f).map_or(0.0, |i| {
+            let full = 2.0 * (th.rtt_inflation - 1.0).max(f64::MIN_POSITIVE);
+            ((i - 1.0) / full).clamp(0.0, 1.0)
+        })
+    } else {
+        0.0
+    };
+    let cwnd = if d.probe_events > 0 {
+        (d.cwnd_reductions as f64 / d.probe_events as f64 / CWND_CUT_FRACTION_FULL).min(1.0)
+    } else if d.cwnd_reductions > 0 {
+        1.0
+    } else {
+        0.0
+    };
+    let kept = (1.0 - time) * (1.0 - retrans) * (1.0 - rtt) * (1.0 - cwnd);
+    ((1.0 - kept) * 100.0 * 10.0).round() / 10.0
+}
+
+/// Did anything happen to this flow in the interval?
+fn active(f: &FlowSample) -> bool {
+    let d = &f.delta;
+    flow_sent(f)
+        || d.bytes_received > 0
+        || d.retrans_segs > 0
+        || d.retrans_failed > 0
+        || d.cwnd_reductions > 0
+        || d.ca_time_us.recovery + d.ca_time_us.loss > 0
+}
+
+/// The flows of `snap` that did something, ranked by backoff score (then by
+/// bytes share, then id, so the order is stable).
+pub fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
+    let interval_us = snap.interval_ns as f64 / 1e3;
+    let total_sent: u64 = snap.flows.iter().map(|f| f.delta.bytes_sent).sum();
+    let mut out: Vec<FlowAttribution> = snap
+        .flows
+        .iter()
+        .filter(|f| active(f))
+        .map(|f| {
+            let d = &f.delta;
+            FlowAttribution {
+                flow_id: f.id,
+                local: f.local,
+                peer: f.peer,
+                owner: f.owner.clone(),
+                state: f.state.clone(),
+                ca_state: f.ca_state.clone(),
+                bytes_sent: d.bytes_sent,
+                bytes_received: d.bytes_received,
+                bytes_share_pct: if total_sent > 0 {
+                    d.bytes_sent as f64 / total_sent as f64 * 100.0
+                } else {
+                    0.0
+                },
+                rtt_inflation: flow_sent(f).then(|| flow_rtt_inflation(f)).flatten(),
+                srtt_us: f.srtt_us,
+                min_rtt_us: f.min_rtt_us,
+                cwnd: f.cwnd,
+                cwnd_reductions: d.cwnd_reductions,
+                segs_out: d.segs_out,
+                retransmits: d.retrans_segs,
+                failed_retransmits: d.retrans_failed,
+                recovery_loss_ms: (d.ca_time_us.recovery + d.ca_time_us.loss) as f64 / 1e3,
+                backoff_score: backoff_score(f, interval_us, th),
+                rank: 0,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.backoff_score
+            .total_cmp(&a.backoff_score)
+            .then(b.bytes_share_pct.total_cmp(&a.bytes_share_pct))
+            .then(a.flow_id.cmp(&b.flow_id))
+    });
+    for (i, f) in out.iter_mut().enumerate() {
+        f.rank = i + 1;
+    }
+    out
+}

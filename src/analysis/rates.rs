@@ -1,0 +1,253 @@
+//! Raw interval deltas turned into rates that compare across instance types,
+//! loads and interval lengths.
+//!
+//! The allowance counters count wire packets (what the shaper sees), so every
+//! rate divides by wire packets, never by the driver's skb count: with TSO/GSO
+//! one skb can carry dozens of wire packets (see [`wire_packets`]).
+//!
+//! Flow-derived signals (retransmits, RTT, failed retransmits) come from every
+//! flow of the snapshot: a `FlowSample` does not say which interface it uses,
+//! so an interface shares them with the other interfaces of its namespace.
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::{AllowanceCounters, FlowSample, InterfaceSample, Snapshot};
+
+/// Ethernet header bytes the interface byte counters include per frame.
+const ETH_HEADER: u64 = 14;
+/// Header bytes a TCP/IPv4 segment with timestamps carries once per skb
+/// (Ethernet 14 + IPv4 20 + TCP 20 + timestamp option 12): a GSO skb counts
+/// them once in the byte counters, the wire carries them per packet.
+const SEGMENT_HEADERS: u64 = ETH_HEADER + 20 + 20 + 12;
+
+/// The signals of one interface over one interval, normalised.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NormalisedRates {
+    pub interval_secs: f64,
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    /// Driver packet counts (skbs) as read.
+    pub tx_skb_packets: u64,
+    pub rx_skb_packets: u64,
+    /// Wire packets: the skb count, or the estimate from bytes and MTU when
+    /// that is larger (segmentation offload).
+    pub tx_wire_packets: u64,
+    pub rx_wire_packets: u64,
+    /// Wire packets per second, tx + rx.
+    pub wire_pps: f64,
+    /// True when a wire count came from the byte estimate, not the counter.
+    pub wire_estimated: bool,
+    /// Whether allowance counters were read for this interface.
+    pub allowance_available: bool,
+    /// Allowance counter deltas (None: not reported by the device).
+    pub bw_out_exceeded: Option<u64>,
+    pub bw_in_exceeded: Option<u64>,
+    pub pps_exceeded: Option<u64>,
+    pub conntrack_exceeded: Option<u64>,
+    pub linklocal_exceeded: Option<u64>,
+    /// The `conntrack_allowance_available` gauge at the end of the interval.
+    pub conntrack_available: Option<u64>,
+    /// Allowance exceeded as % of wire packets: bw_out of tx, bw_in of rx,
+    /// pps, conntrack and linklocal of tx + rx. None without counters or
+    /// without packets.
+    pub bw_out_pct: Option<f64>,
+    pub bw_in_pct: Option<f64>,
+    pub pps_pct: Option<f64>,
+    pub conntrack_pct: Option<f64>,
+    pub linklocal_pct: Option<f64>,
+    /// Segments sent and retransmitted by the flows in the interval.
+    pub segs_out: u64,
+    pub retrans_segs: u64,
+    /// retrans_segs / segs_out x 100; None when nothing was sent.
+    pub retransmit_pct: Option<f64>,
+    /// Flows that sent in the interval, and their srtt/min_rtt: weighted by
+    /// bytes sent for the percentiles, plain for the max.
+    pub active_flows: usize,
+    pub rtt_inflation_p50: Option<f64>,
+    pub rtt_inflation_p90: Option<f64>,
+    pub rtt_inflation_max: Option<f64>,
+    /// Whether host queue probes reported for this interface.
+    pub host_queue_available: bool,
+    /// Peak host qdisc backlog in the interval, and mean sojourn.
+    pub local_backlog_packets: u64,
+    pub local_backlog_bytes: u64,
+    pub local_sojourn_mean_us: Option<u64>,
+    /// Host drops on the egress path (qdisc, tc, full ring...), and the rest.
+    pub local_drops: u64,
+    pub other_drops: u64,
+    /// Retransmits that failed because the original was still queued in
+    /// the host.
+    pub failed_retransmits: u64,
+}
+
+/// Wire packets for a direction: the driver's packet count, or, when the
+/// MTU is known and the bytes need more packets than were counted, the
+/// number of full-size frames those bytes make.
+///
+/// With TSO/GSO a driver counts one skb of up to 64 KiB as one packet, and
+/// the byte counters hold that skb's headers once. Taking the headers back
+/// out per skb and dividing the payload by the full frame's payload gives
+/// the wire count exactly when every segment is full-size (bulk transfer),
+/// with or without offload; otherwise it is a lower bound, never below the
+/// skb count. Without an MTU the skb count is used as is.
+pub fn wire_packets(skbs: u64, bytes: u64, mtu: u32) -> u64 {
+    if mtu == 0 {
+        return skbs;
+    }
+    let frame = u64::from(mtu) + ETH_HEADER;
+    let payload_per_frame = frame.saturating_sub(SEGMENT_HEADERS).max(1);
+    let payload = bytes.saturating_sub(skbs.saturating_mul(SEGMENT_HEADERS));
+    skbs.max(payload.div_ceil(payload_per_frame))
+}
+
+fn pct(part: Option<u64>, whole: u64) -> Option<f64> {
+    let part = part?;
+    (whole > 0).then(|| part as f64 / whole as f64 * 100.0)
+}
+
+/// Weighted percentile: the smallest value whose cumulative weight reaches
+/// `q` of the total.
+fn weighted_percentile(sorted: &[(f64, f64)], q: f64) -> Option<f64> {
+    let total: f64 = sorted.iter().map(|(_, w)| w).sum();
+    if sorted.is_empty() || total <= 0.0 {
+        return None;
+    }
+    let mut acc = 0.0;
+    for (v, w) in sorted {
+        acc += w;
+        if acc >= q * total {
+            return Some(*v);
+        }
+    }
+    sorted.last().map(|(v, _)| *v)
+}
+
+/// Did the flow send anything in the interval?
+pub(crate) fn flow_sent(f: &FlowSample) -> bool {
+    f.delta.bytes_sent > 0 || f.delta.segs_out > 0
+}
+
+/// srtt over the interval (mean of the probe samples when there were any)
+/// divided by min_rtt.
+pub(crate) fn flow_rtt_inflation(f: &FlowSample) -> Option<f64> {
+    let srtt = f.srtt_mean_us.unwrap_or(f.srtt_us);
+    (f.min_rtt_us > 0 && srtt > 0).then(|| srtt as f64 / f.min_rtt_us as f64)
+}
+
+/// Drop reasons that mean the host's own egress path threw a packet away.
+fn is_local_egress_drop(reason: &str) -> bool {
+    reason.starts_with("QDISC")
+        || reason.starts_with("TC_")
+        || matches!(
+            reason,
+            "FULL_RING" | "DEV_READY" | "TXQ_FULL" | "NEIGH_QUEUEFULL"
+        )
+}
+
+fn allowance_deltas(rates: &mut NormalisedRates, d: &AllowanceCounters, t: &AllowanceCounters) {
+    rates.bw_out_exceeded = d.bw_out_allowance_exceeded;
+    rates.bw_in_exceeded = d.bw_in_allowance_exceeded;
+    rates.pps_exceeded = d.pps_allowance_exceeded;
+    rates.conntrack_exceeded = d.conntrack_allowance_exceeded;
+    rates.linklocal_exceeded = d.linklocal_allowance_exceeded;
+    rates.conntrack_available = t.conntrack_allowance_available;
+}
+
+/// The rates of one interface of `snap`.
+pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
+    let secs = snap.interval_secs();
+    let per_s = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
+    let d = &iface.delta;
+    let tx_wire = wire_packets(d.tx_packets, d.tx_bytes, iface.mtu);
+    let rx_wire = wire_packets(d.rx_packets, d.rx_bytes, iface.mtu);
+    let mut r = NormalisedRates {
+        interval_secs: secs,
+        tx_bps: per_s(d.tx_bytes as f64 * 8.0),
+        rx_bps: per_s(d.rx_bytes as f64 * 8.0),
+        tx_skb_packets: d.tx_packets,
+        rx_skb_packets: d.rx_packets,
+        tx_wire_packets: tx_wire,
+        rx_wire_packets: rx_wire,
+        wire_pps: per_s((tx_wire + rx_wire) as f64),
+        wire_estimated: tx_wire > d.tx_packets || rx_wire > d.rx_packets,
+        ..Default::default()
+    };
+
+    if let Some(a) = iface.allowance.sample() {
+        r.allowance_available = true;
+        allowance_deltas(&mut r, &a.delta, &a.totals);
+        let both = tx_wire + rx_wire;
+        r.bw_out_pct = pct(r.bw_out_exceeded, tx_wire);
+        r.bw_in_pct = pct(r.bw_in_exceeded, rx_wire);
+        r.pps_pct = pct(r.pps_exceeded, both);
+        r.conntrack_pct = pct(r.conntrack_exceeded, both);
+        r.linklocal_pct = pct(r.linklocal_exceeded, both);
+    }
+
+    let mut inflations: Vec<(f64, f64)> = Vec::new();
+    for f in &snap.flows {
+        r.segs_out += f.delta.segs_out;
+        r.retrans_segs += f.delta.retrans_segs;
+        r.failed_retransmits += f.delta.retrans_failed;
+        if flow_sent(f) {
+            r.active_flows += 1;
+            if let Some(i) = flow_rtt_inflation(f) {
+                inflations.push((i, f.delta.bytes_sent.max(1) as f64));
+            }
+        }
+    }
+    r.retransmit_pct = pct(Some(r.retrans_segs), r.segs_out);
+    inflations.sort_by(|a, b| a.0.total_cmp(&b.0));
+    r.rtt_inflation_p50 = weighted_percentile(&inflations, 0.5);
+    r.rtt_inflation_p90 = weighted_percentile(&inflations, 0.9);
+    r.rtt_inflation_max = inflations.last().map(|(v, _)| *v);
+
+    if let Some(h) = &iface.host_queue {
+        r.host_queue_available = true;
+        r.local_backlog_packets = h.peak_backlog_packets.max(h.backlog_packets);
+        r.local_backlog_bytes = h.peak_backlog_bytes.max(h.backlog_bytes);
+        r.local_sojourn_mean_us = h.sojourn_mean_us;
+        for (reason, n) in &h.drops {
+            if is_local_egress_drop(reason) {
+                r.local_drops += n;
+            } else {
+                r.other_drops += n;
+            }
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The same wire traffic (N full-size segments of a 1500-MTU TCP flow
+    /// with timestamps) as the driver counts it with offload on and off.
+    #[test]
+    fn wire_packets_same_with_and_without_offload() {
+        let mtu = 1500u32;
+        let frame = 1514u64;
+        let n = 49_900u64;
+        // Offload off: one skb per wire packet, each a full frame.
+        assert_eq!(wire_packets(n, n * frame, mtu), n);
+        // Offload on: 3,715 skbs carry the same segments, headers once each.
+        let skbs = 3_715u64;
+        let payload = n * (frame - SEGMENT_HEADERS);
+        let bytes = payload + skbs * SEGMENT_HEADERS;
+        assert_eq!(wire_packets(skbs, bytes, mtu), n);
+        // Small packets (pure ACKs) are one each.
+        assert_eq!(wire_packets(1000, 1000 * 66, mtu), 1000);
+        assert_eq!(wire_packets(1000, 1000 * 54, mtu), 1000);
+        // Unknown MTU: the counter as is.
+        assert_eq!(wire_packets(skbs, bytes, 0), skbs);
+    }
+
+    #[test]
+    fn weighted_percentiles() {
+        let v = vec![(1.0, 1.0), (2.0, 1.0), (10.0, 8.0)];
+        assert_eq!(weighted_percentile(&v, 0.5), Some(10.0));
+        assert_eq!(weighted_percentile(&v, 0.1), Some(1.0));
+        assert_eq!(weighted_percentile(&[], 0.5), None);
+    }
+}

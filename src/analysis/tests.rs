@@ -1,0 +1,691 @@
+//! Verdicts on hand-built snapshots, most of them shaped after the field
+//! figures of seed 000 (DOMAIN.md section 2).
+
+use std::collections::BTreeMap;
+
+use super::rates::wire_packets;
+use super::*;
+use crate::snapshot::{
+    AllowanceCounters, AllowanceSample, AllowanceStatus, FlowCounters, FlowSample, Health,
+    HostQueueSample, InterfaceSample, LinkCounters, Snapshot,
+};
+
+const JUMBO: u32 = 9001;
+/// Full-size TCP/IPv4 segment with timestamps: payload per wire frame.
+const fn payload(mtu: u32) -> u64 {
+    mtu as u64 + 14 - 66
+}
+
+/// Builder for one-interface snapshots.
+#[derive(Clone)]
+struct Build {
+    snap: Snapshot,
+}
+
+impl Build {
+    fn new(seq: u64, secs: u64) -> Self {
+        Build {
+            snap: Snapshot {
+                seq,
+                mono_ns: (seq + 1) * secs * 1_000_000_000,
+                unix_ms: 0,
+                interval_ns: secs * 1_000_000_000,
+                interfaces: vec![InterfaceSample {
+                    name: "eth0".into(),
+                    driver: Some("ena".into()),
+                    totals: LinkCounters::default(),
+                    delta: LinkCounters::default(),
+                    offloads: None,
+                    mtu: JUMBO,
+                    allowance: AllowanceStatus::Read(Box::new(AllowanceSample {
+                        source: "test".into(),
+                        totals: ena_zero(),
+                        delta: ena_zero(),
+                        ..Default::default()
+                    })),
+                    host_queue: Some(HostQueueSample::default()),
+                }],
+                flows: vec![],
+                events: vec![],
+                health: Health::default(),
+            },
+        }
+    }
+    fn iface(&mut self) -> &mut InterfaceSample {
+        &mut self.snap.interfaces[0]
+    }
+    fn secs(&self) -> u64 {
+        self.snap.interval_ns / 1_000_000_000
+    }
+    /// Bulk outbound at `bps` for the interval, full-size segments, carried
+    /// in skbs of `segs_per_skb` segments (1 = offload off).
+    fn tx_bulk(mut self, bps: f64, segs_per_skb: u64) -> Self {
+        let mtu = self.iface().mtu;
+        let wire = (bps / 8.0 * self.secs() as f64 / (mtu as f64 + 14.0)) as u64;
+        let skbs = wire.div_ceil(segs_per_skb);
+        let d = &mut self.iface().delta;
+        d.tx_packets = skbs;
+        d.tx_bytes = wire * payload(mtu) + skbs * 66;
+        // The ACKs coming back: one per two segments.
+        d.rx_packets = wire / 2;
+        d.rx_bytes = wire / 2 * 66;
+        self
+    }
+    fn tx_wire(&self) -> u64 {
+        let i = &self.snap.interfaces[0];
+        wire_packets(i.delta.tx_packets, i.delta.tx_bytes, i.mtu)
+    }
+    fn ena(mut self, f: impl FnOnce(&mut AllowanceCounters)) -> Self {
+        if let AllowanceStatus::Read(a) = &mut self.iface().allowance {
+            f(&mut a.delta);
+        }
+        self
+    }
+    /// bw_out exceeded = `pct` of the tx wire packets.
+    fn bw_out_pct(self, pct: f64) -> Self {
+        let n = (self.tx_wire() as f64 * pct / 100.0).round() as u64;
+        self.ena(|d| d.bw_out_allowance_exceeded = Some(n))
+    }
+    fn unavailable(mut self) -> Self {
+        self.iface().allowance = AllowanceStatus::Unavailable {
+            reason: "driver veth has no allowance counters".into(),
+        };
+        self.iface().driver = Some("veth".into());
+        self
+    }
+    fn host_queue(mut self, f: impl FnOnce(&mut HostQueueSample)) -> Self {
+        f(self.iface().host_queue.get_or_insert_with(Default::default));
+        self
+    }
+    /// `n` flows sharing the tx bytes evenly, with `retrans_pct` of their
+    /// segments retransmitted and srtt = `inflation` x min_rtt.
+    fn flows(mut self, n: u64, retrans_pct: f64, inflation: f64) -> Self {
+        let mtu = self.iface().mtu;
+        let bytes = self.iface().delta.tx_bytes;
+        let segs = (bytes / payload(mtu)).max(1);
+        for i in 0..n {
+            let mut f = flow(i + 1, bytes / n, segs / n, inflation);
+            f.delta.retrans_segs = (segs as f64 / n as f64 * retrans_pct / 100.0).round() as u64;
+            self.snap.flows.push(f);
+        }
+        self
+    }
+    fn done(self) -> Snapshot {
+        self.snap
+    }
+}
+
+fn ena_zero() -> AllowanceCounters {
+    AllowanceCounters {
+        bw_in_allowance_exceeded: Some(0),
+        bw_out_allowance_exceeded: Some(0),
+        pps_allowance_exceeded: Some(0),
+        conntrack_allowance_exceeded: Some(0),
+        linklocal_allowance_exceeded: Some(0),
+        conntrack_allowance_available: Some(100_000),
+        ..Default::default()
+    }
+}
+
+fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
+    let min_rtt = 100u32;
+    FlowSample {
+        id,
+        netns: 1,
+        local: "10.0.0.1:9092".parse().unwrap(),
+        peer: format!("10.0.0.2:{}", 40000 + id).parse().unwrap(),
+        state: "ESTAB".into(),
+        ca_state: "open".into(),
+        owner: None,
+        srtt_us: (min_rtt as f64 * inflation) as u32,
+        min_rtt_us: min_rtt,
+        rttvar_us: 10,
+        cwnd: 100,
+        ssthresh: 1000,
+        mss: 8949,
+        packets_out: 10,
+        retrans_out: 0,
+        lost_out: 0,
+        sacked_out: 0,
+        srtt_mean_us: None,
+        srtt_max_us: None,
+        cwnd_min: None,
+        totals: FlowCounters::default(),
+        delta: FlowCounters {
+            bytes_sent,
+            bytes_acked: bytes_sent,
+            segs_out,
+            data_segs_out: segs_out,
+            probe_events: segs_out / 2,
+            ..Default::default()
+        },
+        opened: false,
+        closed: false,
+    }
+}
+
+fn judge_one(prev: &[Snapshot], s: &Snapshot) -> InterfaceVerdict {
+    analyze(prev, s, &Thresholds::default()).interfaces[0].clone()
+}
+
+fn has_signal(v: &InterfaceVerdict, signal: &str, exceeded: bool) -> bool {
+    v.evidence
+        .iter()
+        .any(|e| e.signal == signal && e.exceeded == exceeded)
+}
+
+#[test]
+fn m5n_at_16gbps_with_23_8_pct_queued_is_free_flow() {
+    let s = Build::new(0, 60)
+        .tx_bulk(16e9, 16)
+        .bw_out_pct(23.8)
+        .flows(16, 0.0, 1.1)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    let pct = v.rates.bw_out_pct.unwrap();
+    assert!((pct - 23.8).abs() < 0.01, "{pct}");
+    assert!(has_signal(&v, "bw_out_allowance_pct", false));
+    assert!(v.confidence > 0.5, "{}", v.confidence);
+    assert!((v.rates.tx_bps - 16e9).abs() / 16e9 < 0.01);
+}
+
+/// m5 at 12 Gbps offered, enforced to 1.57 Gbps: 100.5% queued, 0.0038%
+/// retransmits, throughput flat.
+fn m5_enforced(seq: u64) -> Snapshot {
+    Build::new(seq, 60)
+        .tx_bulk(1.57e9, 16)
+        .bw_out_pct(100.5)
+        .flows(16, 0.0038, 1.8)
+        .done()
+}
+
+#[test]
+fn m5_enforced_at_100_5_pct_with_flat_throughput_is_hypervisor_queuing() {
+    let prev: Vec<Snapshot> = (0..3).map(m5_enforced).collect();
+    let s = m5_enforced(3);
+    let v = judge_one(&prev, &s);
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.family(), VerdictFamily::Queuing);
+    assert_eq!(v.evidence[0].signal, "bw_out_allowance_pct");
+    assert!((v.evidence[0].value - 100.5).abs() < 0.01);
+    assert!(has_signal(&v, "tx_plateau_cv", true), "{:#?}", v.evidence);
+    // 0.0038% retransmits: measured, under the loss line.
+    let r = v.rates.retransmit_pct.unwrap();
+    assert!((r - 0.0038).abs() < 0.0005, "{r}");
+    assert!(has_signal(&v, "retransmit_pct", false));
+    assert!(v.confidence >= 0.9, "{}", v.confidence);
+
+    // Without history the verdict is the same, the confidence lower.
+    let alone = judge_one(&[], &s);
+    assert_eq!(alone.verdict, Verdict::HypervisorQueuing);
+    assert!(alone.confidence < v.confidence);
+}
+
+#[test]
+fn enforcement_range_of_the_field_is_queuing_and_free_range_is_free() {
+    for pct in [78.0, 100.2, 113.6] {
+        let s = Build::new(0, 60)
+            .tx_bulk(1.6e9, 16)
+            .bw_out_pct(pct)
+            .flows(4, 0.0025, 1.5)
+            .done();
+        assert_eq!(
+            judge_one(&[], &s).verdict,
+            Verdict::HypervisorQueuing,
+            "{pct}"
+        );
+    }
+    for pct in [12.4, 35.1, 37.5, 48.7, 49.5] {
+        let s = Build::new(0, 60)
+            .tx_bulk(1.5e9, 16)
+            .bw_out_pct(pct)
+            .flows(4, 0.0005, 1.1)
+            .done();
+        assert_eq!(judge_one(&[], &s).verdict, Verdict::FreeFlow, "{pct}");
+    }
+}
+
+#[test]
+fn high_allowance_with_2_pct_retransmits_is_hypervisor_drop() {
+    let s = Build::new(0, 10)
+        .tx_bulk(1.25e9, 16)
+        .bw_out_pct(104.0)
+        .flows(8, 2.0, 1.3)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::HypervisorDrop, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.family(), VerdictFamily::Drop);
+    assert!(has_signal(&v, "retransmit_pct", true));
+    assert!(v.confidence > 0.8, "{}", v.confidence);
+}
+
+#[test]
+fn retransmits_between_normal_and_loss_keep_queuing_with_less_confidence() {
+    let clean = Build::new(0, 10)
+        .tx_bulk(1.25e9, 16)
+        .bw_out_pct(90.0)
+        .flows(8, 0.0, 1.6)
+        .done();
+    let murky = Build::new(0, 10)
+        .tx_bulk(1.25e9, 16)
+        .bw_out_pct(90.0)
+        .flows(8, 0.05, 1.6)
+        .done();
+    let a = judge_one(&[], &clean);
+    let b = judge_one(&[], &murky);
+    assert_eq!(a.verdict, Verdict::HypervisorQueuing);
+    assert_eq!(b.verdict, Verdict::HypervisorQueuing);
+    assert!(b.confidence < a.confidence);
+}
+
+#[test]
+fn inbound_enforcement_is_judged_against_rx_packets() {
+    let mut b = Build::new(0, 10);
+    {
+        let d = &mut b.iface().delta;
+        let wire = 1_000_000u64;
+        d.rx_packets = wire / 10;
+        d.rx_bytes = wire * payload(JUMBO) + wire / 10 * 66;
+        d.tx_packets = wire / 2;
+        d.tx_bytes = wire / 2 * 66;
+    }
+    let s = b.ena(|d| d.bw_in_allowance_exceeded = Some(800_000)).done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing, "{:#?}", v.evidence);
+    assert_eq!(v.evidence[0].signal, "bw_in_allowance_pct");
+    assert!((v.rates.bw_in_pct.unwrap() - 80.0).abs() < 0.01);
+}
+
+#[test]
+fn local_backlog_without_allowance_signal_is_local_queuing() {
+    let s = Build::new(0, 1)
+        .tx_bulk(2e9, 16)
+        .bw_out_pct(5.0)
+        .host_queue(|h| {
+            h.peak_backlog_packets = 900;
+            h.backlog_packets = 400;
+            h.sojourn_mean_us = Some(4000);
+        })
+        .flows(4, 0.0, 3.0)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LocalQueuing, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.location(), Location::Host);
+    assert_eq!(v.evidence[0].signal, "local_backlog_packets");
+
+    // The same on a veth without allowance counters.
+    let s = Build::new(0, 1)
+        .unavailable()
+        .tx_bulk(2e9, 16)
+        .host_queue(|h| h.peak_backlog_packets = 300)
+        .flows(4, 0.0, 3.0)
+        .done();
+    assert_eq!(judge_one(&[], &s).verdict, Verdict::LocalQueuing);
+}
+
+#[test]
+fn failed_retransmits_alone_are_local_queuing() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(2, 0.0, 1.2).done();
+    s.flows[0].delta.retrans_failed = 12;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LocalQueuing, "{:#?}", v.evidence);
+    assert_eq!(v.evidence[0].signal, "failed_retransmits");
+}
+
+#[test]
+fn host_egress_drops_are_local_drop() {
+    let s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .host_queue(|h| {
+            h.drops = BTreeMap::from([("QDISC_DROP".to_string(), 500u64)]);
+            h.peak_backlog_packets = 1000;
+        })
+        .flows(2, 1.5, 2.0)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
+    assert_eq!(v.rates.local_drops, 500);
+
+    // Drops for reasons outside the egress path are reported, not judged.
+    let s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .host_queue(|h| h.drops = BTreeMap::from([("TCP_OLD_DATA".to_string(), 50u64)]))
+        .flows(2, 0.0, 1.0)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert_eq!(v.rates.other_drops, 50);
+}
+
+#[test]
+fn retransmits_without_allowance_or_local_signal_are_network_loss() {
+    let s = Build::new(0, 10)
+        .tx_bulk(1e9, 16)
+        .bw_out_pct(3.0)
+        .flows(4, 2.0, 1.2)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::NetworkLoss, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.location(), Location::Network);
+    assert_eq!(v.evidence[0].signal, "retransmit_pct");
+
+    // Without allowance counters: still network loss, with less confidence,
+    // and the evidence says why.
+    let blind = Build::new(0, 10)
+        .unavailable()
+        .tx_bulk(1e9, 16)
+        .flows(4, 2.0, 1.2)
+        .done();
+    let w = judge_one(&[], &blind);
+    assert_eq!(w.verdict, Verdict::NetworkLoss);
+    assert!(
+        w.confidence < v.confidence,
+        "{} vs {}",
+        w.confidence,
+        v.confidence
+    );
+    assert!(w
+        .evidence
+        .iter()
+        .any(|e| e.signal == "allowance_unavailable" && e.note.contains("veth")));
+}
+
+#[test]
+fn too_little_traffic_is_idle() {
+    let mut b = Build::new(0, 10);
+    b.iface().delta = LinkCounters {
+        tx_packets: 300,
+        rx_packets: 300,
+        tx_bytes: 300 * 100,
+        rx_bytes: 300 * 100,
+        ..Default::default()
+    };
+    // A few counts on a near-empty interface (the fresh m5 showed 474).
+    let s = b.ena(|d| d.bw_in_allowance_exceeded = Some(474)).done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::Idle, "{:#?}", v.evidence);
+    assert_eq!(v.evidence[0].signal, "wire_pps");
+}
+
+#[test]
+fn unavailable_allowance_never_yields_a_hypervisor_verdict() {
+    let scenarios = [
+        (0.0, 1.0, 0u64),
+        (0.0, 4.0, 0),
+        (0.0038, 2.5, 0),
+        (2.0, 3.0, 0),
+        (5.0, 1.0, 0),
+        (0.0, 2.0, 500),
+    ];
+    for (retrans, inflation, backlog) in scenarios {
+        for bps in [1e6, 1.57e9, 16e9] {
+            let s = Build::new(0, 10)
+                .unavailable()
+                .tx_bulk(bps, 16)
+                .host_queue(|h| h.peak_backlog_packets = backlog)
+                .flows(4, retrans, inflation)
+                .done();
+            let v = judge_one(&[], &s);
+            assert_ne!(
+                v.verdict.location(),
+                Location::Hypervisor,
+                "{retrans} {inflation} {backlog} {bps}: {:?}",
+                v.verdict
+            );
+            assert!(v.rates.bw_out_pct.is_none());
+        }
+    }
+}
+
+#[test]
+fn pps_allowance_is_pps_limit() {
+    let mut b = Build::new(0, 1);
+    b.iface().mtu = 1500;
+    {
+        let d = &mut b.iface().delta;
+        // 600k small packets each way.
+        d.tx_packets = 600_000;
+        d.tx_bytes = 600_000 * 100;
+        d.rx_packets = 600_000;
+        d.rx_bytes = 600_000 * 100;
+    }
+    let s = b
+        .ena(|d| {
+            d.pps_allowance_exceeded = Some(900_000);
+            d.bw_out_allowance_exceeded = Some(1_000);
+        })
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::PpsLimit, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.family(), VerdictFamily::Limit);
+    assert!((v.rates.pps_pct.unwrap() - 75.0).abs() < 0.01);
+}
+
+#[test]
+fn conntrack_drops_or_exhaustion_are_conntrack_limit() {
+    let s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .bw_out_pct(80.0)
+        .ena(|d| d.conntrack_allowance_exceeded = Some(40))
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::ConntrackLimit, "{:#?}", v.evidence);
+    assert_eq!(v.evidence[0].signal, "conntrack_allowance_exceeded_per_s");
+
+    // New connections refused while almost nothing flows: still the limit,
+    // not idle.
+    let mut b = Build::new(0, 10);
+    b.iface().delta.tx_packets = 20;
+    b.iface().delta.tx_bytes = 20 * 74;
+    let s = b
+        .ena(|d| {
+            d.conntrack_allowance_exceeded = Some(20);
+            d.conntrack_allowance_available = Some(0);
+        })
+        .done();
+    // conntrack_allowance_available is a gauge: the totals carry it.
+    let mut s = s;
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.totals.conntrack_allowance_available = Some(0);
+    }
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::ConntrackLimit);
+    assert!(has_signal(&v, "conntrack_allowance_available", true));
+
+    // The gauge alone, no drops yet.
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).done();
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.totals.conntrack_allowance_available = Some(12);
+    }
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::ConntrackLimit);
+    assert_eq!(v.evidence[0].signal, "conntrack_allowance_available");
+}
+
+#[test]
+fn linklocal_drops_are_linklocal_limit() {
+    let s = Build::new(0, 1)
+        .tx_bulk(1e8, 1)
+        .ena(|d| d.linklocal_allowance_exceeded = Some(30))
+        .done();
+    assert_eq!(judge_one(&[], &s).verdict, Verdict::LinklocalLimit);
+}
+
+/// The same wire traffic counted with offload on (few big skbs) and off
+/// (one skb per packet) gives the same normalised rate and verdict; the
+/// raw skb count would not.
+#[test]
+fn allowance_rate_uses_wire_packets_with_offload_on_and_off() {
+    for mtu in [1500u32, JUMBO] {
+        let mut on = Build::new(0, 1);
+        on.iface().mtu = mtu;
+        let off = on.clone();
+        let on = on.tx_bulk(1e9, 13).bw_out_pct(60.0).done();
+        let off = off.tx_bulk(1e9, 1).done();
+        // Same bw_out count on both: the shaper saw the same packets.
+        let count = on.interfaces[0]
+            .allowance
+            .sample()
+            .unwrap()
+            .delta
+            .bw_out_allowance_exceeded;
+        let mut off = off;
+        if let AllowanceStatus::Read(a) = &mut off.interfaces[0].allowance {
+            a.delta.bw_out_allowance_exceeded = count;
+        }
+        let a = judge_one(&[], &on);
+        let b = judge_one(&[], &off);
+        assert_eq!(a.rates.tx_wire_packets, b.rates.tx_wire_packets, "{mtu}");
+        assert!(a.rates.tx_skb_packets * 10 < b.rates.tx_skb_packets);
+        assert!(a.rates.wire_estimated && !b.rates.wire_estimated);
+        let (pa, pb) = (a.rates.bw_out_pct.unwrap(), b.rates.bw_out_pct.unwrap());
+        assert!(
+            (pa - 60.0).abs() < 0.01 && (pb - 60.0).abs() < 0.01,
+            "{pa} {pb}"
+        );
+        assert_eq!(a.verdict, Verdict::HypervisorQueuing);
+        assert_eq!(b.verdict, Verdict::HypervisorQueuing);
+        // Dividing by skbs would have read 780%.
+        let naive = count.unwrap() as f64 / a.rates.tx_skb_packets as f64 * 100.0;
+        assert!(naive > 700.0, "{naive}");
+    }
+}
+
+#[test]
+fn attribution_shares_sum_to_100_and_the_heavy_flow_ranks_first() {
+    let mut s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .bw_out_pct(95.0)
+        .flows(1, 0.0, 1.0)
+        .done();
+    // Flow 1 carries 80%, held back: RTT up, cwnd cut, time in recovery.
+    let total = s.flows[0].delta.bytes_sent;
+    let f = &mut s.flows[0];
+    f.delta.bytes_sent = total * 8 / 10;
+    f.srtt_us = 250;
+    f.delta.cwnd_reductions = 40;
+    f.delta.ca_time_us.recovery = 50_000;
+    f.delta.retrans_segs = 3;
+    let mut light = flow(2, total / 10, 1000, 1.05);
+    light.delta.probe_events = 500;
+    s.flows.push(light);
+    s.flows.push(flow(3, total / 10, 1000, 1.05));
+    // An idle flow: not listed.
+    s.flows.push(flow(4, 0, 0, 1.0));
+
+    let a = analyze(&[], &s, &Thresholds::default());
+    assert_eq!(a.flows.len(), 3);
+    let sum: f64 = a.flows.iter().map(|f| f.bytes_share_pct).sum();
+    assert!((sum - 100.0).abs() < 1e-6, "{sum}");
+    let first = &a.flows[0];
+    assert_eq!(first.flow_id, 1);
+    assert_eq!(first.rank, 1);
+    assert!((first.bytes_share_pct - 80.0).abs() < 0.01);
+    assert_eq!(first.cwnd_reductions, 40);
+    assert!((first.recovery_loss_ms - 50.0).abs() < 1e-9);
+    assert!(first.backoff_score > a.flows[1].backoff_score);
+    assert_eq!(
+        a.flows.iter().map(|f| f.rank).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+}
+
+/// Burst at 10 Gbps, enforced to 1.25 Gbps for four intervals, free again.
+#[test]
+fn episodes_merge_and_report_throughput_before_and_during() {
+    let th = Thresholds::default();
+    let mut tracker = EpisodeTracker::new(&th);
+    let mut history: Vec<Snapshot> = Vec::new();
+    let plan: Vec<(f64, f64)> = [(10e9, 20.0); 5]
+        .into_iter()
+        .chain([
+            (1.25e9, 90.0),
+            (1.25e9, 105.0),
+            (1.25e9, 101.0),
+            (1.25e9, 99.0),
+        ])
+        .chain([(3e9, 10.0); 2])
+        .collect();
+    for (seq, (bps, pct)) in plan.into_iter().enumerate() {
+        let s = Build::new(seq as u64, 10)
+            .tx_bulk(bps, 16)
+            .bw_out_pct(pct)
+            .flows(4, 0.0, 1.2)
+            .done();
+        let a = analyze(&history, &s, &th);
+        tracker.push(&a, &s);
+        history.push(s);
+    }
+    let eps = tracker.episodes();
+    let verdicts: Vec<_> = eps.iter().map(|e| (e.verdict, e.intervals)).collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (Verdict::FreeFlow, 5),
+            (Verdict::HypervisorQueuing, 4),
+            (Verdict::FreeFlow, 2)
+        ]
+    );
+    let e = &eps[1];
+    assert_eq!((e.start_seq, e.end_seq), (5, 8));
+    assert_eq!(e.start_mono_ns, 50_000_000_000);
+    assert_eq!(e.end_mono_ns, 90_000_000_000);
+    assert_eq!(e.peak_signal, "bw_out_allowance_pct");
+    assert!((e.peak - 105.0).abs() < 0.01, "{}", e.peak);
+    let before = e.throughput_before_bps.unwrap();
+    let during = e.throughput_during_bps.unwrap();
+    assert!((before - 10e9).abs() / 10e9 < 0.01, "{before}");
+    assert!((during - 1.25e9).abs() / 1.25e9 < 0.01, "{during}");
+    assert!(!e.open);
+    assert!(eps[2].open);
+    assert!(eps[0].throughput_before_bps.is_none());
+}
+
+#[test]
+fn a_gap_in_sequence_splits_an_episode() {
+    let th = Thresholds::default();
+    let mut tracker = EpisodeTracker::new(&th);
+    for seq in [0u64, 1, 5] {
+        let s = Build::new(seq, 1).tx_bulk(1e9, 16).done();
+        tracker.push(&analyze(&[], &s, &th), &s);
+    }
+    let eps = tracker.episodes();
+    assert_eq!(eps.len(), 2);
+    assert_eq!(
+        (eps[0].start_seq, eps[0].end_seq, eps[0].intervals),
+        (0, 1, 2)
+    );
+    assert_eq!((eps[1].start_seq, eps[1].intervals), (5, 1));
+}
+
+#[test]
+fn analysis_round_trips_through_json_with_snake_case_verdicts() {
+    let prev: Vec<Snapshot> = (0..3).map(m5_enforced).collect();
+    let s = m5_enforced(3);
+    let a = analyze(&prev, &s, &Thresholds::default());
+    let line = serde_json::to_string(&a).unwrap();
+    assert!(
+        line.contains("\"verdict\":\"hypervisor_queuing\""),
+        "{line}"
+    );
+    let back: IntervalAnalysis = serde_json::from_str(&line).unwrap();
+    assert_eq!(back, a);
+    for v in Verdict::ALL {
+        let j = serde_json::to_string(&v).unwrap();
+        assert_eq!(j, format!("\"{}\"", v.as_str()));
+    }
+}
+
+#[test]
+fn thresholds_change_the_verdict() {
+    let s = Build::new(0, 60)
+        .tx_bulk(16e9, 16)
+        .bw_out_pct(23.8)
+        .flows(16, 0.0, 1.1)
+        .done();
+    let mut th = Thresholds::default();
+    th.set("bw_allowance_pct", 20.0).unwrap();
+    let a = analyze(&[], &s, &th);
+    assert_eq!(a.interfaces[0].verdict, Verdict::HypervisorQueuing);
+}

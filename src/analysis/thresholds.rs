@@ -1,0 +1,181 @@
+//! Every number the verdict engine compares against, in one place.
+//!
+//! Each threshold is an `f64` with a default and a one-line reason; the long
+//! reasons, with the field figures behind them, are in docs/verdicts.md. The
+//! table below is the single source: the struct, its `Default`, `set` (for
+//! `--threshold NAME=VALUE`) and `describe` are all generated from it, so a
+//! name can never be settable but undocumented or the other way round.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! thresholds {
+    ($( $(#[doc = $doc:literal])* $name:ident = $default:expr; )*) => {
+        /// Thresholds of the verdict engine. Serde fills missing fields with
+        /// their defaults, so a partial JSON object is a valid override.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct Thresholds {
+            $( $(#[doc = $doc])* pub $name: f64, )*
+        }
+
+        impl Default for Thresholds {
+            fn default() -> Self {
+                Thresholds { $( $name: $default, )* }
+            }
+        }
+
+        impl Thresholds {
+            /// Every threshold: name, default and what it means.
+            pub fn describe() -> Vec<ThresholdInfo> {
+                vec![$( ThresholdInfo {
+                    name: stringify!($name),
+                    default: $default,
+                    doc: concat!($($doc),*).trim(),
+                }, )*]
+            }
+
+            fn slot(&mut self, name: &str) -> Option<&mut f64> {
+                match name {
+                    $( stringify!($name) => Some(&mut self.$name), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+/// One row of [`Thresholds::describe`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdInfo {
+    pub name: &'static str,
+    pub default: f64,
+    pub doc: &'static str,
+}
+
+thresholds! {
+    /// Below this many wire packets per second (tx + rx) the interface is idle.
+    idle_pps = 100.0;
+    /// A normalised allowance rate is judged only when its denominator holds
+    /// at least this many wire packets in the interval.
+    min_rate_packets = 200.0;
+    /// bw_in/bw_out allowance exceeded, % of wire packets in that direction,
+    /// at or above which the hypervisor is shaping (seed 000: free flow 12-37%,
+    /// enforced 78-114%).
+    bw_allowance_pct = 50.0;
+    /// The bw rate at which enforcement is certain (full confidence).
+    bw_enforced_pct = 100.0;
+    /// pps_allowance_exceeded, % of tx + rx wire packets, at or above which
+    /// the packet-rate budget is the limit.
+    pps_allowance_pct = 50.0;
+    /// conntrack_allowance_exceeded per second at or above which the
+    /// connection-tracking allowance is the limit (each count is a drop).
+    conntrack_exceeded_per_s = 1.0;
+    /// conntrack_allowance_available at or below this many entries: the
+    /// tracking table is (nearly) full.
+    conntrack_available_low = 100.0;
+    /// linklocal_allowance_exceeded per second at or above which link-local
+    /// traffic (DNS, IMDS, NTP) is being dropped.
+    linklocal_exceeded_per_s = 1.0;
+    /// Retransmit rate (% of segments sent) that is normal for datacenter TCP.
+    retrans_normal_pct = 0.01;
+    /// Retransmit rate at or above which packets are being lost: with a high
+    /// allowance rate the hypervisor drops, without one the network loses.
+    retrans_pct = 0.1;
+    /// Retransmit rate that is a real problem (full confidence).
+    retrans_severe_pct = 1.0;
+    /// The retransmit rate is judged only when the flows sent at least this
+    /// many segments in the interval.
+    min_segs_out = 200.0;
+    /// Byte-weighted median srtt/min_rtt at or above which flows queue.
+    rtt_inflation = 1.5;
+    /// Peak host qdisc backlog (packets) at or above which the host queues.
+    local_backlog_packets = 100.0;
+    /// Mean host qdisc sojourn (us) at or above which the host queues.
+    local_sojourn_us = 1000.0;
+    /// Failed retransmits (the original still sat in a host queue) per
+    /// interval at or above which the host queues.
+    local_failed_retrans = 1.0;
+    /// Host egress drops, % of tx wire packets, at or above which the host
+    /// drops (at least one drop is always required).
+    local_drop_pct = 0.01;
+    /// Intervals (including the current one) over which tx throughput must
+    /// be flat to count as a plateau.
+    plateau_intervals = 3.0;
+    /// Coefficient of variation of throughput at or below which it is flat.
+    plateau_cv = 0.1;
+    /// Non-idle, non-enforced intervals before an enforcement episode whose
+    /// mean throughput is reported as the burst ceiling.
+    episode_before_intervals = 5.0;
+}
+
+impl Thresholds {
+    /// Set one threshold by name (`--threshold NAME=VALUE`). Unknown names
+    /// and negative or non-finite values are refused with a message that
+    /// lists the valid names.
+    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+        if !value.is_finite() || value < 0.0 {
+            return Err(format!(
+                "threshold {name}: {value} is not a finite, non-negative number"
+            ));
+        }
+        match self.slot(name) {
+            Some(slot) => {
+                *slot = value;
+                Ok(())
+            }
+            None => Err(format!(
+                "unknown threshold {name:?}; valid names: {}",
+                Self::names().join(", ")
+            )),
+        }
+    }
+
+    /// Parse and apply `NAME=VALUE`.
+    pub fn set_assignment(&mut self, assignment: &str) -> Result<(), String> {
+        let (name, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| format!("{assignment:?}: expected NAME=VALUE"))?;
+        let value: f64 = value
+            .trim()
+            .parse()
+            .map_err(|e| format!("{assignment:?}: {e}"))?;
+        self.set(name.trim(), value)
+    }
+
+    pub fn names() -> Vec<&'static str> {
+        Self::describe().into_iter().map(|t| t.name).collect()
+    }
+
+    /// Whole-interval counts stored as f64 (e.g. `plateau_intervals`).
+    pub(crate) fn count(value: f64) -> usize {
+        value.round().max(0.0) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_known_and_unknown_names() {
+        let mut th = Thresholds::default();
+        th.set("bw_allowance_pct", 60.0).unwrap();
+        assert_eq!(th.bw_allowance_pct, 60.0);
+        let err = th.set("bw_alowance_pct", 1.0).unwrap_err();
+        assert!(err.contains("bw_allowance_pct"), "{err}");
+        assert!(err.contains("retrans_pct"), "{err}");
+        assert!(th.set("retrans_pct", f64::NAN).is_err());
+        assert!(th.set("retrans_pct", -1.0).is_err());
+        th.set_assignment("retrans_pct = 0.5").unwrap();
+        assert_eq!(th.retrans_pct, 0.5);
+        assert!(th.set_assignment("retrans_pct").is_err());
+    }
+
+    #[test]
+    fn partial_json_keeps_defaults() {
+        let th: Thresholds = serde_json::from_str(r#"{"idle_pps": 5}"#).unwrap();
+        assert_eq!(th.idle_pps, 5.0);
+        assert_eq!(th.bw_allowance_pct, 50.0);
+        assert!(Thresholds::describe().iter().all(|t| !t.doc.is_empty()));
+    }
+}

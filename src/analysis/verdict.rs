@@ -1,0 +1,660 @@
+//! One interface, one interval: what is holding the network back.
+//!
+//! The decision is a fixed order of questions (docs/verdicts.md, "Decision
+//! order"); the first that says yes wins. Every signal that could be judged
+//! is kept as evidence, the winning one first, so a reader can check the
+//! verdict against the numbers.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::rates::NormalisedRates;
+use super::thresholds::Thresholds;
+use crate::snapshot::{AllowanceStatus, InterfaceSample};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Idle,
+    FreeFlow,
+    HypervisorQueuing,
+    HypervisorDrop,
+    LocalQueuing,
+    LocalDrop,
+    NetworkLoss,
+    PpsLimit,
+    ConntrackLimit,
+    LinklocalLimit,
+}
+
+/// Coarse class of a verdict: a test or an alert that must never confuse
+/// queuing with loss compares families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictFamily {
+    Idle,
+    Free,
+    /// Packets wait (RTT rises), none lost.
+    Queuing,
+    /// Packets lost (retransmits, drops).
+    Drop,
+    /// A hypervisor allowance other than bandwidth (pps, conntrack, link-local).
+    Limit,
+}
+
+/// Where the bottleneck is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Location {
+    None,
+    Hypervisor,
+    Host,
+    Network,
+}
+
+impl Verdict {
+    pub const ALL: [Verdict; 10] = [
+        Verdict::Idle,
+        Verdict::FreeFlow,
+        Verdict::HypervisorQueuing,
+        Verdict::HypervisorDrop,
+        Verdict::LocalQueuing,
+        Verdict::LocalDrop,
+        Verdict::NetworkLoss,
+        Verdict::PpsLimit,
+        Verdict::ConntrackLimit,
+        Verdict::LinklocalLimit,
+    ];
+
+    pub fn family(&self) -> VerdictFamily {
+        match self {
+            Verdict::Idle => VerdictFamily::Idle,
+            Verdict::FreeFlow => VerdictFamily::Free,
+            Verdict::HypervisorQueuing | Verdict::LocalQueuing => VerdictFamily::Queuing,
+            Verdict::HypervisorDrop | Verdict::LocalDrop | Verdict::NetworkLoss => {
+                VerdictFamily::Drop
+            }
+            Verdict::PpsLimit | Verdict::ConntrackLimit | Verdict::LinklocalLimit => {
+                VerdictFamily::Limit
+            }
+        }
+    }
+
+    pub fn location(&self) -> Location {
+        match self {
+            Verdict::Idle | Verdict::FreeFlow => Location::None,
+            Verdict::HypervisorQueuing
+            | Verdict::HypervisorDrop
+            | Verdict::PpsLimit
+            | Verdict::ConntrackLimit
+            | Verdict::LinklocalLimit => Location::Hypervisor,
+            Verdict::LocalQueuing | Verdict::LocalDrop => Location::Host,
+            Verdict::NetworkLoss => Location::Network,
+        }
+    }
+
+    /// The hypervisor is holding throughput down (bandwidth or packet rate):
+    /// episodes of these report the burst ceiling before and the baseline
+    /// during.
+    pub fn is_enforcement(&self) -> bool {
+        matches!(
+            self,
+            Verdict::HypervisorQueuing | Verdict::HypervisorDrop | Verdict::PpsLimit
+        )
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Idle => "idle",
+            Verdict::FreeFlow => "free_flow",
+            Verdict::HypervisorQueuing => "hypervisor_queuing",
+            Verdict::HypervisorDrop => "hypervisor_drop",
+            Verdict::LocalQueuing => "local_queuing",
+            Verdict::LocalDrop => "local_drop",
+            Verdict::NetworkLoss => "network_loss",
+            Verdict::PpsLimit => "pps_limit",
+            Verdict::ConntrackLimit => "conntrack_limit",
+            Verdict::LinklocalLimit => "linklocal_limit",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One signal compared with its threshold, with a line a human can read.
+/// Notes that are not comparisons (e.g. "allowance counters unavailable")
+/// carry value and threshold 0 and `exceeded` false.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub signal: String,
+    pub value: f64,
+    pub threshold: f64,
+    pub note: String,
+    #[serde(default)]
+    pub exceeded: bool,
+}
+
+/// The verdict for one interface in one interval. `evidence[0]` is the
+/// signal that decided it (its value is the episode's peak signal).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceVerdict {
+    pub iface: String,
+    pub verdict: Verdict,
+    pub confidence: f64,
+    pub evidence: Vec<Evidence>,
+    pub rates: NormalisedRates,
+}
+
+/// How far `value` is past `threshold` on the way to `full`, 0..1, on a log
+/// scale (these signals span orders of magnitude).
+fn past(value: f64, threshold: f64, full: f64) -> f64 {
+    if value < threshold {
+        return 0.0;
+    }
+    if threshold <= 0.0 || full <= threshold {
+        return 1.0;
+    }
+    ((value / threshold).ln() / (full / threshold).ln()).clamp(0.0, 1.0)
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Every judged signal of an interval, by name.
+struct Signals {
+    list: Vec<Evidence>,
+}
+
+impl Signals {
+    fn add(&mut self, signal: &str, value: f64, threshold: f64, what: &str) -> bool {
+        let exceeded = value >= threshold;
+        let cmp = if exceeded { ">=" } else { "<" };
+        self.list.push(Evidence {
+            signal: signal.into(),
+            value,
+            threshold,
+            note: format!(
+                "{signal} {}{what} {cmp} {}",
+                fmt_num(value),
+                fmt_num(threshold)
+            ),
+            exceeded,
+        });
+        exceeded
+    }
+
+    fn note(&mut self, signal: &str, note: String) {
+        self.list.push(Evidence {
+            signal: signal.into(),
+            value: 0.0,
+            threshold: 0.0,
+            note,
+            exceeded: false,
+        });
+    }
+
+    fn get(&self, signal: &str) -> Option<&Evidence> {
+        self.list.iter().find(|e| e.signal == signal)
+    }
+
+    fn value(&self, signal: &str) -> Option<f64> {
+        self.get(signal).map(|e| e.value)
+    }
+
+    fn hit(&self, signal: &str) -> bool {
+        self.get(signal).is_some_and(|e| e.exceeded)
+    }
+
+    /// The evidence list with `primary` first.
+    fn ordered(mut self, primary: &str) -> Vec<Evidence> {
+        if let Some(i) = self.list.iter().position(|e| e.signal == primary) {
+            let p = self.list.remove(i);
+            self.list.insert(0, p);
+        }
+        self.list
+    }
+}
+
+/// Throughput flatness over the recent intervals: coefficient of variation
+/// of `history` (oldest first, the current interval last).
+pub(crate) fn plateau_cv(history: &[f64], th: &Thresholds) -> Option<f64> {
+    let n = Thresholds::count(th.plateau_intervals).max(2);
+    if history.len() < n {
+        return None;
+    }
+    let w = &history[history.len() - n..];
+    let mean = w.iter().sum::<f64>() / n as f64;
+    if mean <= 0.0 {
+        return None;
+    }
+    let var = w.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+    Some(var.sqrt() / mean)
+}
+
+/// Gather every signal that can be judged this interval.
+fn collect(
+    r: &NormalisedRates,
+    iface: &InterfaceSample,
+    tx_history: &[f64],
+    rx_history: &[f64],
+    th: &Thresholds,
+) -> Signals {
+    let mut s = Signals { list: Vec::new() };
+    let secs = if r.interval_secs > 0.0 {
+        r.interval_secs
+    } else {
+        1.0
+    };
+    let min = th.min_rate_packets;
+    let offered_pps = r.wire_pps + r.local_drops as f64 / secs;
+    s.add(
+        "wire_pps",
+        offered_pps,
+        th.idle_pps,
+        " wire packets/s (tx+rx)",
+    );
+
+    match &iface.allowance {
+        AllowanceStatus::Unavailable { reason } => s.note(
+            "allowance_unavailable",
+            format!(
+                "allowance counters unavailable ({reason}): hypervisor shaping can be \
+                 neither seen nor excluded, so no hypervisor verdict is given"
+            ),
+        ),
+        AllowanceStatus::Read(_) => {
+            if let Some(p) = r.bw_out_pct.filter(|_| r.tx_wire_packets as f64 >= min) {
+                s.add(
+                    "bw_out_allowance_pct",
+                    p,
+                    th.bw_allowance_pct,
+                    "% of tx wire packets queued or dropped for bw_out",
+                );
+            }
+            if let Some(p) = r.bw_in_pct.filter(|_| r.rx_wire_packets as f64 >= min) {
+                s.add(
+                    "bw_in_allowance_pct",
+                    p,
+                    th.bw_allowance_pct,
+                    "% of rx wire packets queued or dropped for bw_in",
+                );
+            }
+            let both = (r.tx_wire_packets + r.rx_wire_packets) as f64;
+            if let Some(p) = r.pps_pct.filter(|_| both >= min) {
+                s.add(
+                    "pps_allowance_pct",
+                    p,
+                    th.pps_allowance_pct,
+                    "% of tx+rx wire packets queued or dropped for pps",
+                );
+            }
+            if let Some(n) = r.conntrack_exceeded {
+                s.add(
+                    "conntrack_allowance_exceeded_per_s",
+                    n as f64 / secs,
+                    th.conntrack_exceeded_per_s.max(f64::MIN_POSITIVE),
+                    " packets/s dropped by conntrack allowance",
+                );
+            }
+            if let Some(a) = r.conntrack_available {
+                let low = a as f64 <= th.conntrack_available_low;
+                s.list.push(Evidence {
+                    signal: "conntrack_allowance_available".into(),
+                    value: a as f64,
+                    threshold: th.conntrack_available_low,
+                    note: format!(
+                        "conntrack_allowance_available {a} entries {} {}",
+                        if low { "<=" } else { ">" },
+                        fmt_num(th.conntrack_available_low)
+                    ),
+                    exceeded: low,
+                });
+            }
+            if let Some(n) = r.linklocal_exceeded {
+                s.add(
+                    "linklocal_allowance_exceeded_per_s",
+                    n as f64 / secs,
+                    th.linklocal_exceeded_per_s.max(f64::MIN_POSITIVE),
+                    " packets/s dropped by link-local allowance",
+                );
+            }
+        }
+    }
+
+    if let Some(p) = r.retransmit_pct {
+        if r.segs_out as f64 >= th.min_segs_out {
+            s.add(
+                "retransmit_pct",
+                p,
+                th.retrans_pct,
+                &format!("% of {} segments retransmitted", r.segs_out),
+            );
+        }
+    }
+    if let Some(i) = r.rtt_inflation_p50 {
+        s.add(
+            "rtt_inflation_p50",
+            i,
+            th.rtt_inflation,
+            &format!(
+                "x srtt/min_rtt (byte-weighted median over {} sending flows)",
+                r.active_flows
+            ),
+        );
+    }
+    if r.host_queue_available {
+        s.add(
+            "local_backlog_packets",
+            r.local_backlog_packets as f64,
+            th.local_backlog_packets,
+            " packets peak host qdisc backlog",
+        );
+        if let Some(us) = r.local_sojourn_mean_us {
+            s.add(
+                "local_sojourn_us",
+                us as f64,
+                th.local_sojourn_us,
+                "us mean host qdisc sojourn",
+            );
+        }
+        let attempted = r.tx_wire_packets + r.local_drops;
+        let drop_pct = if attempted > 0 {
+            r.local_drops as f64 / attempted as f64 * 100.0
+        } else {
+            0.0
+        };
+        let hit = s.add(
+            "local_drop_pct",
+            drop_pct,
+            th.local_drop_pct,
+            &format!("% of tx packets dropped by the host ({})", r.local_drops),
+        );
+        if hit && r.local_drops == 0 {
+            // A 0% threshold must not turn "no drops" into a drop verdict.
+            s.list.last_mut().expect("just added").exceeded = false;
+        }
+    } else {
+        s.note(
+            "host_queue_unavailable",
+            "host queue probes not reporting: host queuing and drops are judged from \
+             failed retransmits only"
+                .into(),
+        );
+    }
+    let failed = s.add(
+        "failed_retransmits",
+        r.failed_retransmits as f64,
+        th.local_failed_retrans,
+        " retransmits failed (original still in a host queue)",
+    );
+    if failed && r.failed_retransmits == 0 {
+        s.list.last_mut().expect("just added").exceeded = false;
+    }
+    if let Some(cv) = plateau_cv(tx_history, th) {
+        let flat = cv <= th.plateau_cv;
+        s.list.push(Evidence {
+            signal: "tx_plateau_cv".into(),
+            value: cv,
+            threshold: th.plateau_cv,
+            note: format!(
+                "tx throughput {} over the last {} intervals (cv {} {} {})",
+                if flat { "flat" } else { "varies" },
+                Thresholds::count(th.plateau_intervals).max(2),
+                fmt_num(cv),
+                if flat { "<=" } else { ">" },
+                fmt_num(th.plateau_cv)
+            ),
+            exceeded: flat,
+        });
+    }
+    if let Some(cv) = plateau_cv(rx_history, th) {
+        let flat = cv <= th.plateau_cv;
+        s.list.push(Evidence {
+            signal: "rx_plateau_cv".into(),
+            value: cv,
+            threshold: th.plateau_cv,
+            note: format!("rx throughput cv {}", fmt_num(cv)),
+            exceeded: flat,
+        });
+    }
+    s
+}
+
+/// Decide one interface's verdict. `tx_history`/`rx_history` hold this
+/// interface's throughput (bps) of the previous intervals, oldest first,
+/// then the current one.
+pub fn judge(
+    iface: &InterfaceSample,
+    rates: NormalisedRates,
+    tx_history: &[f64],
+    rx_history: &[f64],
+    th: &Thresholds,
+) -> InterfaceVerdict {
+    let s = collect(&rates, iface, tx_history, rx_history, th);
+    let (verdict, confidence, primary) = decide(&s, &rates, th);
+    let mut evidence = s.ordered(primary);
+    if verdict == Verdict::FreeFlow {
+        evidence.insert(
+            0,
+            Evidence {
+                signal: "tx_bps".into(),
+                value: rates.tx_bps,
+                threshold: 0.0,
+                note: format!(
+                    "no signal past its threshold; tx {:.3} Gbps, rx {:.3} Gbps",
+                    rates.tx_bps / 1e9,
+                    rates.rx_bps / 1e9
+                ),
+                exceeded: false,
+            },
+        );
+    }
+    InterfaceVerdict {
+        iface: iface.name.clone(),
+        verdict,
+        confidence: (confidence.clamp(0.05, 1.0) * 1000.0).round() / 1000.0,
+        evidence,
+        rates,
+    }
+}
+
+fn decide(s: &Signals, r: &NormalisedRates, th: &Thresholds) -> (Verdict, f64, &'static str) {
+    let v = |name: &str| s.value(name).unwrap_or(0.0);
+    let retrans_hit = s.hit("retransmit_pct");
+    let retrans = v("retransmit_pct");
+    let rtt_hit = s.hit("rtt_inflation_p50");
+    let allowance = r.allowance_available;
+
+    // 1-2. Allowances whose every count is a dropped packet: they shrink
+    // traffic themselves, so they are checked before "idle".
+    let ct_rate = s.hit("conntrack_allowance_exceeded_per_s");
+    let ct_low = s.hit("conntrack_allowance_available");
+    if ct_rate || ct_low {
+        let c = if ct_rate {
+            0.6 + 0.3
+                * past(
+                    v("conntrack_allowance_exceeded_per_s"),
+                    th.conntrack_exceeded_per_s,
+                    th.conntrack_exceeded_per_s * 100.0,
+                )
+                + if ct_low { 0.1 } else { 0.0 }
+        } else {
+            0.5
+        };
+        let primary = if ct_rate {
+            "conntrack_allowance_exceeded_per_s"
+        } else {
+            "conntrack_allowance_available"
+        };
+        return (Verdict::ConntrackLimit, c, primary);
+    }
+    if s.hit("linklocal_allowance_exceeded_per_s") {
+        let c = 0.6
+            + 0.4
+                * past(
+                    v("linklocal_allowance_exceeded_per_s"),
+                    th.linklocal_exceeded_per_s,
+                    th.linklocal_exceeded_per_s * 100.0,
+                );
+        return (
+            Verdict::LinklocalLimit,
+            c,
+            "linklocal_allowance_exceeded_per_s",
+        );
+    }
+
+    // 3. Too little traffic for any rate to mean anything.
+    if !s.hit("wire_pps") {
+        let c = 1.0 - 0.5 * (v("wire_pps") / th.idle_pps.max(f64::MIN_POSITIVE)).min(1.0);
+        return (Verdict::Idle, c, "wire_pps");
+    }
+
+    // 4. Hypervisor allowances: the one furthest past its threshold wins.
+    let ratio = |name: &str, t: f64| s.hit(name).then(|| v(name) / t.max(f64::MIN_POSITIVE));
+    let candidates = [
+        (
+            "bw_out_allowance_pct",
+            ratio("bw_out_allowance_pct", th.bw_allowance_pct),
+        ),
+        (
+            "bw_in_allowance_pct",
+            ratio("bw_in_allowance_pct", th.bw_allowance_pct),
+        ),
+        (
+            "pps_allowance_pct",
+            ratio("pps_allowance_pct", th.pps_allowance_pct),
+        ),
+    ];
+    let top = candidates
+        .iter()
+        .filter_map(|(n, r)| r.map(|r| (*n, r)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    if let Some((name, _)) = top {
+        let agree = |c: f64| {
+            c + if rtt_hit { 0.05 } else { 0.0 }
+                + if s.hit("tx_plateau_cv") || s.hit("rx_plateau_cv") {
+                    0.05
+                } else {
+                    0.0
+                }
+        };
+        return match name {
+            "pps_allowance_pct" => {
+                let c = 0.6
+                    + 0.3
+                        * past(
+                            v(name),
+                            th.pps_allowance_pct,
+                            100.0_f64.max(th.pps_allowance_pct * 2.0),
+                        );
+                (Verdict::PpsLimit, agree(c), name)
+            }
+            "bw_out_allowance_pct" if retrans_hit => {
+                let c = 0.5
+                    + 0.25 * past(v(name), th.bw_allowance_pct, th.bw_enforced_pct)
+                    + 0.25 * past(retrans, th.retrans_pct, th.retrans_severe_pct);
+                (Verdict::HypervisorDrop, c, name)
+            }
+            _ => {
+                let mut c =
+                    agree(0.6 + 0.3 * past(v(name), th.bw_allowance_pct, th.bw_enforced_pct));
+                // Retransmits above normal but below the loss line: the
+                // queue may have begun to overflow.
+                if retrans >= th.retrans_normal_pct && name == "bw_out_allowance_pct" {
+                    c -= 0.15;
+                }
+                (Verdict::HypervisorQueuing, c, name)
+            }
+        };
+    }
+
+    // 5-6. The host's own queue.
+    if s.hit("local_drop_pct") {
+        let c = 0.6
+            + 0.3
+                * past(
+                    v("local_drop_pct"),
+                    th.local_drop_pct,
+                    1.0_f64.max(th.local_drop_pct * 10.0),
+                )
+            + if retrans_hit { 0.1 } else { 0.0 };
+        return (Verdict::LocalDrop, c, "local_drop_pct");
+    }
+    let backlog = s.hit("local_backlog_packets");
+    let sojourn = s.hit("local_sojourn_us");
+    let failed = s.hit("failed_retransmits");
+    if backlog || sojourn || failed {
+        let strength = past(
+            v("local_backlog_packets"),
+            th.local_backlog_packets,
+            th.local_backlog_packets * 10.0,
+        )
+        .max(past(
+            v("local_sojourn_us"),
+            th.local_sojourn_us,
+            th.local_sojourn_us * 10.0,
+        ));
+        let agreeing = [backlog || sojourn, failed, rtt_hit]
+            .iter()
+            .filter(|x| **x)
+            .count();
+        let c = 0.45 + 0.3 * strength + 0.1 * agreeing as f64;
+        let primary = if backlog {
+            "local_backlog_packets"
+        } else if sojourn {
+            "local_sojourn_us"
+        } else {
+            "failed_retransmits"
+        };
+        return (Verdict::LocalQueuing, c, primary);
+    }
+
+    // 7. Loss with neither the hypervisor nor the host to blame.
+    if retrans_hit {
+        let mut c = 0.5 + 0.4 * past(retrans, th.retrans_pct, th.retrans_severe_pct);
+        if !allowance {
+            // The hypervisor could be dropping: we cannot see it.
+            c *= 0.6;
+        } else if v("bw_out_allowance_pct") >= th.bw_allowance_pct * 0.5 {
+            // Allowance rate not far below its line: could be either.
+            c *= 0.8;
+        }
+        if !r.host_queue_available {
+            c *= 0.85;
+        }
+        return (Verdict::NetworkLoss, c, "retransmit_pct");
+    }
+
+    // 8. Nothing past its threshold.
+    let closeness = s
+        .list
+        .iter()
+        .filter(|e| e.threshold > 0.0 && !e.signal.ends_with("plateau_cv"))
+        .filter(|e| e.signal != "wire_pps" && e.signal != "conntrack_allowance_available")
+        .map(|e| {
+            if e.signal == "rtt_inflation_p50" {
+                // An inflation of 1.0 is no queueing at all.
+                ((e.value - 1.0) / (e.threshold - 1.0).max(f64::MIN_POSITIVE)).clamp(0.0, 1.0)
+            } else {
+                (e.value / e.threshold).min(1.0)
+            }
+        })
+        .fold(0.0_f64, f64::max);
+    let mut c = 0.5 + 0.5 * (1.0 - closeness);
+    if !allowance {
+        c = c.min(0.6);
+    }
+    (Verdict::FreeFlow, c, "tx_bps")
+}
