@@ -27,6 +27,10 @@ struct VethNs {
 
 impl VethNs {
     fn new(tag: &str) -> VethNs {
+        Self::with_queues(tag, QUEUES)
+    }
+
+    fn with_queues(tag: &str, queues: u32) -> VethNs {
         assert_eq!(
             unsafe { libc::geteuid() },
             0,
@@ -45,7 +49,7 @@ impl VethNs {
             ),
         };
         sh(&["ip", "netns", "add", &ns.name]);
-        let q = QUEUES.to_string();
+        let q = queues.to_string();
         #[rustfmt::skip]
         ns.ip(&[
             "link", "add", A, "numtxqueues", &q, "numrxqueues", &q, "type", "veth",
@@ -308,4 +312,34 @@ fn reads_stay_consistent_while_queues_change() {
         sizes.len() > 1,
         "the queue changes were never seen: {sizes:?}"
     );
+}
+
+#[test]
+fn a_reply_larger_than_expected_is_refused_without_overrun() {
+    // 64 queues: 577 stats, 18 KiB of names, asked for as if there were
+    // one. This kernel sees the mismatch and answers with 0 entries;
+    // kernels before that check write all 577, and the guard page after our
+    // buffer turns that into EFAULT. Either way the answer is "count
+    // changed", nothing past the buffer is touched, and the right count
+    // works.
+    let ns = VethNs::with_queues("big", 64);
+    let expected = ns.ethtool_s(A);
+    assert_eq!(expected.len(), veth_count(64, 64));
+    let n = expected.len();
+    let (small_names, small_values, names, values, all) = ns.run_inside(move || {
+        let mut dev = Ethtool::open(A).expect("socket");
+        (
+            dev.read_names(1).expect("GSTRINGS"),
+            dev.read_values(1).expect("GSTATS"),
+            dev.read_names(n).expect("GSTRINGS"),
+            dev.read_values(n).expect("GSTATS"),
+            dev.stats().expect("stats"),
+        )
+    });
+    assert_eq!(small_names, None);
+    assert_eq!(small_values, None);
+    let names = names.expect("names at the right count");
+    let values = values.expect("values at the right count");
+    assert_eq!(names.into_iter().zip(values).collect::<Vec<_>>(), expected);
+    assert_eq!(all, expected);
 }

@@ -34,13 +34,16 @@ const ETH_GSTRING_LEN: usize = 32;
 /// Interface names are at most 15 bytes plus the NUL.
 const IFNAMSIZ: usize = 16;
 
-/// The kernel fills GSTRINGS and GSTATS with as many entries as the driver
-/// reports *at that moment*, ignoring the count we pass in. If the count
+/// Older kernels fill GSTRINGS and GSTATS with as many entries as the driver
+/// reports *at that moment*, ignoring the count we pass in (newer ones
+/// answer 0 entries when our count is stale, as seen on 6.18). If the count
 /// grows between our GSSET_INFO and the fetch (queues added by `ethtool -L`
-/// in between), the kernel would write past a buffer sized exactly. Every
-/// buffer therefore gets this much room to spare, and a count that differs
-/// from the one we asked for makes us start over with fresh names.
-const SPARE_ENTRIES: usize = 256;
+/// in between), the kernel writes past a buffer sized for the old count.
+/// So every reply buffer gets some room to spare and ends at a guard page
+/// (see `GuardedBuffer`): a bigger overrun fails with EFAULT instead of
+/// corrupting memory. Either way a count other than the one we asked for
+/// makes us start over with fresh names.
+const SPARE_ENTRIES: usize = 64;
 
 /// `struct ifmap` from `if.h`: the largest member of the `ifreq` union, so
 /// it fixes the union's size (24 bytes on 64-bit targets, 16 on 32-bit).
@@ -170,6 +173,67 @@ impl fmt::Display for EthtoolError {
 
 impl std::error::Error for EthtoolError {}
 
+/// A zeroed, page-aligned buffer of at least `len` bytes followed by an
+/// inaccessible page, so that a kernel `copy_to_user` running past the end
+/// fails with EFAULT rather than writing into whatever follows.
+struct GuardedBuffer {
+    base: *mut c_void,
+    /// The whole mapping, guard page included.
+    mapped: usize,
+    len: usize,
+}
+
+impl GuardedBuffer {
+    fn new(len: usize) -> io::Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            p if p > 0 => p as usize,
+            _ => 4096,
+        };
+        let usable = len.div_ceil(page).max(1) * page;
+        let mapped = usable + page;
+        // SAFETY: a fresh anonymous mapping, checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let buf = GuardedBuffer { base, mapped, len };
+        // SAFETY: the last page lies inside the mapping just made.
+        let rc =
+            unsafe { libc::mprotect(base.cast::<u8>().add(usable).cast(), page, libc::PROT_NONE) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(buf)
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.base.cast()
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the first `len` bytes are mapped readable and initialised
+        // (anonymous mappings start zeroed).
+        unsafe { std::slice::from_raw_parts(self.base.cast::<u8>(), self.len) }
+    }
+}
+
+impl Drop for GuardedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in `new`.
+        unsafe { libc::munmap(self.base, self.mapped) };
+    }
+}
+
 /// One interface's ethtool access: the socket and the stat names as last
 /// read (they are re-read whenever the driver's count changes).
 pub struct Ethtool {
@@ -255,70 +319,86 @@ impl Ethtool {
         Ok(Some(info.count as usize))
     }
 
-    /// The ETH_SS_STATS names; `expected` is the count we believe in.
-    /// The kernel writes back how many it wrote; that many are returned.
-    fn read_names(&self, expected: usize) -> Result<Vec<String>, EthtoolError> {
+    /// The ETH_SS_STATS names, assuming the driver has `expected` of them;
+    /// `None` when it has another number (its count changed: retry).
+    /// `stats` is the usual way in; this is the step it is built from.
+    pub fn read_names(&self, expected: usize) -> Result<Option<Vec<String>>, EthtoolError> {
         let header = std::mem::size_of::<GstringsHeader>();
         let capacity = expected + SPARE_ENTRIES;
-        // u64 storage keeps the header aligned for the cast below.
-        let mut buf = vec![0u64; (header + capacity * ETH_GSTRING_LEN).div_ceil(8)];
+        let mut buf = GuardedBuffer::new(header + capacity * ETH_GSTRING_LEN)
+            .map_err(|e| self.error("GSTRINGS", e))?;
         let hdr = buf.as_mut_ptr() as *mut GstringsHeader;
-        // SAFETY: buf is larger than the header and 8-aligned.
+        // SAFETY: the mapping is page-aligned and larger than the header;
+        // anything the kernel writes past it hits the guard page (EFAULT).
         unsafe {
             (*hdr).cmd = ETHTOOL_GSTRINGS;
             (*hdr).string_set = ETH_SS_STATS;
             (*hdr).len = expected as u32;
-            self.ioctl("GSTRINGS", hdr as *mut c_void)?;
+            if !self.fetch("GSTRINGS", hdr as *mut c_void)? {
+                return Ok(None);
+            }
         }
         // SAFETY: the kernel wrote the header back.
         let written = unsafe { (*hdr).len } as usize;
-        if written > capacity {
-            return Err(self.error(
-                "GSTRINGS",
-                io::Error::other(format!("driver wrote {written} names, room for {capacity}")),
-            ));
+        if written != expected {
+            return Ok(None);
         }
-        // SAFETY: the byte view covers buf exactly.
-        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, buf.len() * 8) };
-        let names = bytes[header..header + written * ETH_GSTRING_LEN]
+        let names = buf.bytes()[header..header + written * ETH_GSTRING_LEN]
             .chunks_exact(ETH_GSTRING_LEN)
             .map(|field| {
                 let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
                 String::from_utf8_lossy(&field[..end]).into_owned()
             })
             .collect();
-        Ok(names)
+        Ok(Some(names))
     }
 
-    /// The values, in the order of the names; `expected` is the count.
-    fn read_values(&self, expected: usize) -> Result<Vec<u64>, EthtoolError> {
-        let header_words = std::mem::size_of::<StatsHeader>() / 8;
+    /// The ETH_SS_STATS values, assuming `expected` of them; `None` when the
+    /// driver has another number (retry).
+    pub fn read_values(&self, expected: usize) -> Result<Option<Vec<u64>>, EthtoolError> {
+        let header = std::mem::size_of::<StatsHeader>();
         let capacity = expected + SPARE_ENTRIES;
-        let mut buf = vec![0u64; header_words + capacity];
+        let mut buf =
+            GuardedBuffer::new(header + capacity * 8).map_err(|e| self.error("GSTATS", e))?;
         let hdr = buf.as_mut_ptr() as *mut StatsHeader;
-        // SAFETY: buf holds the header and `capacity` values.
+        // SAFETY: as in read_names.
         unsafe {
             (*hdr).cmd = ETHTOOL_GSTATS;
             (*hdr).n_stats = expected as u32;
-            self.ioctl("GSTATS", hdr as *mut c_void)?;
+            if !self.fetch("GSTATS", hdr as *mut c_void)? {
+                return Ok(None);
+            }
         }
         // SAFETY: the kernel wrote the header back.
         let written = unsafe { (*hdr).n_stats } as usize;
-        if written > capacity {
-            return Err(self.error(
-                "GSTATS",
-                io::Error::other(format!(
-                    "driver wrote {written} values, room for {capacity}"
-                )),
-            ));
+        if written != expected {
+            return Ok(None);
         }
-        Ok(buf[header_words..header_words + written].to_vec())
+        let values = buf.bytes()[header..header + written * 8]
+            .chunks_exact(8)
+            .map(|v| u64::from_ne_bytes(v.try_into().expect("8 bytes")))
+            .collect();
+        Ok(Some(values))
+    }
+
+    /// An ioctl whose reply can outgrow the buffer: EFAULT (the guard page)
+    /// means "more entries than we made room for", `Ok(false)`.
+    ///
+    /// SAFETY (for callers): as for `ioctl`, up to the guard page.
+    unsafe fn fetch(&self, op: &'static str, cmd: *mut c_void) -> Result<bool, EthtoolError> {
+        match self.ioctl(op, cmd) {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno() == Some(libc::EFAULT) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Every ETH_SS_STATS entry now, as `(name, value)` in driver order:
     /// what `ethtool -S` prints. Names are re-read when the count changed
-    /// since the last call. A driver without statistics is an
-    /// "Operation not supported" error from GSTATS.
+    /// since the last call (a driver that swapped names without changing
+    /// their number would go unnoticed; queue changes always change it).
+    /// A driver without statistics is an "Operation not supported" error
+    /// from GSTATS.
     pub fn stats(&mut self) -> Result<Vec<(String, u64)>, EthtoolError> {
         // The count can change between any two ioctls; a few attempts
         // settle it unless queues are being reconfigured in a tight loop.
@@ -331,18 +411,16 @@ impl Ethtool {
                 }
             };
             if count != self.names.len() {
-                self.names = self.read_names(count)?;
-                if self.names.len() != count {
-                    continue;
+                match self.read_names(count)? {
+                    Some(names) => self.names = names,
+                    None => continue,
                 }
             }
-            let values = self.read_values(count)?;
-            if values.len() != count {
+            match self.read_values(count)? {
+                Some(values) => return Ok(self.names.iter().cloned().zip(values).collect()),
                 // Changed between the names and the values: start over.
-                self.names.clear();
-                continue;
+                None => self.names.clear(),
             }
-            return Ok(self.names.iter().cloned().zip(values).collect());
         }
         Err(self.error(
             "GSTATS",
@@ -408,6 +486,27 @@ mod tests {
         assert_eq!(std::mem::offset_of!(SsetInfoOne, count), 16);
         assert_eq!(std::mem::offset_of!(DrvInfo, n_priv_flags), 176);
         assert_eq!(std::mem::offset_of!(Ifreq, ifr_ifru), IFNAMSIZ);
+    }
+
+    #[test]
+    fn guarded_buffer_ends_at_an_inaccessible_page() {
+        let mut buf = GuardedBuffer::new(10).expect("mmap");
+        assert_eq!(buf.bytes(), &[0u8; 10]);
+        // The kernel refuses to write past the usable pages: read(2) from
+        // /dev/zero into the guard page is EFAULT, as copy_to_user is.
+        let usable = buf.mapped / 2;
+        let f = std::fs::File::open("/dev/zero").unwrap();
+        let ptr = buf.as_mut_ptr();
+        // SAFETY: the kernel checks the range; nothing is written on EFAULT.
+        let rc = unsafe { libc::read(f.as_raw_fd(), ptr.add(usable).cast(), 8) };
+        assert_eq!(rc, -1);
+        assert_eq!(
+            io::Error::last_os_error().raw_os_error(),
+            Some(libc::EFAULT)
+        );
+        // SAFETY: inside the usable part.
+        let rc = unsafe { libc::read(f.as_raw_fd(), ptr.add(usable - 8).cast(), 8) };
+        assert_eq!(rc, 8);
     }
 
     #[test]
