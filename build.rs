@@ -11,7 +11,7 @@ use std::process::Command;
 
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["flows", "empty"];
+const PROGRAMS: &[&str] = &["flows", "empty", "hostq"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));

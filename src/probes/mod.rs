@@ -9,4 +9,10 @@ pub mod empty_skel {
     include!(concat!(env!("OUT_DIR"), "/empty.skel.rs"));
 }
 
+#[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
+pub mod hostq_skel {
+    include!(concat!(env!("OUT_DIR"), "/hostq.skel.rs"));
+}
+
 pub mod flows;
+pub mod hostq;

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Host queue signals per interface: what the guest's own qdiscs queue and
+ * what the guest's own stack drops, so host queuing is not blamed on the
+ * hypervisor.
+ *
+ * Counting each packet once: qdisc_enqueue fires in dev_qdisc_enqueue() for
+ * the qdisc a device tx queue points at (txq->qdisc: the root qdisc, or a
+ * per-queue child of mq), not for the inner qdiscs a classful qdisc feeds.
+ * To stay right on kernels that would also trace inner qdiscs, both qdisc
+ * programs only count an event when `qdisc == txq->qdisc`. Packets that skip
+ * the queue (TCQ_F_CAN_BYPASS on an empty pfifo_fast) fire neither hook:
+ * they were never queued.
+ *
+ * Hot path (one run per enqueue, per dequeue batch, per dropped skb): a netns
+ * check through direct BTF loads, one per-CPU hash lookup, a few stores; the
+ * sojourn sampler adds one hash lookup on the qdisc hooks.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "hostq.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Filters, set by the loader before load (same meaning as in flows.bpf.c). */
+const volatile __u32 target_netns = 0; /* netns inode to observe */
+const volatile bool all_netns = false;  /* observe every netns */
+
+/* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
+volatile __u64 hq_epoch = 1;
+
+/* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
+struct hq_if_key _abi_if_key = {};
+struct hq_if_stats _abi_if_stats = {};
+struct hq_drop_key _abi_drop_key = {};
+struct hq_sojourn _abi_sojourn = {};
+enum hq_health_counter _abi_health_counter = HQ_H_MAX;
+
+/* A sample whose packet was never seen leaving (qdisc reset, a drop from
+ * inside the queue) is abandoned after this long and counted as lost. */
+#define HQ_SOJOURN_STALE_NS (10ULL * 1000 * 1000 * 1000)
+/* Longest bulk-dequeue chain walked to count gso segments. */
+#define HQ_BULK_WALK 16
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct hq_if_key);
+	__type(value, struct hq_if_stats);
+} if_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct hq_drop_key);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct hq_if_key);
+	__type(value, struct hq_sojourn);
+} sojourn SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HQ_H_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} hq_health SEC(".maps");
+
+static __always_inline void health_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&hq_health, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline bool observed(__u32 netns)
+{
+	return all_netns || netns == target_netns;
+}
+
+static __always_inline __u32 dev_netns(const struct net_device *dev)
+{
+	return dev->nd_net.net->ns.inum;
+}
+
+/* Wire packets in one skb: gso segments, as the qdisc's own byte/packet
+ * stats count them (bstats_update). */
+static __always_inline __u32 skb_segs(const struct sk_buff *skb)
+{
+	struct skb_shared_info *shinfo;
+	__u16 segs;
+
+	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
+	if (!BPF_CORE_READ(shinfo, gso_size))
+		return 1;
+	segs = BPF_CORE_READ(shinfo, gso_segs);
+	return segs ? segs : 1;
+}
+
+static __always_inline struct hq_if_stats *stats_get(const struct hq_if_key *key)
+{
+	struct hq_if_stats zero = {}, *st;
+
+	st = bpf_map_lookup_elem(&if_stats, key);
+	if (st)
+		return st;
+	/* -EEXIST from a racing CPU is fine: the lookup below finds it. */
+	bpf_map_update_elem(&if_stats, key, &zero, BPF_NOEXIST);
+	st = bpf_map_lookup_elem(&if_stats, key);
+	if (!st)
+		health_inc(HQ_H_IF_UNTRACKED);
+	return st;
+}
+
+/* The peak slot of the current epoch, started afresh when the epoch moved. */
+static __always_inline __u32 peak_slot(struct hq_if_stats *st)
+{
+	__u64 epoch = hq_epoch;
+	__u32 slot = epoch & 1;
+
+	barrier_var(slot);
+	if (slot > 1)
+		return 0;
+	if (st->peak_epoch[slot] != epoch) {
+		st->peak_epoch[slot] = epoch;
+		st->peak_qlen[slot] = 0;
+		st->peak_backlog_bytes[slot] = 0;
+		st->sojourn_max_ns[slot] = 0;
+	}
+	return slot;
+}
+
+static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q, __u64 now)
+{
+	st->last_ns = now;
+	st->last_qlen = q->q.qlen;
+	st->last_backlog_bytes = q->qstats.backlog;
+}
+
+SEC("tp_btf/qdisc_enqueue")
+int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
+{
+	struct net_device *dev = txq->dev;
+	struct hq_if_key key;
+	struct hq_if_stats *st;
+	struct hq_sojourn *sj, fresh = {};
+	__u64 now;
+	__u32 slot;
+
+	if (!dev || txq->qdisc != q)
+		return 0;
+	key.netns = dev_netns(dev);
+	if (!observed(key.netns))
+		return 0;
+	key.ifindex = dev->ifindex;
+	health_inc(HQ_H_ENQUEUE_EVENTS);
+	st = stats_get(&key);
+	if (!st)
+		return 0;
+	now = bpf_ktime_get_ns();
+	st->enqueued += skb_segs(skb);
+	st->enqueued_skbs++;
+	note_backlog(st, q, now);
+	slot = peak_slot(st);
+	if (st->last_qlen > st->peak_qlen[slot])
+		st->peak_qlen[slot] = st->last_qlen;
+	if (st->last_backlog_bytes > st->peak_backlog_bytes[slot])
+		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
+
+	/* Start a sojourn sample when none is in progress: this packet leaves
+	 * after the qlen packets ahead of it and itself. */
+	sj = bpf_map_lookup_elem(&sojourn, &key);
+	if (!sj) {
+		bpf_map_update_elem(&sojourn, &key, &fresh, BPF_NOEXIST);
+		sj = bpf_map_lookup_elem(&sojourn, &key);
+		if (!sj)
+			return 0;
+	}
+	if (sj->remaining > 0) {
+		if (now - sj->enq_ns < HQ_SOJOURN_STALE_NS)
+			return 0;
+		health_inc(HQ_H_SOJOURN_LOST);
+	}
+	sj->qdisc = (__u64)q;
+	sj->enq_ns = now;
+	sj->remaining = st->last_qlen ? st->last_qlen : 1;
+	return 0;
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
+	     struct sk_buff *skb)
+{
+	struct net_device *dev;
+	struct hq_if_key key;
+	struct hq_if_stats *st;
+	struct hq_sojourn *sj;
+	struct sk_buff *it = skb;
+	__u64 now, segs = 0;
+	__u32 slot;
+	int i;
+
+	/* Fires with skb == NULL when the qdisc had nothing to send. */
+	if (!skb || packets <= 0)
+		return 0;
+	dev = txq->dev;
+	if (!dev || txq->qdisc != q)
+		return 0;
+	key.netns = dev_netns(dev);
+	if (!observed(key.netns))
+		return 0;
+	key.ifindex = dev->ifindex;
+	health_inc(HQ_H_DEQUEUE_EVENTS);
+	st = stats_get(&key);
+	if (!st)
+		return 0;
+
+	/* A bulk dequeue hands over `packets` skbs chained by ->next. */
+	for (i = 0; i < HQ_BULK_WALK && i < packets && it; i++) {
+		segs += skb_segs(it);
+		it = BPF_CORE_READ(it, next);
+	}
+	if (packets > HQ_BULK_WALK) {
+		segs += packets - HQ_BULK_WALK;
+		health_inc(HQ_H_BULK_TRUNCATED);
+	}
+	now = bpf_ktime_get_ns();
+	st->dequeued += segs;
+	st->dequeued_skbs += packets;
+	note_backlog(st, q, now);
+
+	sj = bpf_map_lookup_elem(&sojourn, &key);
+	if (!sj || sj->remaining <= 0 || sj->qdisc != (__u64)q)
+		return 0;
+	sj->remaining -= packets;
+	if (sj->remaining > 0)
+		return 0;
+	now -= sj->enq_ns;
+	st->sojourn_sum_ns += now;
+	st->sojourn_samples++;
+	slot = peak_slot(st);
+	if (now > st->sojourn_max_ns[slot])
+		st->sojourn_max_ns[slot] = now;
+	return 0;
+}
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_reason reason,
+	     struct sock *sk)
+{
+	struct net_device *dev = skb->dev;
+	struct hq_drop_key key = {};
+	__u64 one = 1, *cnt;
+
+	/* Older kernels traced frees that were not drops with this reason. */
+	if (bpf_core_enum_value_exists(enum skb_drop_reason, SKB_CONSUMED) &&
+	    reason == bpf_core_enum_value(enum skb_drop_reason, SKB_CONSUMED))
+		return 0;
+	if (dev) {
+		key.netns = dev_netns(dev);
+		key.ifindex = dev->ifindex;
+	} else if (sk) {
+		key.netns = sk->__sk_common.skc_net.net->ns.inum;
+	} else {
+		return 0;
+	}
+	if (!observed(key.netns))
+		return 0;
+	key.reason = reason;
+	health_inc(HQ_H_DROP_EVENTS);
+	cnt = bpf_map_lookup_elem(&drops, &key);
+	if (cnt) {
+		*cnt += 1;
+		return 0;
+	}
+	if (bpf_map_update_elem(&drops, &key, &one, BPF_NOEXIST)) {
+		/* A racing CPU may have created it: count there. */
+		cnt = bpf_map_lookup_elem(&drops, &key);
+		if (cnt)
+			*cnt += 1;
+		else
+			health_inc(HQ_H_DROP_UNTRACKED);
+	}
+	return 0;
+}

@@ -1,0 +1,361 @@
+//! Loads and attaches hostq.bpf.c and turns its per-CPU maps into one
+//! [`HostQueueSample`] per interface and interval: packets through the tx
+//! qdisc, its backlog and peak, sojourn samples, and the stack's drops by
+//! kernel drop reason.
+
+use std::collections::HashMap;
+use std::mem::{size_of, MaybeUninit};
+use std::os::fd::{AsFd, AsRawFd};
+
+use anyhow::{Context, Result};
+use libbpf_rs::btf::types::Enum;
+use libbpf_rs::btf::Btf;
+use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, OpenObject};
+
+use super::flows::{prog_stats, NetnsFilter};
+use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
+use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
+use crate::snapshot::{HostQueueSample, ProgramHealth};
+
+/// (program name, the health counter of its observed events).
+const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
+    ("on_qdisc_enqueue", hq_health_counter::HQ_H_ENQUEUE_EVENTS),
+    ("on_qdisc_dequeue", hq_health_counter::HQ_H_DEQUEUE_EVENTS),
+    ("on_kfree_skb", hq_health_counter::HQ_H_DROP_EVENTS),
+];
+
+/// Key under which drops with no device (attributed by socket) are reported.
+pub const NO_DEVICE: &str = "(no device)";
+
+/// What the host-queue programs could not do, cumulative since attach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostQueueHealth {
+    /// Interfaces whose stats entry could not be created (map full).
+    pub untracked_interfaces: u64,
+    /// Drops not counted because their (interface, reason) entry could not
+    /// be created (map full).
+    pub untracked_drops: u64,
+    /// Sojourn samples abandoned (their packet was not seen leaving).
+    pub sojourn_samples_lost: u64,
+    /// Bulk dequeues too long to walk; their extra skbs counted as 1 packet.
+    pub bulk_dequeues_truncated: u64,
+}
+
+/// Sums over CPUs of one interface's cumulative counters.
+#[derive(Debug, Clone, Copy, Default)]
+struct IfTotals {
+    enqueued: u64,
+    dequeued: u64,
+    sojourn_sum_ns: u64,
+    sojourn_samples: u64,
+}
+
+/// The attached host-queue probes. Dropping it detaches every program.
+pub struct HostQueueProbes {
+    skel: HostqSkel<'static>,
+    prev_if: HashMap<(u32, u32), IfTotals>,
+    prev_drops: HashMap<(u32, u32, u32), u64>,
+    reason_names: HashMap<u32, String>,
+}
+
+impl HostQueueProbes {
+    /// Open, load and attach the qdisc and kfree_skb programs.
+    pub fn attach(filter: NetnsFilter) -> Result<Self> {
+        // As for the flow probes: the skeleton borrows its object storage
+        // for its whole life, and there is one observer per process.
+        let storage: &'static mut MaybeUninit<OpenObject> =
+            Box::leak(Box::new(MaybeUninit::uninit()));
+        let mut open = HostqSkelBuilder::default()
+            .open(storage)
+            .context("opening the host-queue BPF object")?;
+        let rodata = open
+            .maps
+            .rodata_data
+            .as_deref_mut()
+            .context("host-queue BPF object has no .rodata")?;
+        match filter {
+            NetnsFilter::Only(ino) => rodata.target_netns = ino,
+            NetnsFilter::All => rodata.all_netns = true,
+        }
+        let mut skel = open.load().context(
+            "loading the host-queue BPF programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)",
+        )?;
+        skel.attach()
+            .context("attaching the host-queue programs to qdisc and kfree_skb tracepoints")?;
+        Ok(HostQueueProbes {
+            skel,
+            prev_if: HashMap::new(),
+            prev_drops: HashMap::new(),
+            reason_names: drop_reason_names().unwrap_or_default(),
+        })
+    }
+
+    /// Per interface name, the interval since the previous read (the first
+    /// read: since attach). Names are resolved in the calling thread's
+    /// network namespace; interfaces of other namespaces (with
+    /// `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
+    pub fn read(&mut self) -> Result<HashMap<String, HostQueueSample>> {
+        let epoch = self.close_epoch()?;
+        let own_netns = thread_netns().unwrap_or(0);
+        let mut out: HashMap<String, HostQueueSample> = HashMap::new();
+
+        let map = &self.skel.maps.if_stats;
+        for key_bytes in map.keys() {
+            let key: hq_if_key = read_pod(&key_bytes);
+            let Some(per_cpu) = map
+                .lookup_percpu(&key_bytes, MapFlags::ANY)
+                .context("reading the host-queue interface stats")?
+            else {
+                continue; // removed between keys() and lookup: cannot happen, we never delete
+            };
+            let cpus: Vec<hq_if_stats> = per_cpu
+                .iter()
+                .filter(|v| v.len() >= size_of::<hq_if_stats>())
+                .map(|v| read_pod(v))
+                .collect();
+            let (totals, mut sample) = fold_cpus(&cpus, epoch);
+            let prev = self
+                .prev_if
+                .insert((key.netns, key.ifindex), totals)
+                .unwrap_or_default();
+            sample.enqueued = totals.enqueued.saturating_sub(prev.enqueued);
+            sample.dequeued = totals.dequeued.saturating_sub(prev.dequeued);
+            let samples = totals.sojourn_samples.saturating_sub(prev.sojourn_samples);
+            let sum = totals.sojourn_sum_ns.saturating_sub(prev.sojourn_sum_ns);
+            sample.sojourn_mean_us = sum.checked_div(samples).map(|ns| ns / 1000);
+            if samples == 0 {
+                sample.sojourn_max_us = None;
+            }
+            out.insert(if_name(own_netns, key.netns, key.ifindex), sample);
+        }
+
+        let map = &self.skel.maps.drops;
+        for key_bytes in map.keys() {
+            let key: hq_drop_key = read_pod(&key_bytes);
+            let total: u64 = map
+                .lookup_percpu(&key_bytes, MapFlags::ANY)
+                .context("reading the host-queue drop counters")?
+                .unwrap_or_default()
+                .iter()
+                .filter(|v| v.len() >= 8)
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                .sum();
+            let prev = self
+                .prev_drops
+                .insert((key.netns, key.ifindex, key.reason), total)
+                .unwrap_or(0);
+            let delta = total.saturating_sub(prev);
+            let name = if key.ifindex == 0 {
+                NO_DEVICE.to_string()
+            } else {
+                if_name(own_netns, key.netns, key.ifindex)
+            };
+            let sample = out.entry(name).or_default();
+            if delta > 0 {
+                *sample
+                    .drops
+                    .entry(self.reason_name(key.reason))
+                    .or_default() += delta;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Bumps the peak epoch and returns the one just closed (see hostq.h).
+    fn close_epoch(&mut self) -> Result<u64> {
+        let data = self
+            .skel
+            .maps
+            .data_data
+            .as_deref_mut()
+            .context("host-queue BPF object has no .data")?;
+        let slot: *mut u64 = &mut data.hq_epoch;
+        // SAFETY: `slot` points into the mmapped .data map, alive as long as
+        // the skeleton; volatile because the BPF programs read it concurrently.
+        unsafe {
+            let epoch = std::ptr::read_volatile(slot);
+            std::ptr::write_volatile(slot, epoch + 1);
+            Ok(epoch)
+        }
+    }
+
+    /// The kernel's name of a drop reason, `SKB_DROP_REASON_` stripped.
+    fn reason_name(&self, reason: u32) -> String {
+        match self.reason_names.get(&reason) {
+            Some(n) => n.clone(),
+            // Subsystem reasons (high 16 bits) and ones this kernel's BTF
+            // does not name are still counted, by number.
+            None => format!("reason_{reason:#x}"),
+        }
+    }
+
+    /// The `hq_health` array summed over CPUs.
+    fn counter(&self, c: hq_health_counter) -> u64 {
+        let key = c.0.to_ne_bytes();
+        self.skel
+            .maps
+            .hq_health
+            .lookup_percpu(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .iter()
+            .filter(|v| v.len() >= 8)
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum()
+    }
+
+    /// Failures of the programs themselves, cumulative since attach.
+    pub fn health(&self) -> HostQueueHealth {
+        HostQueueHealth {
+            untracked_interfaces: self.counter(hq_health_counter::HQ_H_IF_UNTRACKED),
+            untracked_drops: self.counter(hq_health_counter::HQ_H_DROP_UNTRACKED),
+            sojourn_samples_lost: self.counter(hq_health_counter::HQ_H_SOJOURN_LOST),
+            bulk_dequeues_truncated: self.counter(hq_health_counter::HQ_H_BULK_TRUNCATED),
+        }
+    }
+
+    /// Per-program health: observed events, recursion misses and, with
+    /// `kernel.bpf_stats_enabled`, run count and time.
+    pub fn program_health(&self) -> Vec<ProgramHealth> {
+        PROGRAM_EVENTS
+            .iter()
+            .map(|(name, counter)| {
+                let fd = self
+                    .skel
+                    .object()
+                    .progs()
+                    .find(|p| p.name() == *name)
+                    .map(|p| p.as_fd().as_raw_fd());
+                let info = fd.and_then(prog_stats);
+                ProgramHealth {
+                    name: name.trim_start_matches("on_").to_string(),
+                    events: self.counter(*counter),
+                    missed: info.map(|i| i.recursion_misses).unwrap_or(0),
+                    run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
+                    run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Sums one interface's per-CPU values: cumulative counters add up, the
+/// closed epoch's peaks take the max, the current backlog is the one the
+/// most recent event saw.
+fn fold_cpus(cpus: &[hq_if_stats], epoch: u64) -> (IfTotals, HostQueueSample) {
+    let mut totals = IfTotals::default();
+    let mut sample = HostQueueSample::default();
+    let slot = (epoch & 1) as usize;
+    let mut latest = 0u64;
+    let mut sojourn_max_ns = 0u64;
+    for c in cpus {
+        totals.enqueued += c.enqueued;
+        totals.dequeued += c.dequeued;
+        totals.sojourn_sum_ns += c.sojourn_sum_ns;
+        totals.sojourn_samples += c.sojourn_samples;
+        if c.last_ns > latest {
+            latest = c.last_ns;
+            sample.backlog_packets = c.last_qlen.into();
+            sample.backlog_bytes = c.last_backlog_bytes.into();
+        }
+        if c.peak_epoch[slot] == epoch {
+            sample.peak_backlog_packets = sample.peak_backlog_packets.max(c.peak_qlen[slot].into());
+            sample.peak_backlog_bytes = sample
+                .peak_backlog_bytes
+                .max(c.peak_backlog_bytes[slot].into());
+            sojourn_max_ns = sojourn_max_ns.max(c.sojourn_max_ns[slot]);
+        }
+    }
+    sample.sojourn_max_us = Some(sojourn_max_ns / 1000);
+    (totals, sample)
+}
+
+/// The interface's name for the report. `if_indextoname` asks the calling
+/// thread's netns (a socket ioctl), unlike /sys/class/net, which shows the
+/// namespace of whoever mounted /sys: wrong after `setns`.
+fn if_name(own_netns: u32, netns: u32, ifindex: u32) -> String {
+    if netns != own_netns {
+        return format!("netns:{netns}:if{ifindex}");
+    }
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` has IF_NAMESIZE bytes, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return format!("if{ifindex}"); // gone since the event
+    }
+    // SAFETY: on success the buffer holds a NUL-terminated name.
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The network namespace inode of the calling thread.
+fn thread_netns() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net")
+        .ok()
+        .map(|m| m.ino() as u32)
+}
+
+/// `enum skb_drop_reason` of the running kernel: value -> name without the
+/// `SKB_DROP_REASON_` (or `SKB_`) prefix. The numbers differ between kernels.
+pub fn drop_reason_names() -> Result<HashMap<u32, String>> {
+    let btf = Btf::from_vmlinux().context("reading the kernel BTF")?;
+    let en: Enum<'_> = btf
+        .type_by_name("skb_drop_reason")
+        .context("the kernel BTF has no enum skb_drop_reason")?;
+    let mut names = HashMap::new();
+    for m in en.iter() {
+        let Some(name) = m.name.and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let short = name
+            .strip_prefix("SKB_DROP_REASON_")
+            .or_else(|| name.strip_prefix("SKB_"))
+            .unwrap_or(name);
+        names.insert(m.value as u32, short.to_string());
+    }
+    Ok(names)
+}
+
+/// Reads a generated ABI struct from map bytes (integers only: every bit
+/// pattern is valid).
+fn read_pod<T: Copy>(bytes: &[u8]) -> T {
+    assert!(bytes.len() >= size_of::<T>());
+    // SAFETY: length checked; T is plain data; unaligned read because map
+    // buffers carry no alignment promise.
+    unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_come_from_the_closed_epoch_only() {
+        let mut a = hq_if_stats {
+            enqueued: 10,
+            dequeued: 8,
+            last_ns: 5,
+            last_qlen: 2,
+            ..Default::default()
+        };
+        a.peak_epoch = [4, 3];
+        a.peak_qlen = [7, 99];
+        let mut b = hq_if_stats {
+            enqueued: 1,
+            dequeued: 3,
+            last_ns: 9,
+            last_qlen: 0,
+            ..Default::default()
+        };
+        b.peak_epoch = [4, 0];
+        b.peak_qlen = [9, 50];
+        let (t, s) = fold_cpus(&[a, b], 4);
+        assert_eq!((t.enqueued, t.dequeued), (11, 11));
+        assert_eq!(s.peak_backlog_packets, 9);
+        assert_eq!(s.backlog_packets, 0, "latest event wins");
+    }
+}
