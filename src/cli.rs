@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::path::PathBuf;
+
+use crate::allowance::parse_counters_arg;
 use crate::duration::parse_duration;
 
 #[derive(Debug, Parser)]
@@ -32,6 +35,8 @@ pub enum Command {
     Watch(WatchArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
+    /// List the verdict thresholds with their defaults and why.
+    Thresholds,
     /// Attach an empty program to tp_btf/tcp_probe (tools/bench's yardstick).
     #[command(hide = true)]
     BaselineProbe(BaselineProbeArgs),
@@ -67,6 +72,21 @@ pub struct WatchArgs {
     /// changes, opens) from the kernel; flow totals are still counted.
     #[arg(long)]
     pub no_events: bool,
+
+    /// Read IFACE's allowance counters from PATH, a file in the format
+    /// `ethtool -S IFACE` prints, re-read every interval (repeatable). For
+    /// hosts without an ENA device, e.g. the lab's emulated counters.
+    #[arg(long = "counters", value_name = "IFACE=PATH", value_parser = parse_counters_arg)]
+    pub counters: Vec<(String, PathBuf)>,
+
+    /// Override a verdict threshold, e.g. `--threshold bw_pct=60`
+    /// (repeatable; `throttlescope thresholds` lists them with defaults).
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub thresholds: Vec<String>,
+
+    /// Do not attach the host-queue probes (qdisc and kfree_skb).
+    #[arg(long)]
+    pub no_host_queue: bool,
 }
 
 #[derive(Debug, Args, Clone)]

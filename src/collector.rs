@@ -6,11 +6,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 
+use std::path::PathBuf;
+
+use crate::allowance::{AllowanceReader, CounterSource};
 use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
 use crate::ifstats;
 use crate::owners::OwnerIndex;
 use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
+use crate::probes::hostq::HostQueueProbes;
 use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
 
 /// What to observe.
@@ -21,11 +25,31 @@ pub struct CollectorConfig {
     pub interfaces: Vec<String>,
     /// Send flow events (open, retransmit, congestion state) from the kernel.
     pub events: bool,
+    /// Interfaces whose allowance counters come from a file in `ethtool -S`
+    /// format instead of the SIOCETHTOOL ioctl.
+    pub counter_files: Vec<(String, PathBuf)>,
+    /// Attach the host-queue probes (qdisc and kfree_skb).
+    pub host_queue: bool,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        CollectorConfig {
+            all_netns: false,
+            interfaces: Vec::new(),
+            events: true,
+            counter_files: Vec::new(),
+            host_queue: true,
+        }
+    }
 }
 
 /// Produces snapshots from the live kernel.
 pub struct Collector {
     probes: FlowProbes,
+    host_queue: Option<HostQueueProbes>,
+    allowance: HashMap<String, AllowanceReader>,
+    drivers: HashMap<String, Option<String>>,
     flows: FlowTable,
     owners: OwnerIndex,
     config: CollectorConfig,
@@ -64,8 +88,16 @@ impl Collector {
         };
         let start_ns = monotonic_ns();
         let probes = FlowProbes::attach(filter, config.events)?;
+        let host_queue = if config.host_queue {
+            Some(HostQueueProbes::attach(filter)?)
+        } else {
+            None
+        };
         let mut c = Collector {
             probes,
+            host_queue,
+            allowance: HashMap::new(),
+            drivers: HashMap::new(),
             flows: FlowTable::new(start_ns),
             owners: OwnerIndex::default(),
             config,
@@ -81,10 +113,14 @@ impl Collector {
         c.flows
             .update(&live, &[], &mut |r| owners.lookup(r.sock_ino, seq));
         c.probes.drain_events()?;
+        if let Some(hq) = c.host_queue.as_mut() {
+            hq.read()?;
+        }
         for name in ifstats::interfaces(&c.config.interfaces)? {
             if let Ok(now) = ifstats::read_counters(&name) {
-                c.prev_links.insert(name, now);
+                c.prev_links.insert(name.clone(), now);
             }
+            c.allowance_reader(&name).read();
         }
         Ok(c)
     }
@@ -129,10 +165,25 @@ impl Collector {
                 .then(a.id.cmp(&b.id))
         });
 
-        let interfaces = self.read_interfaces();
+        let mut host_queue = match self.host_queue.as_mut() {
+            Some(hq) => hq.read()?,
+            None => HashMap::new(),
+        };
+        let mut interfaces = self.read_interfaces();
+        for i in &mut interfaces {
+            i.host_queue = host_queue.remove(&i.name);
+        }
         let counters = self.probes.counters()?;
+        let mut programs = self.probes.program_health(&counters);
+        let mut host_queue_untracked = 0;
+        if let Some(hq) = &self.host_queue {
+            programs.extend(hq.program_health());
+            let h = hq.health();
+            host_queue_untracked = h.untracked_interfaces + h.untracked_drops;
+        }
         let health = Health {
-            programs: self.probes.program_health(&counters),
+            programs,
+            host_queue_untracked,
             untracked_flows: counters.get(ts_health_counter::TS_H_UNTRACKED),
             ringbuf_drops: counters.get(ts_health_counter::TS_H_RINGBUF_DROPS)
                 + self.probes.malformed_events(),
@@ -178,19 +229,48 @@ impl Collector {
             };
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
+            let allowance = self.allowance_reader(&name).read();
             out.push(InterfaceSample {
-                driver: ifstats::sysfs_driver(&name),
+                driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
                 totals,
-                offloads: None,
+                offloads: crate::allowance::ethtool::offloads(&name).ok(),
                 mtu: ifstats::mtu(&name).unwrap_or(0),
-                allowance: Default::default(),
+                allowance,
                 host_queue: None,
                 name: name.clone(),
             });
             self.prev_links.insert(name, totals);
         }
         out
+    }
+
+    /// The interface's allowance reader: from `--counters` if given, else
+    /// the ioctl. Made once, so deltas and reset counts carry over.
+    fn allowance_reader(&mut self, iface: &str) -> &mut AllowanceReader {
+        let files = &self.config.counter_files;
+        self.allowance.entry(iface.to_string()).or_insert_with(|| {
+            let source = files
+                .iter()
+                .find(|(i, _)| i == iface)
+                .map(|(_, p)| CounterSource::File(p.clone()))
+                .unwrap_or(CounterSource::Ioctl);
+            AllowanceReader::new(iface, source)
+        })
+    }
+
+    /// Driver name through ETHTOOL_GDRVINFO (veth, ena, virtio_net...),
+    /// falling back to sysfs; looked up once per interface.
+    fn driver(&mut self, iface: &str) -> Option<String> {
+        self.drivers
+            .entry(iface.to_string())
+            .or_insert_with(|| {
+                crate::allowance::ethtool::Ethtool::open(iface)
+                    .and_then(|e| e.driver())
+                    .ok()
+                    .or_else(|| ifstats::sysfs_driver(iface))
+            })
+            .clone()
     }
 }
 

@@ -139,9 +139,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
     let mut load_ok = true;
     if !args.no_load && btf_ok {
         let trial = crate::collector::Collector::start(CollectorConfig {
-            all_netns: false,
-            interfaces: Vec::new(),
             events: false,
+            ..Default::default()
         });
         load_ok = r.check(
             trial.is_ok(),

@@ -8,6 +8,10 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Watch(args) => throttlescope::watch::run(args).map(|_| ExitCode::SUCCESS),
         Command::Doctor(args) => throttlescope::doctor::run(args),
+        Command::Thresholds => {
+            throttlescope::watch::print_thresholds();
+            Ok(ExitCode::SUCCESS)
+        }
         Command::BaselineProbe(args) => {
             throttlescope::baseline_probe::run(args.duration).map(|_| ExitCode::SUCCESS)
         }

@@ -318,6 +318,10 @@ pub struct Health {
     pub seeded_flows: u64,
     /// Interface counter reads that failed.
     pub counter_read_failures: u64,
+    /// Host-queue entries (interfaces, drop reasons) not counted because
+    /// their map was full.
+    #[serde(default)]
+    pub host_queue_untracked: u64,
 }
 
 /// One BPF program's run statistics.

@@ -23,11 +23,7 @@ use throttlescope::collector::{Collector, CollectorConfig};
 use throttlescope::snapshot::{FlowSample, Snapshot};
 
 fn config() -> CollectorConfig {
-    CollectorConfig {
-        all_netns: false,
-        interfaces: Vec::new(),
-        events: true,
-    }
+    CollectorConfig::default()
 }
 
 /// `ours` within `rel` or `abs` of the range spanned by two ss readings.

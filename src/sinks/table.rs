@@ -2,10 +2,12 @@
 
 use std::fmt::Write;
 
-use crate::snapshot::{FlowSample, Snapshot};
+use crate::analysis::IntervalAnalysis;
+use crate::snapshot::{AllowanceStatus, FlowSample, Snapshot};
 
-/// Renders one snapshot as text; `top` flows at most.
-pub fn render(snap: &Snapshot, top: usize) -> String {
+/// Renders one snapshot (and its analysis, when given) as text; `top`
+/// flows at most.
+pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) -> String {
     let secs = snap.interval_secs().max(1e-9);
     let mut out = String::new();
     let _ = writeln!(
@@ -27,6 +29,30 @@ pub fn render(snap: &Snapshot, top: usize) -> String {
             i.delta.tx_dropped,
             i.delta.rx_dropped,
         );
+        if let AllowanceStatus::Unavailable { reason } = &i.allowance {
+            let _ = writeln!(out, "{:<12} allowance counters unavailable: {reason}", "");
+        }
+        if let Some(v) = analysis.and_then(|a| a.interfaces.iter().find(|v| v.iface == i.name)) {
+            let r = &v.rates;
+            let pct = |x: Option<f64>| x.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "{:<12} bw_out {} bw_in {} pps {} retrans {}  => {} ({:.0}%): {}",
+                "",
+                pct(r.bw_out_pct),
+                pct(r.bw_in_pct),
+                pct(r.pps_pct),
+                pct(r.retransmit_pct),
+                v.verdict,
+                v.confidence * 100.0,
+                v.evidence
+                    .iter()
+                    .take(2)
+                    .map(|e| e.note.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
     }
     let _ = writeln!(
         out,
