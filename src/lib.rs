@@ -15,6 +15,7 @@ pub mod flowtable;
 pub mod ifstats;
 pub mod owners;
 pub mod probes;
+pub mod record;
 pub mod signals;
 pub mod sinks;
 pub mod snapshot;

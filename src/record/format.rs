@@ -1,0 +1,176 @@
+//! What a trace file holds: the header line and the record lines, and the
+//! version rule that decides whether this build can read a file.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::Snapshot;
+
+/// The `format` value of every trace header.
+pub const FORMAT_NAME: &str = "throttlescope-trace";
+
+/// The version this build writes. Readable: every `1.x`.
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 1 };
+
+/// `major.minor`: a new minor only adds (optional fields, record types that
+/// older readers may skip); a new major may change meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FormatVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl std::fmt::Display for FormatVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// One observed interface, as it was when the segment started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceInfo {
+    pub name: String,
+    #[serde(default)]
+    pub driver: Option<String>,
+}
+
+/// The first line of every segment file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceHeader {
+    /// Always [`FORMAT_NAME`]: tells a trace from any other JSON lines.
+    pub format: String,
+    pub version: FormatVersion,
+    /// The throttlescope that wrote the file.
+    pub tool_version: String,
+    pub host: String,
+    /// `uname -r` of the observed machine.
+    pub kernel: String,
+    pub interfaces: Vec<InterfaceInfo>,
+    /// The interval asked for, in ns (each snapshot carries the measured one).
+    pub interval_ns: u64,
+    /// The analysis thresholds in force while recording, opaque here, so a
+    /// report can say what the live view judged with. Added in 1.1.
+    #[serde(default)]
+    pub thresholds: serde_json::Value,
+    /// When the recording (not this segment) started: every segment of one
+    /// recording has the same pair, which is how segments are grouped.
+    pub start_unix_ms: u64,
+    pub start_mono_ns: u64,
+    /// Rotation index: 0 for the first segment of a recording, then +1.
+    #[serde(default)]
+    pub segment: u32,
+}
+
+impl TraceHeader {
+    /// A header for a recording starting now on this machine.
+    pub fn for_this_host(
+        interfaces: Vec<InterfaceInfo>,
+        interval_ns: u64,
+        thresholds: serde_json::Value,
+    ) -> Self {
+        TraceHeader {
+            format: FORMAT_NAME.to_string(),
+            version: CURRENT_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: read_proc_line("/proc/sys/kernel/hostname"),
+            kernel: read_proc_line("/proc/sys/kernel/osrelease"),
+            interfaces,
+            interval_ns,
+            thresholds,
+            start_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            start_mono_ns: crate::collector::monotonic_ns(),
+            segment: 0,
+        }
+    }
+
+    /// True when both headers belong to the same recording.
+    pub fn same_recording(&self, other: &TraceHeader) -> bool {
+        self.host == other.host
+            && self.start_unix_ms == other.start_unix_ms
+            && self.start_mono_ns == other.start_mono_ns
+    }
+}
+
+fn read_proc_line(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("unknown ({path}: {e})"))
+}
+
+/// Written when a segment is closed on purpose (stop or rotation): a
+/// segment without it was cut short (killed, crash, disk full).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndRecord {
+    pub unix_ms: u64,
+    /// Snapshots in this segment.
+    pub intervals: u64,
+    /// `stopped` or `rotated`.
+    pub reason: String,
+}
+
+/// One line after the header, tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceRecord {
+    Snapshot(Box<Snapshot>),
+    End(EndRecord),
+    /// A record type from a newer minor version: skipped (and counted).
+    #[serde(other)]
+    Unknown,
+}
+
+/// Why a first line is not a header this build can use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderProblem {
+    NotATrace(String),
+    NewerMajor(FormatVersion),
+}
+
+impl std::fmt::Display for HeaderProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeaderProblem::NotATrace(why) => {
+                write!(f, "not a throttlescope trace (first line: {why})")
+            }
+            HeaderProblem::NewerMajor(v) => write!(
+                f,
+                "format version {v} is newer than this throttlescope understands ({}.x)",
+                CURRENT_VERSION.major
+            ),
+        }
+    }
+}
+
+/// Parses a header line: the format name and the major version are checked
+/// before the rest, so a newer major gets the version message, not a field
+/// error from a layout this build does not know.
+pub fn parse_header(line: &[u8]) -> Result<TraceHeader, HeaderProblem> {
+    let value: serde_json::Value = serde_json::from_slice(line)
+        .map_err(|e| HeaderProblem::NotATrace(format!("not JSON: {e}")))?;
+    if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+        return Err(HeaderProblem::NotATrace(format!(
+            "no \"format\": \"{FORMAT_NAME}\""
+        )));
+    }
+    let version: FormatVersion = value
+        .get("version")
+        .cloned()
+        .ok_or_else(|| HeaderProblem::NotATrace("no version".into()))
+        .and_then(|v| {
+            serde_json::from_value(v)
+                .map_err(|e| HeaderProblem::NotATrace(format!("bad version: {e}")))
+        })?;
+    if version.major > CURRENT_VERSION.major {
+        return Err(HeaderProblem::NewerMajor(version));
+    }
+    if version.major < CURRENT_VERSION.major {
+        return Err(HeaderProblem::NotATrace(format!(
+            "version {version} predates 1.0"
+        )));
+    }
+    serde_json::from_value(value).map_err(|e| HeaderProblem::NotATrace(format!("bad header: {e}")))
+}

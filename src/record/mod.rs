@@ -1,0 +1,15 @@
+//! Recordings ("traces"): snapshots written to JSON-lines files, optionally
+//! zstd-compressed and rotated, and read back for a later report. The file
+//! format and its compatibility rule are in docs/trace-format.md.
+
+pub mod format;
+mod lines;
+pub mod reader;
+pub mod segments;
+pub mod writer;
+
+pub use format::{
+    EndRecord, FormatVersion, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION, FORMAT_NAME,
+};
+pub use reader::{open, read_all, ProblemKind, ReadProblem, ReadSummary, TraceReader};
+pub use writer::{RotateOptions, TraceWriter};

@@ -1,0 +1,46 @@
+//! Segment file names and the rename chain of rotation.
+//!
+//! The live segment is always the path the user gave (`FILE`); closed
+//! segments are `FILE.1` (the newest) to `FILE.<keep>` (the oldest), like
+//! logrotate, so `FILE` is always the one being written and a listing sorts
+//! the history.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// `FILE.<n>`; `n == 0` is `FILE` itself.
+pub fn segment_path(base: &Path, n: usize) -> PathBuf {
+    if n == 0 {
+        return base.to_path_buf();
+    }
+    let mut name = base.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+/// Moves `FILE` to `FILE.1`, `FILE.1` to `FILE.2`, ... and drops what would
+/// go past `FILE.<keep>`. With `keep == 0` the closed segment is removed.
+/// Stops at the first error, naming the file: renames already done leave
+/// every segment under some name, nothing is deleted that should be kept.
+pub fn shift(base: &Path, keep: usize) -> io::Result<()> {
+    let oldest = segment_path(base, keep);
+    match std::fs::remove_file(&oldest) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(named(&oldest, "removing", e)),
+    }
+    for n in (0..keep).rev() {
+        let from = segment_path(base, n);
+        let to = segment_path(base, n + 1);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound && n > 0 => {}
+            Err(e) => return Err(named(&from, "renaming", e)),
+        }
+    }
+    Ok(())
+}
+
+fn named(path: &Path, doing: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
+}
