@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::thresholds::Thresholds;
-use super::verdict::Verdict;
+use super::verdict::{InterfaceVerdict, Verdict};
 use super::IntervalAnalysis;
 use crate::snapshot::Snapshot;
 
@@ -30,8 +30,8 @@ pub struct Episode {
     /// over the episode, and that signal's name.
     pub peak: f64,
     pub peak_signal: String,
-    /// Enforcement only: mean throughput of the non-idle, non-enforced
-    /// intervals just before (the burst ceiling), in the enforced direction.
+    /// Enforcement only: mean throughput of the non-idle intervals just
+    /// before (the burst ceiling), in the enforced direction.
     pub throughput_before_bps: Option<f64>,
     /// Enforcement only: mean throughput during the episode (the baseline).
     pub throughput_during_bps: Option<f64>,
@@ -98,11 +98,26 @@ impl EpisodeTracker {
             .get(iface)?
             .iter()
             .rev()
-            .filter(|p| p.verdict != Verdict::Idle && !p.verdict.is_enforcement())
+            .filter(|p| p.verdict != Verdict::Idle)
             .take(n)
             .map(|p| if inbound { p.rx_bps } else { p.tx_bps })
             .collect();
         (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
+    }
+
+    /// Enforcement whose throughput just fell well below the episode's
+    /// mean: the shaper moved from the burst ceiling to the baseline.
+    fn level_shift(&self, run: &Running, v: &InterfaceVerdict) -> bool {
+        if !run.episode.verdict.is_enforcement() || run.episode.intervals == 0 {
+            return false;
+        }
+        let mean = run.throughput_sum / run.episode.intervals as f64;
+        let now = if run.inbound {
+            v.rates.rx_bps
+        } else {
+            v.rates.tx_bps
+        };
+        now < self.th.episode_shift_ratio * mean
     }
 
     pub fn push(&mut self, a: &IntervalAnalysis, snap: &Snapshot) {
@@ -121,10 +136,11 @@ impl EpisodeTracker {
                 .evidence
                 .first()
                 .map_or((0.0, String::new()), |e| (e.value, e.signal.clone()));
-            let continues = self
-                .open
-                .get(&v.iface)
-                .is_some_and(|r| r.episode.verdict == v.verdict && a.seq == r.episode.end_seq + 1);
+            let continues = self.open.get(&v.iface).is_some_and(|r| {
+                r.episode.verdict == v.verdict
+                    && a.seq == r.episode.end_seq + 1
+                    && !self.level_shift(r, v)
+            });
             if !continues {
                 self.close(&v.iface);
                 let inbound = signal.starts_with("bw_in");

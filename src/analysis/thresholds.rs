@@ -103,9 +103,13 @@ thresholds! {
     plateau_intervals = 3.0;
     /// Coefficient of variation of throughput at or below which it is flat.
     plateau_cv = 0.1;
-    /// Non-idle, non-enforced intervals before an enforcement episode whose
-    /// mean throughput is reported as the burst ceiling.
+    /// Non-idle intervals before an enforcement episode whose mean
+    /// throughput is reported as the burst ceiling.
     episode_before_intervals = 5.0;
+    /// An enforcement episode ends, and a new one starts, when throughput
+    /// falls below this fraction of the episode's mean so far (a burst
+    /// ceiling that was itself shaped, then the baseline).
+    episode_shift_ratio = 0.5;
 }
 
 impl Thresholds {

@@ -163,12 +163,27 @@ fn past(value: f64, threshold: f64, full: f64) -> f64 {
 }
 
 fn fmt_num(v: f64) -> String {
-    if v.abs() >= 100.0 {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
         format!("{v:.1}")
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")
     } else {
         format!("{v:.4}")
+    }
+}
+
+/// The unit a `what` text starts with, repeated after the threshold.
+fn unit_of(what: &str) -> &'static str {
+    if what.starts_with('%') {
+        "%"
+    } else if what.starts_with("us") {
+        "us"
+    } else if what.starts_with('x') {
+        "x"
+    } else {
+        ""
     }
 }
 
@@ -186,9 +201,10 @@ impl Signals {
             value,
             threshold,
             note: format!(
-                "{signal} {}{what} {cmp} {}",
+                "{signal} {}{what} {cmp} {}{}",
                 fmt_num(value),
-                fmt_num(threshold)
+                fmt_num(threshold),
+                unit_of(what)
             ),
             exceeded,
         });
