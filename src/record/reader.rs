@@ -15,6 +15,9 @@ use crate::snapshot::Snapshot;
 /// The four bytes every zstd frame starts with (little-endian 0xFD2FB528).
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
+/// Compressed bytes handed to the decoder per call.
+const ZSTD_INPUT_CHUNK: usize = 512;
+
 /// Something the reader stepped over; reading goes on after it unless it
 /// is a cut tail (which is always last).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +128,13 @@ impl TraceReader {
         }
         let replayed = Cursor::new(magic[..got].to_vec()).chain(source);
         let input: Box<dyn BufRead> = if magic[..got] == ZSTD_MAGIC {
-            let decoder = zstd::stream::read::Decoder::new(replayed)
+            // Small input chunks: a corrupt block loses only the output of
+            // its own chunk (zstd drops what one call decoded when it fails).
+            let chunks = BufReader::with_capacity(
+                ZSTD_INPUT_CHUNK,
+                BufReader::with_capacity(64 * 1024, replayed),
+            );
+            let decoder = zstd::stream::read::Decoder::with_buffer(chunks)
                 .map_err(|e| anyhow!("{name}: cannot start zstd decoding: {e}"))?;
             Box::new(BufReader::with_capacity(64 * 1024, decoder))
         } else {
