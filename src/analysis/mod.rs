@@ -20,7 +20,7 @@ pub use rates::NormalisedRates;
 pub use thresholds::{ThresholdInfo, Thresholds};
 pub use verdict::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
 
-use crate::snapshot::Snapshot;
+use crate::snapshot::{AllowanceStatus, InterfaceSample, Snapshot};
 
 /// The judgement of one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,13 +58,46 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
     out
 }
 
+/// Why this interval's allowance deltas are no data, when they are not: the
+/// read failed (deltas reported as 0) or the driver returned a zeroed
+/// struct. Judging those zeros would turn enforcement into free flow.
+fn allowance_gap(prev: Option<&Snapshot>, iface: &InterfaceSample) -> Option<String> {
+    let now = iface.allowance.sample()?;
+    if let Some(e) = &now.last_error {
+        return Some(format!("allowance read failed this interval: {e}"));
+    }
+    let before = prev?
+        .interfaces
+        .iter()
+        .find(|i| i.name == iface.name)?
+        .allowance
+        .sample()?;
+    (now.zeroed_reads > before.zeroed_reads).then(|| {
+        "the driver returned all-zero allowance counters this interval (failed admin \
+         command): no data"
+            .to_string()
+    })
+}
+
 /// Judge `snap`. `prev` is the history before it, oldest first (may be
-/// empty); only the throughput plateau looks at it.
+/// empty); only the throughput plateau and the zeroed-read check look at it.
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
     let interfaces = snap
         .interfaces
         .iter()
         .map(|iface| {
+            let gap = allowance_gap(prev.last(), iface);
+            let patched;
+            let iface = match gap {
+                Some(reason) => {
+                    patched = InterfaceSample {
+                        allowance: AllowanceStatus::Unavailable { reason },
+                        ..iface.clone()
+                    };
+                    &patched
+                }
+                None => iface,
+            };
             let r = rates::normalise(iface, snap);
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);

@@ -757,3 +757,52 @@ fn a_shaped_ceiling_then_baseline_splits_into_two_enforcement_episodes() {
     }
     assert_eq!(tracker.episodes().len(), 1);
 }
+
+/// A lossy path sees a few failed retransmits too (the lab: 2-5 a second
+/// against ~11,000 retransmits at 1% loss): that is not host queuing.
+#[test]
+fn a_few_failed_retransmits_on_a_lossy_path_stay_network_loss() {
+    let mut s = Build::new(0, 1).tx_bulk(2e9, 16).flows(4, 1.0, 1.2).done();
+    s.flows[0].delta.retrans_failed = 4;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::NetworkLoss, "{:#?}", v.evidence);
+    assert!(has_signal(&v, "failed_retransmits", false));
+}
+
+/// A failed allowance read reports deltas of 0: judging them would call an
+/// enforced interval free flow. They are no data instead.
+#[test]
+fn failed_or_zeroed_allowance_reads_are_no_data() {
+    let mut s = m5_enforced(1);
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.delta.bw_out_allowance_exceeded = Some(0);
+        a.read_failures = 1;
+        a.last_error = Some("ioctl: Operation not supported".into());
+    }
+    let v = judge_one(&[], &s);
+    // Nothing else is wrong, so free flow, but only as sure as a blind
+    // judgement can be.
+    assert!(v.rates.bw_out_pct.is_none());
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert!(v.confidence <= 0.6, "{}", v.confidence);
+    assert!(v.evidence.iter().any(|e| e.note.contains("read failed")));
+
+    let prev = m5_enforced(0);
+    let mut s = m5_enforced(1);
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.delta.bw_out_allowance_exceeded = Some(0);
+        a.zeroed_reads = 1;
+    }
+    let v = judge_one(std::slice::from_ref(&prev), &s);
+    assert!(v.rates.bw_out_pct.is_none());
+    assert!(v.evidence.iter().any(|e| e.note.contains("all-zero")));
+    // The next good read is judged again.
+    let mut next = m5_enforced(2);
+    if let AllowanceStatus::Read(a) = &mut next.interfaces[0].allowance {
+        a.zeroed_reads = 1;
+    }
+    assert_eq!(
+        judge_one(&[prev, s], &next).verdict,
+        Verdict::HypervisorQueuing
+    );
+}

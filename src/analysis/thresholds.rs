@@ -93,8 +93,11 @@ thresholds! {
     /// Mean host qdisc sojourn (us) at or above which the host queues.
     local_sojourn_us = 1000.0;
     /// Failed retransmits (the original still sat in a host queue) per
-    /// interval at or above which the host queues.
-    local_failed_retrans = 1.0;
+    /// interval needed before their share is judged.
+    local_failed_retrans = 3.0;
+    /// Failed retransmits as % of all retransmit attempts at or above which
+    /// the host queues.
+    local_failed_retrans_pct = 10.0;
     /// Host egress drops, % of tx wire packets, at or above which the host
     /// drops (at least one drop is always required).
     local_drop_pct = 0.01;
