@@ -70,7 +70,7 @@ fn empty_missing_and_foreign_files_are_errors_naming_the_file() {
     assert!(open_err(&zst).contains("not a throttlescope trace"));
 
     // read_all stops on a file that is not a trace rather than guessing.
-    let err = record::read_all(&[json.clone()]).err().unwrap();
+    let err = record::read_all(std::slice::from_ref(&json)).err().unwrap();
     assert!(format!("{err:#}").contains(&json.display().to_string()));
 }
 
