@@ -1,0 +1,274 @@
+//! Scenario tests: real traffic through the lab (tools/lab), hv shaping
+//! emulated with tbf and ENA counters from the emulator's `ethtool -S`
+//! file, and `throttlescope watch --json` running in the broker namespace.
+//!
+//! For each scenario, over the shaped phase (intervals after the first, with
+//! traffic): the verdict is the right one in at least 60% of intervals, and
+//! never of the wrong family (queuing judged as drop, or the other way round).
+
+mod common;
+
+use std::process::Command;
+
+use common::{run, Lab};
+use serde_json::Value;
+
+/// One interval of the broker interface `b0`: (verdict, tx bits/s).
+fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
+    lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            let i = v["analysis"]["interfaces"]
+                .as_array()?
+                .iter()
+                .find(|i| i["iface"] == "b0")?
+                .clone();
+            Some((
+                i["verdict"].as_str()?.to_string(),
+                i["rates"]["tx_bps"].as_f64().unwrap_or(0.0),
+            ))
+        })
+        .collect()
+}
+
+/// Runs SCENARIO for `secs` with the observer in the broker namespace;
+/// returns b0's verdicts per interval.
+fn observe(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> Vec<(String, f64)> {
+    lab.tool(&["shape", scenario]);
+    lab.tool(&["emulator", "start"]);
+    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let time = secs.to_string();
+    let mut args = vec!["traffic", "--time", &time];
+    args.extend_from_slice(traffic);
+    lab.tool(&args);
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &lab.broker()])
+        .args([
+            common::binary().to_str().unwrap(),
+            "watch",
+            "--json",
+            "--interval",
+            "1s",
+            "--duration",
+            &format!("{}s", secs - 1),
+            "--counters",
+            &format!("b0={counters}"),
+        ]));
+    let v = b0_verdicts(&String::from_utf8_lossy(&out.stdout));
+    eprintln!("{scenario}: {v:?}");
+    v
+}
+
+fn family(verdict: &str) -> &'static str {
+    match verdict {
+        "hypervisor_queuing" | "local_queuing" => "queuing",
+        "hypervisor_drop" | "local_drop" | "network_loss" => "drop",
+        "free_flow" | "idle" => "free",
+        _ => "limit",
+    }
+}
+
+/// Checks the shaped phase (skipping the first interval, a warm-up).
+fn check(scenario: &str, verdicts: &[(String, f64)], expected: &str) {
+    let shaped: Vec<&str> = verdicts.iter().skip(1).map(|(v, _)| v.as_str()).collect();
+    assert!(
+        shaped.len() >= 5,
+        "{scenario}: too few intervals: {verdicts:?}"
+    );
+    let right = shaped.iter().filter(|v| **v == expected).count();
+    eprintln!(
+        "{scenario}: {right}/{} intervals judged {expected}",
+        shaped.len()
+    );
+    assert!(
+        right * 10 >= shaped.len() * 6,
+        "{scenario}: {expected} in only {right} of {} intervals: {shaped:?}",
+        shaped.len()
+    );
+    let wrong: Vec<_> = shaped
+        .iter()
+        .filter(|v| {
+            let (f, e) = (family(v), family(expected));
+            (f == "queuing" && e == "drop") || (f == "drop" && e == "queuing")
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{scenario}: wrong family: {wrong:?}");
+}
+
+#[test]
+fn hypervisor_queuing_is_judged_queuing() {
+    let lab = Lab::up("hq");
+    let v = observe(&lab, "hv_queuing", 9, &[]);
+    check("hv_queuing", &v, "hypervisor_queuing");
+}
+
+#[test]
+fn hypervisor_drop_is_judged_drop() {
+    let lab = Lab::up("hd");
+    let v = observe(&lab, "hv_drop", 9, &[]);
+    check("hv_drop", &v, "hypervisor_drop");
+}
+
+#[test]
+fn local_queuing_is_judged_local() {
+    let lab = Lab::up("lq");
+    let v = observe(&lab, "local_queuing", 9, &[]);
+    check("local_queuing", &v, "local_queuing");
+}
+
+#[test]
+fn network_loss_is_judged_loss() {
+    let lab = Lab::up("nl");
+    let v = observe(&lab, "network_loss", 9, &[]);
+    check("network_loss", &v, "network_loss");
+}
+
+#[test]
+fn free_flow_is_judged_free() {
+    let lab = Lab::up("ff");
+    // A steady offered load well under every limit.
+    let v = observe(&lab, "free_flow", 9, &["--bitrate", "400M"]);
+    check("free_flow", &v, "free_flow");
+}
+
+/// Parses `watch --json` lines into snapshots and their analyses.
+fn snapshots_and_analyses(
+    lines: &str,
+) -> Vec<(
+    throttlescope::snapshot::Snapshot,
+    throttlescope::analysis::IntervalAnalysis,
+)> {
+    lines
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("JSON line");
+            (
+                serde_json::from_value(v.clone()).expect("snapshot fields"),
+                serde_json::from_value(v["analysis"].clone()).expect("analysis"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn burst_then_enforcement_is_one_episode_at_the_baseline() {
+    use throttlescope::analysis::{EpisodeTracker, Thresholds, Verdict};
+    let lab = Lab::up("be");
+    lab.tool(&["shape", "burst_then_enforce"]);
+    lab.tool(&["emulator", "start"]);
+    // 300 Mbit/s offered under a 400 Mbit/s ceiling: the 375 MB bucket
+    // drains at 200 Mbit/s, so enforcement at the 100 Mbit/s baseline
+    // starts ~15 s in.
+    lab.tool(&["traffic", "--time", "24", "--bitrate", "300M"]);
+    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &lab.broker()])
+        .args([
+            common::binary().to_str().unwrap(),
+            "watch",
+            "--json",
+            "--duration",
+            "23s",
+            "--counters",
+            &format!("b0={counters}"),
+        ]));
+    let rows = snapshots_and_analyses(&String::from_utf8_lossy(&out.stdout));
+    let th = Thresholds::default();
+    let mut tracker = EpisodeTracker::new(&th);
+    let mut tx = Vec::new();
+    for (snap, a) in &rows {
+        tracker.push(a, snap);
+        let b0 = snap.interfaces.iter().find(|i| i.name == "b0").unwrap();
+        tx.push((
+            snap.seq,
+            b0.delta.tx_bytes as f64 * 8.0 / snap.interval_secs(),
+        ));
+    }
+    eprintln!(
+        "tx per interval (Mbit/s): {:?}",
+        tx.iter()
+            .map(|(s, b)| (s, (b / 1e6) as u64))
+            .collect::<Vec<_>>()
+    );
+    // Ground truth from the interface byte counters alone: the first
+    // interval whose throughput fell below halfway between ceiling and
+    // baseline of the offered load (200 Mbit/s).
+    let true_start = tx
+        .iter()
+        .skip(2)
+        .find(|(_, bps)| *bps < 200e6)
+        .map(|(s, _)| *s)
+        .expect("throughput fell to the baseline");
+    let episodes: Vec<_> = tracker
+        .episodes()
+        .into_iter()
+        .filter(|e| e.iface == "b0" && e.verdict == Verdict::HypervisorQueuing && e.intervals >= 3)
+        .collect();
+    eprintln!("true start seq {true_start}; episodes: {episodes:#?}");
+    let e = episodes.last().expect("an enforcement episode");
+    assert!(
+        e.start_seq.abs_diff(true_start) <= 2,
+        "episode starts at {} vs true start {true_start}",
+        e.start_seq
+    );
+    let baseline = e.throughput_during_bps.expect("baseline reported");
+    assert!(
+        (baseline - 100e6).abs() <= 15e6,
+        "baseline {:.1} Mbit/s within 15% of the shaper's 100 Mbit/s",
+        baseline / 1e6
+    );
+    let ceiling = e.throughput_before_bps.expect("throughput before reported");
+    assert!(
+        ceiling > 250e6,
+        "throughput before enforcement {:.0} Mbit/s",
+        ceiling / 1e6
+    );
+}
+
+#[test]
+fn normalised_rate_is_right_with_offloads_on_and_off() {
+    for offloads in ["on", "off"] {
+        let lab = Lab::up("of");
+        lab.tool(&["offloads", offloads]);
+        let v = observe_rates(&lab, "hv_queuing", 8);
+        let shaped: Vec<f64> = v.iter().skip(1).copied().collect();
+        eprintln!("offloads {offloads}: bw_out % per interval {shaped:?}");
+        let mean = shaped.iter().sum::<f64>() / shaped.len() as f64;
+        // Under full enforcement every wire packet is queued: ~100%.
+        assert!(
+            (80.0..=125.0).contains(&mean),
+            "offloads {offloads}: mean normalised bw_out {mean:.1}% is not ~100%"
+        );
+    }
+}
+
+/// Like `observe`, returning b0's normalised bw_out % per interval.
+fn observe_rates(lab: &Lab, scenario: &str, secs: u32) -> Vec<f64> {
+    lab.tool(&["shape", scenario]);
+    lab.tool(&["emulator", "start"]);
+    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    lab.tool(&["traffic", "--time", &secs.to_string()]);
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", &lab.broker()])
+        .args([
+            common::binary().to_str().unwrap(),
+            "watch",
+            "--json",
+            "--duration",
+            &format!("{}s", secs - 1),
+            "--counters",
+            &format!("b0={counters}"),
+        ]));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| {
+            v["analysis"]["interfaces"]
+                .as_array()?
+                .iter()
+                .find(|i| i["iface"] == "b0")?["rates"]["bw_out_pct"]
+                .as_f64()
+        })
+        .collect()
+}
