@@ -4,8 +4,8 @@
 //! Data flows one way: [`probes`] (kernel) -> [`collector`] (one
 //! [`snapshot::Snapshot`] per interval) -> analysis -> [`sinks`].
 
-pub mod analysis;
 pub mod allowance;
+pub mod analysis;
 pub mod baseline_probe;
 pub mod cli;
 pub mod collector;
