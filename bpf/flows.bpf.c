@@ -66,9 +66,14 @@ static __always_inline void health_inc(__u32 idx)
 		*v += 1;
 }
 
+/* Plain dereferences, not BPF_CORE_READ: `sk` is a BTF pointer in every
+ * program here, so the verifier turns these into direct loads, where
+ * BPF_CORE_READ would make two bpf_probe_read_kernel calls. This runs on
+ * every event of every namespace (tools/bench measured the helper version
+ * at ~100 ns over an empty program). CO-RE still relocates the offsets. */
 static __always_inline __u32 sk_netns(const struct sock *sk)
 {
-	return BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	return sk->__sk_common.skc_net.net->ns.inum;
 }
 
 static __always_inline bool observed(const struct sock *sk)
