@@ -216,23 +216,24 @@ impl FlowProbes {
     pub fn program_health(&self, counters: &ProbeCounters) -> Vec<ProgramHealth> {
         PROGRAM_EVENTS
             .iter()
-            .map(|(name, counter)| {
-                let fd = self
-                    .skel
-                    .object()
-                    .progs()
-                    .find(|p| p.name() == *name)
-                    .map(|p| p.as_fd().as_raw_fd());
-                let info = fd.and_then(prog_stats);
-                ProgramHealth {
-                    name: name.trim_start_matches("on_").to_string(),
-                    events: counters.get(*counter),
-                    missed: info.map(|i| i.recursion_misses).unwrap_or(0),
-                    run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
-                    run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
-                }
-            })
+            .map(|(name, counter)| program_health(self.skel.object(), name, counters.get(*counter)))
             .collect()
+    }
+}
+
+/// One program's health: `events` as the program counted them, plus the
+/// kernel's recursion misses and (with `kernel.bpf_stats_enabled`) run stats.
+pub fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> ProgramHealth {
+    let info = object
+        .progs()
+        .find(|p| p.name() == name)
+        .and_then(|p| prog_stats(p.as_fd().as_raw_fd()));
+    ProgramHealth {
+        name: name.trim_start_matches("on_").to_string(),
+        events,
+        missed: info.map(|i| i.recursion_misses).unwrap_or(0),
+        run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
+        run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
     }
 }
 

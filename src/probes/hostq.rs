@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::mem::{size_of, MaybeUninit};
-use std::os::fd::{AsFd, AsRawFd};
 
 use anyhow::{Context, Result};
 use libbpf_rs::btf::types::Enum;
@@ -13,7 +12,7 @@ use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
-use super::flows::{prog_stats, NetnsFilter};
+use super::flows::{program_health, NetnsFilter};
 use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use crate::snapshot::{HostQueueSample, ProgramHealth};
@@ -221,22 +220,7 @@ impl HostQueueProbes {
     pub fn program_health(&self) -> Vec<ProgramHealth> {
         PROGRAM_EVENTS
             .iter()
-            .map(|(name, counter)| {
-                let fd = self
-                    .skel
-                    .object()
-                    .progs()
-                    .find(|p| p.name() == *name)
-                    .map(|p| p.as_fd().as_raw_fd());
-                let info = fd.and_then(prog_stats);
-                ProgramHealth {
-                    name: name.trim_start_matches("on_").to_string(),
-                    events: self.counter(*counter),
-                    missed: info.map(|i| i.recursion_misses).unwrap_or(0),
-                    run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
-                    run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
-                }
-            })
+            .map(|(name, counter)| program_health(self.skel.object(), name, self.counter(*counter)))
             .collect()
     }
 }
