@@ -32,9 +32,9 @@ fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Runs SCENARIO for `secs` with the observer in the broker namespace;
-/// returns b0's verdicts per interval.
-fn observe(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> Vec<(String, f64)> {
+/// Shapes for SCENARIO, starts the emulator and `secs` of traffic, and
+/// runs `watch --json` in the broker namespace meanwhile; returns its lines.
+fn watch_scenario(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> String {
     lab.tool(&["shape", scenario]);
     lab.tool(&["emulator", "start"]);
     let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
@@ -55,7 +55,12 @@ fn observe(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> Vec<(Strin
             "--counters",
             &format!("b0={counters}"),
         ]));
-    let v = b0_verdicts(&String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs SCENARIO (see `watch_scenario`); returns b0's verdicts per interval.
+fn observe(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> Vec<(String, f64)> {
+    let v = b0_verdicts(&watch_scenario(lab, scenario, secs, traffic));
     eprintln!("{scenario}: {v:?}");
     v
 }
@@ -251,22 +256,7 @@ fn normalised_rate_is_right_with_offloads_on_and_off() {
 
 /// Like `observe`, returning b0's normalised bw_out % per interval.
 fn observe_rates(lab: &Lab, scenario: &str, secs: u32) -> Vec<f64> {
-    lab.tool(&["shape", scenario]);
-    lab.tool(&["emulator", "start"]);
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
-    lab.tool(&["traffic", "--time", &secs.to_string()]);
-    let out = run(Command::new("ip")
-        .args(["netns", "exec", &lab.broker()])
-        .args([
-            common::binary().to_str().unwrap(),
-            "watch",
-            "--json",
-            "--duration",
-            &format!("{}s", secs - 1),
-            "--counters",
-            &format!("b0={counters}"),
-        ]));
-    String::from_utf8_lossy(&out.stdout)
+    watch_scenario(lab, scenario, secs, &[])
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| {
