@@ -3,8 +3,8 @@
 //! `peer_ifindex` and per-queue stats whose number follows `ethtool -L`).
 //! Needs root.
 
-use std::fs::File;
-use std::os::fd::AsRawFd;
+mod common;
+
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -86,16 +86,7 @@ impl VethNs {
     /// Runs `f` on a thread moved into the namespace: the ethtool socket
     /// is made there, so it addresses the namespace's interfaces.
     fn run_inside<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/run/netns/{}", self.name);
-        std::thread::spawn(move || {
-            let ns = File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-            // SAFETY: setns on this thread only, with a valid fd.
-            let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("namespace thread panicked")
+        common::in_netns(&self.name, f)
     }
 }
 
@@ -108,16 +99,7 @@ impl Drop for VethNs {
 }
 
 fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("spawning {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::run(Command::new(args[0]).args(&args[1..]));
     String::from_utf8(out.stdout).unwrap()
 }
 

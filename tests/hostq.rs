@@ -5,9 +5,10 @@
 //! Needs root (BPF, netns). Every namespace is made here under a unique
 //! name and removed on drop, also when an assertion fails.
 
+mod common;
+
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -22,15 +23,7 @@ const SENDER_IP: &str = "10.201.0.1";
 const RECEIVER_IP: &str = "10.201.0.2";
 
 fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("spawning {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = common::run(Command::new(args[0]).args(&args[1..]));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -204,10 +197,7 @@ struct TcStats {
 /// Moves the calling thread into a named namespace; returns its inode.
 fn enter_netns(name: &str) -> u32 {
     use std::os::unix::fs::MetadataExt;
-    let f = File::open(format!("/run/netns/{name}")).expect("opening netns");
-    // SAFETY: a valid netns fd; CLONE_NEWNET affects only this thread.
-    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    common::enter_netns(&std::path::Path::new("/run/netns").join(name));
     std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino() as u32
 }
 
