@@ -143,24 +143,35 @@ static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q
 	st->last_backlog_bytes = q->qstats.backlog;
 }
 
+/* The stats entry of the device behind `txq`, when this event is the one
+ * to count (the qdisc the queue points at: each packet once) and the device
+ * is in an observed namespace; counts the event under `counter`. */
+static __always_inline struct hq_if_stats *queue_stats(struct Qdisc *q,
+						       const struct netdev_queue *txq,
+						       __u32 counter, struct hq_if_key *key)
+{
+	struct net_device *dev = txq->dev;
+
+	if (!dev || txq->qdisc != q)
+		return NULL;
+	key->netns = dev_netns(dev);
+	if (!observed(key->netns))
+		return NULL;
+	key->ifindex = dev->ifindex;
+	health_inc(counter);
+	return stats_get(key);
+}
+
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {
-	struct net_device *dev = txq->dev;
 	struct hq_if_key key;
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj, fresh = {};
 	__u64 now;
 	__u32 slot;
 
-	if (!dev || txq->qdisc != q)
-		return 0;
-	key.netns = dev_netns(dev);
-	if (!observed(key.netns))
-		return 0;
-	key.ifindex = dev->ifindex;
-	health_inc(HQ_H_ENQUEUE_EVENTS);
-	st = stats_get(&key);
+	st = queue_stats(q, txq, HQ_H_ENQUEUE_EVENTS, &key);
 	if (!st)
 		return 0;
 	now = bpf_ktime_get_ns();
@@ -197,7 +208,6 @@ SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
 	     struct sk_buff *skb)
 {
-	struct net_device *dev;
 	struct hq_if_key key;
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj;
@@ -209,15 +219,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	/* Fires with skb == NULL when the qdisc had nothing to send. */
 	if (!skb || packets <= 0)
 		return 0;
-	dev = txq->dev;
-	if (!dev || txq->qdisc != q)
-		return 0;
-	key.netns = dev_netns(dev);
-	if (!observed(key.netns))
-		return 0;
-	key.ifindex = dev->ifindex;
-	health_inc(HQ_H_DEQUEUE_EVENTS);
-	st = stats_get(&key);
+	st = queue_stats(q, txq, HQ_H_DEQUEUE_EVENTS, &key);
 	if (!st)
 		return 0;
 
