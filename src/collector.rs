@@ -259,17 +259,11 @@ impl Collector {
         })
     }
 
-    /// Driver name through ETHTOOL_GDRVINFO (veth, ena, virtio_net...),
-    /// falling back to sysfs; looked up once per interface.
+    /// The interface's driver, looked up once per interface.
     fn driver(&mut self, iface: &str) -> Option<String> {
         self.drivers
             .entry(iface.to_string())
-            .or_insert_with(|| {
-                crate::allowance::ethtool::Ethtool::open(iface)
-                    .and_then(|e| e.driver())
-                    .ok()
-                    .or_else(|| ifstats::sysfs_driver(iface))
-            })
+            .or_insert_with(|| ifstats::driver(iface))
             .clone()
     }
 }

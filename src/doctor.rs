@@ -7,9 +7,11 @@ use anyhow::Result;
 use libbpf_rs::btf::types::Typedef;
 use libbpf_rs::btf::Btf;
 
+use crate::allowance::{AllowanceReader, CounterSource};
 use crate::cli::DoctorArgs;
 use crate::collector::{own_netns, CollectorConfig};
 use crate::ifstats;
+use crate::snapshot::AllowanceStatus;
 
 /// The tracepoints the flow probes attach to, with what each one gives.
 pub const TRACEPOINTS: &[(&str, &str)] = &[
@@ -115,18 +117,20 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
         Ok(names) if names.is_empty() => r.lines.push((true, "no interfaces besides lo".into())),
         Ok(names) => {
             for n in names {
-                let driver = ifstats::sysfs_driver(&n).unwrap_or_else(|| "virtual".into());
+                let driver = ifstats::driver(&n).unwrap_or_else(|| "unknown".into());
                 let readable = ifstats::read_counters(&n).is_ok();
+                // The reader the observer uses decides, not the driver name.
+                let allowance = match AllowanceReader::new(&n, CounterSource::Ioctl).read() {
+                    AllowanceStatus::Read(_) => "readable through SIOCETHTOOL".to_string(),
+                    AllowanceStatus::Unavailable { reason } => {
+                        format!("unavailable ({reason}; give --counters to use a counters file)")
+                    }
+                };
                 r.check(
                     readable,
                     format!(
-                        "interface {n}: driver {driver}, counters {}; allowance counters: {}",
+                        "interface {n}: driver {driver}, counters {}; allowance counters: {allowance}",
                         if readable { "readable" } else { "NOT readable" },
-                        if driver == "ena" {
-                            "ENA device (read through SIOCETHTOOL)"
-                        } else {
-                            "unavailable (not an ENA device; give --counters to use a counters file)"
-                        }
                     ),
                 );
             }

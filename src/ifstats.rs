@@ -62,6 +62,14 @@ pub fn mtu(iface: &str) -> Option<u32> {
         .ok()
 }
 
+/// The interface's driver: ETHTOOL_GDRVINFO (veth, ena, virtio_net...),
+/// else the sysfs `device/driver` link.
+pub fn driver(iface: &str) -> Option<String> {
+    crate::allowance::ethtool::driver_name(iface)
+        .ok()
+        .or_else(|| sysfs_driver(iface))
+}
+
 /// The driver bound to a physical device (`device/driver` link), if any.
 pub fn sysfs_driver(iface: &str) -> Option<String> {
     let link = fs::read_link(Path::new(SYS_NET).join(iface).join("device/driver")).ok()?;
