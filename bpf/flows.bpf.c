@@ -185,7 +185,6 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 
 	if (!observed(sk))
 		return 0;
-	health_inc(TS_H_PROBE_EVENTS);
 	st = flow_get(sk, true);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!st || !tp)

@@ -15,8 +15,10 @@
 
 /* Indexes into the per-CPU `health` array. Every one is shown to the user. */
 enum ts_health_counter {
-	TS_H_PROBE_EVENTS = 0,   /* tcp_probe runs on an observed socket */
-	TS_H_RETRANS_EVENTS,     /* tcp_retransmit_skb runs on an observed socket */
+	/* tcp_probe has no counter here: each flow's probe_events already
+	 * counts its runs, and user space sums those (one increment, not two,
+	 * on the hottest path). */
+	TS_H_RETRANS_EVENTS = 0, /* tcp_retransmit_skb runs on an observed socket */
 	TS_H_CONG_EVENTS,        /* tcp_cong_state_set runs on an observed socket */
 	TS_H_STATE_EVENTS,       /* inet_sock_set_state runs on an observed TCP socket */
 	TS_H_DESTROY_EVENTS,     /* tcp_destroy_sock runs on an observed socket */

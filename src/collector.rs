@@ -174,7 +174,9 @@ impl Collector {
             i.host_queue = host_queue.remove(&i.name);
         }
         let counters = self.probes.counters()?;
-        let mut programs = self.probes.program_health(&counters);
+        let mut programs = self
+            .probes
+            .program_health(&counters, self.flows.probe_events());
         let mut host_queue_untracked = 0;
         if let Some(hq) = &self.host_queue {
             programs.extend(hq.program_health());

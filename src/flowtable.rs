@@ -23,6 +23,8 @@ pub struct FlowTable {
     /// bpf_ktime when the observer started: a flow opened after this counts
     /// from zero in its first interval; an older one starts as a baseline.
     start_ns: u64,
+    /// tcp_probe runs on flows already forgotten (closed or vanished).
+    forgotten_probe_events: u64,
 }
 
 impl FlowTable {
@@ -30,6 +32,7 @@ impl FlowTable {
         FlowTable {
             known: HashMap::new(),
             start_ns,
+            forgotten_probe_events: 0,
         }
     }
 
@@ -49,13 +52,33 @@ impl FlowTable {
         }
         for rec in closed {
             out.push(self.sample(rec, true, resolve_owner));
-            self.known.remove(&rec.cookie);
+            if let Some(k) = self.known.remove(&rec.cookie) {
+                self.forgotten_probe_events += k.totals.probe_events;
+            }
         }
         // Sockets that vanished without a close record (e.g. the close
         // event was dropped): forget them too; the drop is in health.
         let present: std::collections::HashSet<u64> = live.iter().map(|r| r.cookie).collect();
-        self.known.retain(|id, _| present.contains(id));
+        let forgotten = &mut self.forgotten_probe_events;
+        self.known.retain(|id, k| {
+            let keep = present.contains(id);
+            if !keep {
+                *forgotten += k.totals.probe_events;
+            }
+            keep
+        });
         out
+    }
+
+    /// tcp_probe runs on tracked flows since start: the flows' own counts,
+    /// including those of flows already closed.
+    pub fn probe_events(&self) -> u64 {
+        self.forgotten_probe_events
+            + self
+                .known
+                .values()
+                .map(|k| k.totals.probe_events)
+                .sum::<u64>()
     }
 
     fn sample(
@@ -293,6 +316,22 @@ mod tests {
         assert_eq!(s[0].delta.bytes_sent, 100);
         let s = t.update(&[], &[], &mut |_| None);
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn probe_events_count_live_and_closed_flows() {
+        let mut t = FlowTable::new(0);
+        let mut a = record(1, 0, 0, 0);
+        a.st.probe_events = 10;
+        let mut b = record(2, 0, 0, 0);
+        b.st.probe_events = 5;
+        t.update(&[a, b], &[], &mut |_| None);
+        assert_eq!(t.probe_events(), 15);
+        b.st.probe_events = 7;
+        t.update(&[a], &[b], &mut |_| None);
+        assert_eq!(t.probe_events(), 17, "a closed flow keeps its final count");
+        t.update(&[], &[], &mut |_| None);
+        assert_eq!(t.probe_events(), 17, "a vanished flow keeps its last count");
     }
 
     #[test]

@@ -57,8 +57,8 @@ pub struct FlowProbes {
 }
 
 /// The (program name, health counter) pairs: the events each program counts.
+/// `on_tcp_probe` is not here: its runs are the flows' `probe_events`.
 const PROGRAM_EVENTS: &[(&str, ts_health_counter)] = &[
-    ("on_tcp_probe", ts_health_counter::TS_H_PROBE_EVENTS),
     (
         "on_tcp_retransmit_skb",
         ts_health_counter::TS_H_RETRANS_EVENTS,
@@ -211,13 +211,23 @@ impl FlowProbes {
         Ok(out)
     }
 
-    /// Per-program health: events (our counter), recursion misses and, when
-    /// `kernel.bpf_stats_enabled` is on, run count and time.
-    pub fn program_health(&self, counters: &ProbeCounters) -> Vec<ProgramHealth> {
-        PROGRAM_EVENTS
-            .iter()
-            .map(|(name, counter)| program_health(self.skel.object(), name, counters.get(*counter)))
-            .collect()
+    /// Per-program health: events (our counter; for `on_tcp_probe`, the
+    /// flows' `probe_events` summed by the caller), recursion misses and,
+    /// when `kernel.bpf_stats_enabled` is on, run count and time.
+    pub fn program_health(
+        &self,
+        counters: &ProbeCounters,
+        probe_events: u64,
+    ) -> Vec<ProgramHealth> {
+        std::iter::once(program_health(
+            self.skel.object(),
+            "on_tcp_probe",
+            probe_events,
+        ))
+        .chain(PROGRAM_EVENTS.iter().map(|(name, counter)| {
+            program_health(self.skel.object(), name, counters.get(*counter))
+        }))
+        .collect()
     }
 }
 
