@@ -4,10 +4,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::allowance::parse_counters_arg;
-use crate::duration::parse_duration;
+use crate::duration::{parse_duration, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,8 +32,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Observe live: one snapshot per interval, as a table or JSON lines.
+    /// Observe live: a full-screen view on a terminal, plain tables or JSON
+    /// lines otherwise; optionally record and serve Prometheus metrics.
     Watch(WatchArgs),
+    /// Observe and write every interval to a trace file (no live view).
+    Record(RecordArgs),
+    /// Summarise recordings: episodes with evidence, enforcement, the flows
+    /// that backed off, rates and health; as text, `--json` or `--html`.
+    Report(ReportArgs),
+    /// Play a recording through the same view as `watch`.
+    Replay(ReplayArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
     /// List the verdict thresholds with their defaults and why.
@@ -42,8 +51,9 @@ pub enum Command {
     BaselineProbe(BaselineProbeArgs),
 }
 
+/// What to observe and how often: shared by `watch` and `record`.
 #[derive(Debug, Args, Clone)]
-pub struct WatchArgs {
+pub struct ObserveArgs {
     /// Length of one interval (e.g. 500ms, 1s, 5s).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -52,10 +62,6 @@ pub struct WatchArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Print one JSON object per interval (the snapshot) instead of a table.
-    #[arg(long)]
-    pub json: bool,
-
     /// Observe sockets of every network namespace, not only this one.
     #[arg(long)]
     pub all_netns: bool,
@@ -63,10 +69,6 @@ pub struct WatchArgs {
     /// Interfaces to report (repeatable); default: all but `lo`.
     #[arg(long = "iface", value_name = "IFACE")]
     pub interfaces: Vec<String>,
-
-    /// Flows shown in the table.
-    #[arg(long, default_value_t = 10)]
-    pub top: usize,
 
     /// Do not stream per-event records (retransmits, congestion-state
     /// changes, opens) from the kernel; flow totals are still counted.
@@ -87,6 +89,167 @@ pub struct WatchArgs {
     /// Do not attach the host-queue probes (qdisc and kfree_skb).
     #[arg(long)]
     pub no_host_queue: bool,
+
+    /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9979).
+    /// Give a non-loopback address only on purpose: there is no auth.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<SocketAddr>,
+
+    /// Flows exported as per-flow metric series (the top N by backoff);
+    /// bounds the series count. 0 exports none.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub metrics_flows: usize,
+}
+
+/// Where and how to rotate a recording.
+#[derive(Debug, Args, Clone)]
+pub struct RotateArgs {
+    /// Start a new file once this one holds SIZE bytes (e.g. 100M, 1G;
+    /// compressed size for .zst).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub rotate_size: Option<u64>,
+
+    /// Start a new file once this one is this old (e.g. 10m, 1h).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub rotate_time: Option<Duration>,
+
+    /// Rotated files kept as FILE.1 .. FILE.N (older ones are deleted).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub keep: usize,
+}
+
+/// How an interval is shown (`watch` and `replay`).
+#[derive(Debug, Args, Clone)]
+pub struct ViewArgs {
+    /// Print one JSON object per interval (snapshot and analysis).
+    #[arg(long, conflicts_with = "plain")]
+    pub json: bool,
+
+    /// Print plain tables even on a terminal (the default when stdout is
+    /// not a terminal).
+    #[arg(long)]
+    pub plain: bool,
+
+    /// Flows shown per interval in plain tables.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+throttlescope watch                               # full-screen view (q quits)\n  \
+throttlescope watch --json --duration 30s         # one JSON line per interval\n  \
+throttlescope watch --record incident.jsonl.zst   # watch and record\n  \
+throttlescope watch --metrics 127.0.0.1:9979      # and serve /metrics")]
+pub struct WatchArgs {
+    #[command(flatten)]
+    pub observe: ObserveArgs,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
+
+    /// Also record every interval to FILE (.jsonl, or .jsonl.zst for zstd).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub rotate: RotateArgs,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+throttlescope record -o broker.jsonl.zst --duration 10m\n  \
+throttlescope record -o broker.jsonl --rotate-size 100M --keep 10\n  \
+throttlescope report broker.jsonl.zst --html broker.html")]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub observe: ObserveArgs,
+
+    /// The trace file to write (.jsonl, or .jsonl.zst for zstd). Never
+    /// overwritten: an existing FILE is an error.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+
+    #[command(flatten)]
+    pub rotate: RotateArgs,
+
+    /// Print nothing while recording (errors still go to stderr).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+throttlescope report broker.jsonl.zst\n  \
+throttlescope report broker.jsonl broker.jsonl.1 --html out.html\n  \
+throttlescope report broker.jsonl --threshold bw_pct=60 --since 2m --until 5m --iface eth0\n\n\
+Times for --since/--until: an offset from the recording's start (90s, 5m) or a wall-clock \
+time in UTC (2026-11-21T03:04:05Z, or 03:04:05 on the recording's first day).")]
+pub struct ReportArgs {
+    /// Trace files, in any order (rotated segments of one recording are
+    /// put back in order).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Also write a self-contained HTML report with charts to OUT.
+    #[arg(long, value_name = "OUT")]
+    pub html: Option<PathBuf>,
+
+    /// Print the report as one JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Re-judge with this threshold (repeatable); the default is what the
+    /// recording was judged with live.
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub thresholds: Vec<String>,
+
+    /// Only flows matching: a peer address, `addr:port`, a local port
+    /// (`:9092`) or a process name (repeatable; any match).
+    #[arg(long = "flow", value_name = "PATTERN")]
+    pub flows: Vec<String>,
+
+    /// Only intervals from this time on.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Only intervals up to this time.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+
+    /// Only these interfaces (repeatable).
+    #[arg(long = "iface", value_name = "IFACE")]
+    pub interfaces: Vec<String>,
+
+    /// Flows listed in the backoff table.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
+throttlescope replay broker.jsonl.zst               # at recorded pace\n  \
+throttlescope replay broker.jsonl --speed 10        # ten times faster\n  \
+throttlescope replay broker.jsonl --as-fast-as-possible --plain | less")]
+pub struct ReplayArgs {
+    /// Trace files (rotated segments of one recording are put in order).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Pace relative to the recording (2 = twice as fast).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_speed)]
+    pub speed: f64,
+
+    /// Do not wait between intervals.
+    #[arg(long, conflicts_with = "speed")]
+    pub as_fast_as_possible: bool,
+
+    /// Judge with this threshold (repeatable); default: the recording's.
+    #[arg(long = "threshold", value_name = "NAME=VALUE")]
+    pub thresholds: Vec<String>,
+
+    #[command(flatten)]
+    pub view: ViewArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -101,4 +264,14 @@ pub struct BaselineProbeArgs {
     /// Stop after this long; runs until Ctrl-C when absent.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+}
+
+/// `--speed`: a finite factor above zero.
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a speed: give a number above 0, e.g. 2 or 0.5"
+        )),
+    }
 }

@@ -7,6 +7,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Watch(args) => throttlescope::watch::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Record(args) => throttlescope::watch::run_record(args).map(|_| ExitCode::SUCCESS),
+        Command::Report(args) => throttlescope::report::run(args),
+        Command::Replay(args) => throttlescope::replay::run(args).map(|_| ExitCode::SUCCESS),
         Command::Doctor(args) => throttlescope::doctor::run(args),
         Command::Thresholds => {
             throttlescope::watch::print_thresholds();

@@ -1,88 +1,69 @@
-//! `throttlescope watch`: the live interval loop.
+//! `throttlescope watch` and `throttlescope record`: live observation, shown
+//! or recorded (or both).
 
-use std::collections::VecDeque;
-use std::io::Write;
-use std::time::Instant;
+use std::io::IsTerminal;
 
-use anyhow::{Context, Result};
-use serde::Serialize;
+use anyhow::Result;
 
-use crate::analysis::{analyze, IntervalAnalysis, Thresholds};
-use crate::cli::WatchArgs;
-use crate::collector::{Collector, CollectorConfig};
-use crate::signals;
-use crate::sinks::table;
-use crate::snapshot::Snapshot;
+use crate::analysis::Thresholds;
+use crate::cli::{RecordArgs, WatchArgs};
+use crate::pipeline::{run_live, RecordTarget};
+use crate::sinks::view::{self, SilentView};
 
-/// Snapshots kept for the analysis' look back (throughput plateau).
-const HISTORY: usize = 120;
-
-/// One line of `watch --json`: the snapshot's fields, plus its analysis.
-/// A reader that only knows [`Snapshot`] can still parse it.
-#[derive(Debug, Serialize)]
-pub struct WatchLine<'a> {
-    #[serde(flatten)]
-    pub snapshot: &'a Snapshot,
-    pub analysis: &'a IntervalAnalysis,
-}
+pub use crate::sinks::view::WatchLine;
 
 /// The thresholds of `--threshold NAME=VALUE` options over the defaults.
 pub fn thresholds_from(assignments: &[String]) -> Result<Thresholds> {
-    let mut th = Thresholds::default();
-    for a in assignments {
-        th.set_assignment(a)
-            .map_err(|e| anyhow::anyhow!("--threshold {a}: {e}"))?;
-    }
-    Ok(th)
+    crate::pipeline::thresholds_over(Thresholds::default(), assignments)
 }
 
 pub fn run(args: &WatchArgs) -> Result<()> {
-    let thresholds = thresholds_from(&args.thresholds)?;
-    signals::install();
-    let mut collector = Collector::start(CollectorConfig {
-        all_netns: args.all_netns,
-        interfaces: args.interfaces.clone(),
-        events: !args.no_events,
-        counter_files: args.counters.clone(),
-        host_queue: !args.no_host_queue,
-    })?;
-    let started = Instant::now();
-    let stdout = std::io::stdout();
-    let mut history: VecDeque<Snapshot> = VecDeque::with_capacity(HISTORY + 1);
-    let mut next = Instant::now() + args.interval;
-    loop {
-        let wait = next.saturating_duration_since(Instant::now());
-        if signals::sleep_or_stop(wait) {
-            break;
-        }
-        next += args.interval;
-        let snap = collector.collect()?;
-        let analysis = analyze(history.make_contiguous(), &snap, &thresholds);
-        let mut out = stdout.lock();
-        let written = if args.json {
-            let line = WatchLine {
-                snapshot: &snap,
-                analysis: &analysis,
-            };
-            serde_json::to_writer(&mut out, &line)
-                .map_err(std::io::Error::from)
-                .and_then(|_| out.write_all(b"\n"))
-        } else {
-            out.write_all(table::render(&snap, Some(&analysis), args.top).as_bytes())
+    // Refuse bad options before taking over the terminal.
+    thresholds_from(&args.observe.thresholds)?;
+    let target = args
+        .record
+        .clone()
+        .map(|p| RecordTarget::new(p, &args.rotate));
+    let view = view::choose(&args.view)?;
+    if let Some((path, n)) = run_live(&args.observe, view, target)? {
+        eprintln!(
+            "throttlescope: recorded {n} intervals to {}",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub fn run_record(args: &RecordArgs) -> Result<()> {
+    thresholds_from(&args.observe.thresholds)?;
+    if args.output.exists() {
+        anyhow::bail!(
+            "{}: already exists; refusing to overwrite a recording (remove it or choose another name)",
+            args.output.display()
+        );
+    }
+    let talk = !args.quiet;
+    if talk {
+        let until = match args.observe.duration {
+            Some(d) => format!("for {d:?}"),
+            None if std::io::stderr().is_terminal() => "until Ctrl-C".to_string(),
+            None => "until stopped (SIGINT/SIGTERM)".to_string(),
         };
-        match written.and_then(|_| out.flush()) {
-            Ok(()) => {}
-            // A closed pipe (`| head`) is a normal way to stop.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
-            Err(e) => return Err(e).context("writing to stdout"),
-        }
-        history.push_back(snap);
-        if history.len() > HISTORY {
-            history.pop_front();
-        }
-        if args.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
+        eprintln!(
+            "throttlescope: recording to {} every {:?} {until}",
+            args.output.display(),
+            args.observe.interval
+        );
+    }
+    let target = RecordTarget::new(args.output.clone(), &args.rotate);
+    let done = run_live(&args.observe, Box::new(SilentView), Some(target))?;
+    if talk {
+        let (path, n) = done.unwrap_or((args.output.clone(), 0));
+        eprintln!(
+            "throttlescope: {n} intervals in {}; review with `throttlescope report {}`",
+            path.display(),
+            path.display()
+        );
     }
     Ok(())
 }

@@ -1,3 +1,7 @@
-//! Sinks only render what the collector and the analysis produced.
+//! Sinks only render: they take snapshots and their analysis and never
+//! change them.
 
+pub mod metrics;
 pub mod table;
+pub mod tui;
+pub mod view;

@@ -1,0 +1,230 @@
+//! The interval loop shared by `watch`, `record` and `replay`: a source of
+//! snapshots (the live kernel or a recording), the analysis, then the sinks
+//! (a view, the recorder, the metrics endpoint). Data flows one way.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use crate::analysis::{analyze, IntervalAnalysis, Thresholds};
+use crate::cli::{ObserveArgs, RotateArgs};
+use crate::collector::{Collector, CollectorConfig};
+use crate::record::{InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
+use crate::signals;
+use crate::sinks::metrics::MetricsServer;
+use crate::sinks::view::{Control, View};
+use crate::snapshot::Snapshot;
+
+/// Snapshots kept for the analysis' look back (throughput plateau).
+pub const HISTORY: usize = 120;
+
+/// The thresholds of `--threshold NAME=VALUE` options over `base`.
+pub fn thresholds_over(base: Thresholds, assignments: &[String]) -> Result<Thresholds> {
+    let mut th = base;
+    for a in assignments {
+        th.set_assignment(a)
+            .map_err(|e| anyhow!("--threshold {a}: {e}"))?;
+    }
+    Ok(th)
+}
+
+/// Where a recording goes. The file is created at the first interval, so
+/// its header can name the interfaces and drivers actually observed.
+pub struct RecordTarget {
+    pub path: PathBuf,
+    pub rotate: RotateOptions,
+}
+
+impl RecordTarget {
+    pub fn new(path: PathBuf, rotate: &RotateArgs) -> Self {
+        RecordTarget {
+            path,
+            rotate: RotateOptions {
+                max_bytes: rotate.rotate_size,
+                max_age: rotate.rotate_time,
+                keep: rotate.keep,
+            },
+        }
+    }
+}
+
+struct Recorder {
+    target: RecordTarget,
+    interval: Duration,
+    thresholds: serde_json::Value,
+    writer: Option<TraceWriter>,
+}
+
+impl Recorder {
+    fn write(&mut self, snap: &Snapshot) -> Result<()> {
+        if self.writer.is_none() {
+            let interfaces = snap
+                .interfaces
+                .iter()
+                .map(|i| InterfaceInfo {
+                    name: i.name.clone(),
+                    driver: i.driver.clone(),
+                })
+                .collect();
+            let header = TraceHeader::for_this_host(
+                interfaces,
+                self.interval.as_nanos() as u64,
+                self.thresholds.clone(),
+            );
+            self.writer = Some(TraceWriter::create(
+                &self.target.path,
+                header,
+                self.target.rotate.clone(),
+            )?);
+        }
+        let writer = self.writer.as_mut().expect("created above");
+        writer.write(snap).with_context(|| {
+            format!(
+                "recording stopped, and with it observing; the {} intervals already written are intact",
+                writer.intervals()
+            )
+        })
+    }
+
+    /// Closes the file with its end record; returns the intervals written.
+    fn finish(self) -> Result<u64> {
+        match self.writer {
+            Some(w) => {
+                let n = w.intervals();
+                w.finish()?;
+                Ok(n)
+            }
+            None => Ok(0),
+        }
+    }
+}
+
+/// Analysis plus every sink of one run.
+pub struct Pipeline {
+    thresholds: Thresholds,
+    history: VecDeque<Snapshot>,
+    view: Box<dyn View>,
+    recorder: Option<Recorder>,
+    metrics: Option<MetricsServer>,
+}
+
+impl Pipeline {
+    pub fn new(thresholds: Thresholds, view: Box<dyn View>) -> Self {
+        Pipeline {
+            thresholds,
+            history: VecDeque::with_capacity(HISTORY + 1),
+            view,
+            recorder: None,
+            metrics: None,
+        }
+    }
+
+    pub fn record_to(&mut self, target: RecordTarget, interval: Duration) -> Result<()> {
+        let thresholds =
+            serde_json::to_value(&self.thresholds).context("encoding the thresholds")?;
+        self.recorder = Some(Recorder {
+            target,
+            interval,
+            thresholds,
+            writer: None,
+        });
+        Ok(())
+    }
+
+    pub fn serve_metrics(&mut self, server: MetricsServer) {
+        self.metrics = Some(server);
+    }
+
+    /// Judges `snap` against the history and hands both to every sink.
+    pub fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
+        let analysis: IntervalAnalysis =
+            analyze(self.history.make_contiguous(), &snap, &self.thresholds);
+        // The recording first: it is what survives the incident.
+        if let Some(r) = &mut self.recorder {
+            r.write(&snap)?;
+        }
+        if let Some(m) = &self.metrics {
+            m.update(&snap, &analysis);
+        }
+        let control = self.view.show(&snap, &analysis, source)?;
+        self.history.push_back(snap);
+        if self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        Ok(control)
+    }
+
+    pub fn wait(&mut self, deadline: Instant) -> Result<Control> {
+        self.view.wait(deadline)
+    }
+
+    /// Restores the view, then closes the recording; `outcome` is the
+    /// loop's result, kept in front of any error from closing.
+    pub fn finish(mut self, outcome: Result<()>) -> Result<Option<(PathBuf, u64)>> {
+        let view_done = self.view.finish();
+        let recorded = match self.recorder.take() {
+            Some(r) => {
+                let path = r.target.path.clone();
+                r.finish().map(|n| Some((path, n)))
+            }
+            None => Ok(None),
+        };
+        outcome?;
+        view_done?;
+        recorded
+    }
+}
+
+/// Observes live until the duration ends, the view quits or a signal.
+pub fn run_live(
+    observe: &ObserveArgs,
+    view: Box<dyn View>,
+    record: Option<RecordTarget>,
+) -> Result<Option<(PathBuf, u64)>> {
+    let thresholds = thresholds_over(Thresholds::default(), &observe.thresholds)?;
+    signals::install();
+    let metrics = match observe.metrics {
+        Some(addr) => Some(MetricsServer::start(addr, observe.metrics_flows)?),
+        None => None,
+    };
+    let mut collector = Collector::start(CollectorConfig {
+        all_netns: observe.all_netns,
+        interfaces: observe.interfaces.clone(),
+        events: !observe.no_events,
+        counter_files: observe.counters.clone(),
+        host_queue: !observe.no_host_queue,
+    })?;
+    let mut pipeline = Pipeline::new(thresholds, view);
+    if let Some(target) = record {
+        pipeline.record_to(target, observe.interval)?;
+    }
+    if let Some(m) = metrics {
+        pipeline.serve_metrics(m);
+    }
+    let outcome = live_loop(observe, &mut collector, &mut pipeline);
+    pipeline.finish(outcome)
+}
+
+fn live_loop(
+    observe: &ObserveArgs,
+    collector: &mut Collector,
+    pipeline: &mut Pipeline,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut next = Instant::now() + observe.interval;
+    loop {
+        if pipeline.wait(next)? == Control::Quit {
+            return Ok(());
+        }
+        next += observe.interval;
+        let snap = collector.collect()?;
+        if pipeline.process(snap, "live")? == Control::Quit {
+            return Ok(());
+        }
+        if observe.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `throttlescope replay`: a recording through the same view as `watch`, at
+//! the recorded pace, faster, or as fast as possible.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::analysis::Thresholds;
+use crate::cli::ReplayArgs;
+use crate::pipeline::{thresholds_over, Pipeline};
+use crate::record::{self, TraceReader};
+use crate::signals;
+use crate::sinks::view::{self, Control};
+
+/// The thresholds a recording was judged with live (its header), or the
+/// defaults with a warning when the header holds none it can use.
+pub fn recorded_thresholds(
+    header: &record::TraceHeader,
+    name: &str,
+) -> (Thresholds, Option<String>) {
+    if header.thresholds.is_null() {
+        return (
+            Thresholds::default(),
+            Some(format!(
+                "{name}: no thresholds recorded (format 1.0); judging with the defaults"
+            )),
+        );
+    }
+    match serde_json::from_value(header.thresholds.clone()) {
+        Ok(th) => (th, None),
+        Err(e) => (
+            Thresholds::default(),
+            Some(format!(
+                "{name}: recorded thresholds unreadable ({e}); judging with the defaults"
+            )),
+        ),
+    }
+}
+
+/// Opens every file and orders them as one recording: by start, then
+/// segment.
+pub fn open_in_order(paths: &[std::path::PathBuf]) -> Result<Vec<TraceReader>> {
+    let mut readers = paths
+        .iter()
+        .map(|p| record::open(p))
+        .collect::<Result<Vec<_>>>()?;
+    readers.sort_by_key(|r| {
+        let h = r.header();
+        (h.start_unix_ms, h.start_mono_ns, h.segment)
+    });
+    Ok(readers)
+}
+
+pub fn run(args: &ReplayArgs) -> Result<()> {
+    let readers = open_in_order(&args.files)?;
+    let first = &readers[0];
+    let (base, warning) = recorded_thresholds(first.header(), first.name());
+    let thresholds = thresholds_over(base, &args.thresholds)?;
+    let start_mono = first.header().start_mono_ns;
+    let mut warnings: Vec<String> = warning.into_iter().collect();
+    signals::install();
+    let mut pipeline = Pipeline::new(thresholds, view::choose(&args.view)?);
+    let mut shown = 0u64;
+    let outcome = (|| -> Result<()> {
+        let mut prev_mono: Option<u64> = None;
+        for mut reader in readers {
+            let name = reader.name().to_string();
+            for item in reader.by_ref() {
+                let snap = match item {
+                    Ok(s) => s,
+                    Err(problem) => {
+                        warnings.push(problem.to_string());
+                        continue;
+                    }
+                };
+                if !args.as_fast_as_possible {
+                    if let Some(p) = prev_mono {
+                        let gap = snap.mono_ns.saturating_sub(p) as f64 / args.speed;
+                        // A gap over a minute is a pause in the recording, not
+                        // something to sit through.
+                        let gap = Duration::from_nanos(gap.min(60e9) as u64);
+                        if pipeline.wait(Instant::now() + gap)? == Control::Quit {
+                            return Ok(());
+                        }
+                    }
+                } else if signals::stop_requested() {
+                    return Ok(());
+                }
+                prev_mono = Some(snap.mono_ns);
+                let offset = snap.mono_ns.saturating_sub(start_mono) / 1_000_000_000;
+                let source = format!(
+                    "replay {name} +{:02}:{:02}:{:02} seq {}",
+                    offset / 3600,
+                    offset / 60 % 60,
+                    offset % 60,
+                    snap.seq
+                );
+                shown += 1;
+                if pipeline.process(snap, &source)? == Control::Quit {
+                    return Ok(());
+                }
+            }
+            warnings.extend(reader.closing_warnings());
+        }
+        Ok(())
+    })();
+    pipeline.finish(outcome)?;
+    for w in &warnings {
+        eprintln!("throttlescope: warning: {w}");
+    }
+    if shown == 0 {
+        bail!(
+            "no complete interval in {}",
+            args.files
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}

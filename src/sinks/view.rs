@@ -1,0 +1,129 @@
+//! How an interval reaches the person watching: the [`View`] trait and the
+//! two line-oriented views. `watch` and `replay` drive the same views, so a
+//! recording replays exactly as it was seen live.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::analysis::IntervalAnalysis;
+use crate::cli::ViewArgs;
+use crate::signals;
+use crate::sinks::table;
+use crate::snapshot::Snapshot;
+
+/// What the view wants next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Continue,
+    /// The user quit (key, Ctrl-C, closed pipe): stop observing cleanly.
+    Quit,
+}
+
+/// A sink that shows intervals and owns the wait between them (so a
+/// full-screen view can react to keys while nothing new arrives).
+pub trait View {
+    /// Shows one interval; `source` says where it came from (`live`, or the
+    /// recording and its time for a replay).
+    fn show(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        source: &str,
+    ) -> Result<Control>;
+
+    /// Waits until `deadline` (or a stop request).
+    fn wait(&mut self, deadline: Instant) -> Result<Control> {
+        let stop = signals::sleep_or_stop(deadline.saturating_duration_since(Instant::now()));
+        Ok(if stop {
+            Control::Quit
+        } else {
+            Control::Continue
+        })
+    }
+
+    /// Restores whatever the view changed (the terminal); called once, also
+    /// after an error, before any message is printed.
+    fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One line of `--json`: the snapshot's fields, plus its analysis. A
+/// reader that only knows [`Snapshot`] can still parse it.
+#[derive(Debug, Serialize)]
+pub struct WatchLine<'a> {
+    #[serde(flatten)]
+    pub snapshot: &'a Snapshot,
+    pub analysis: &'a IntervalAnalysis,
+}
+
+/// `--json`: one object per interval on stdout.
+pub struct JsonView;
+
+/// Plain tables on stdout: `--plain`, or stdout is not a terminal.
+pub struct PlainView {
+    pub top: usize,
+}
+
+/// Nothing per interval (`record`): the loop still runs the other sinks.
+pub struct SilentView;
+
+fn write_stdout(bytes: &[u8]) -> Result<Control> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Ok(()) => Ok(Control::Continue),
+        // A closed pipe (`| head`) is a normal way to stop.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Control::Quit),
+        Err(e) => Err(e).context("writing to stdout"),
+    }
+}
+
+impl View for JsonView {
+    fn show(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis, _: &str) -> Result<Control> {
+        let line = WatchLine {
+            snapshot: snap,
+            analysis,
+        };
+        let mut bytes = serde_json::to_vec(&line).context("encoding the interval as JSON")?;
+        bytes.push(b'\n');
+        write_stdout(&bytes)
+    }
+}
+
+impl View for PlainView {
+    fn show(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        source: &str,
+    ) -> Result<Control> {
+        let mut text = String::new();
+        if source != "live" {
+            text.push_str(&format!("[{source}]\n"));
+        }
+        text.push_str(&table::render(snap, Some(analysis), self.top));
+        write_stdout(text.as_bytes())
+    }
+}
+
+impl View for SilentView {
+    fn show(&mut self, _: &Snapshot, _: &IntervalAnalysis, _: &str) -> Result<Control> {
+        Ok(Control::Continue)
+    }
+}
+
+/// The view `args` ask for: JSON, plain tables, or the full-screen view
+/// when stdout is a terminal.
+pub fn choose(args: &ViewArgs) -> Result<Box<dyn View>> {
+    if args.json {
+        return Ok(Box::new(JsonView));
+    }
+    if args.plain || !std::io::stdout().is_terminal() {
+        return Ok(Box::new(PlainView { top: args.top }));
+    }
+    Ok(Box::new(crate::sinks::tui::TuiView::new()?))
+}
