@@ -1,0 +1,212 @@
+//! What a report holds: plain data with serde, built from snapshots by
+//! [`super::build`] and rendered by the text, JSON and HTML sinks. `--json`
+//! prints exactly this structure.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
+use crate::record::InterfaceInfo;
+use crate::snapshot::Owner;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The files read, as given.
+    pub files: Vec<String>,
+    pub recording: RecordingInfo,
+    /// The thresholds judged with, and the names that differ from what the
+    /// recording was judged with live (`--threshold`).
+    pub thresholds: Thresholds,
+    pub thresholds_changed: Vec<String>,
+    pub filters: Filters,
+    pub span: Span,
+    /// Every episode (consecutive intervals with one verdict on one
+    /// interface), in start order, idle ones included.
+    pub episodes: Vec<EpisodeReport>,
+    pub interfaces: Vec<InterfaceSummary>,
+    /// Flows ranked by total backoff (the top `--top`).
+    pub flows: Vec<FlowSummary>,
+    pub health: HealthSummary,
+    /// One point per interval, for charts.
+    pub series: Vec<IntervalPoint>,
+    /// RTT inflation over time for the top flows (up to 5).
+    pub flow_series: Vec<FlowSeries>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordingInfo {
+    pub host: String,
+    pub kernel: String,
+    pub tool_version: String,
+    /// Trace format version of the first file (`1.1`).
+    pub format_version: String,
+    pub interfaces: Vec<InterfaceInfo>,
+    pub interval_ns: u64,
+    pub start_unix_ms: u64,
+    /// Segment files read (rotation).
+    pub segments: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Filters {
+    pub flows: Vec<String>,
+    pub interfaces: Vec<String>,
+    /// Resolved bounds, wall clock ms since the epoch.
+    pub since_unix_ms: Option<u64>,
+    pub until_unix_ms: Option<u64>,
+}
+
+/// The intervals the report covers (after filters).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Span {
+    pub intervals: u64,
+    pub first_seq: Option<u64>,
+    pub last_seq: Option<u64>,
+    pub start_unix_ms: Option<u64>,
+    pub end_unix_ms: Option<u64>,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeReport {
+    #[serde(flatten)]
+    pub episode: Episode,
+    /// Seconds from the recording's start to the episode's start and end.
+    pub start_offset_secs: f64,
+    pub end_offset_secs: f64,
+    /// The evidence of the episode's peak interval.
+    pub evidence: Vec<Evidence>,
+    /// Enforcement episodes only: the burst before it.
+    pub enforcement: Option<EnforcementSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnforcementSummary {
+    /// Mean throughput just before enforcement (the burst ceiling) and
+    /// during it (the baseline), in the enforced direction, bits/s.
+    pub burst_ceiling_bps: Option<f64>,
+    pub baseline_bps: Option<f64>,
+    /// How long the non-idle run before the episode lasted: the burst.
+    pub burst_secs: f64,
+    /// `out` (bw_out, tx) or `in` (bw_in, rx) or `both` (pps, conntrack).
+    pub direction: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceSummary {
+    pub name: String,
+    pub driver: Option<String>,
+    /// Intervals per verdict.
+    pub verdicts: BTreeMap<Verdict, u64>,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    pub mean_tx_bps: f64,
+    pub peak_tx_bps: f64,
+    pub mean_rx_bps: f64,
+    pub peak_rx_bps: f64,
+    pub tx_wire_packets: u64,
+    pub rx_wire_packets: u64,
+    /// Whether allowance counters were available in any interval.
+    pub allowance_available: bool,
+    /// Allowance exceeded, summed over the span, and as % of the wire
+    /// packets of the span (overall) and the worst interval (peak).
+    pub allowance: BTreeMap<String, AllowanceSummary>,
+    /// Retransmitted segments as % of segments sent, overall and peak.
+    pub retrans_segs: u64,
+    pub segs_out: u64,
+    pub retrans_pct: Option<f64>,
+    pub peak_retrans_pct: Option<f64>,
+    /// Local queuing: the largest qdisc backlog seen, and host drops.
+    pub peak_backlog_bytes: u64,
+    pub host_drops: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AllowanceSummary {
+    pub exceeded: u64,
+    pub pct: Option<f64>,
+    pub peak_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSummary {
+    pub rank: usize,
+    pub flow_id: u64,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
+    pub owner: Option<Owner>,
+    pub intervals: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub retransmits: u64,
+    pub failed_retransmits: u64,
+    pub cwnd_reductions: u64,
+    pub recovery_loss_ms: f64,
+    pub mean_rtt_inflation: Option<f64>,
+    pub peak_rtt_inflation: Option<f64>,
+    pub min_rtt_us: u32,
+    /// Sum over the intervals of the per-interval backoff score (0..100):
+    /// what ranks the flows.
+    pub backoff_total: f64,
+    pub peak_backoff: f64,
+    /// Intervals whose backoff score was above 0.
+    pub backoff_intervals: u64,
+    pub closed: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HealthSummary {
+    /// Per BPF program: events and runs the kernel skipped, over the span.
+    pub programs: BTreeMap<String, ProgramSummary>,
+    pub ringbuf_drops: u64,
+    pub untracked_flows: u64,
+    pub counter_read_failures: u64,
+    pub host_queue_untracked: u64,
+    /// Allowance counter resets, zeroed reads and failed reads, per interface.
+    pub allowance_resets: BTreeMap<String, u64>,
+    pub allowance_zeroed_reads: BTreeMap<String, u64>,
+    pub allowance_read_failures: BTreeMap<String, u64>,
+    /// Episodes the tracker forgot (more than it keeps).
+    pub episodes_forgotten: u64,
+    /// Reader warnings: skipped lines, cut tails, missing segments/intervals.
+    pub read_warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProgramSummary {
+    pub events: u64,
+    pub missed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    pub seq: u64,
+    /// Seconds since the recording's start.
+    pub t_secs: f64,
+    pub interfaces: Vec<InterfacePoint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InterfacePoint {
+    pub iface: String,
+    pub verdict: Verdict,
+    pub tx_bps: f64,
+    pub rx_bps: f64,
+    pub bw_out_pct: Option<f64>,
+    pub bw_in_pct: Option<f64>,
+    pub pps_pct: Option<f64>,
+    pub conntrack_pct: Option<f64>,
+    pub retrans_pct: Option<f64>,
+    pub backlog_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowSeries {
+    pub flow_id: u64,
+    /// `peer` and owner, for the legend.
+    pub label: String,
+    /// (seconds since start, srtt/min_rtt) for intervals where it is known.
+    pub points: Vec<(f64, f64)>,
+}
