@@ -88,7 +88,25 @@ impl AsRef<[u8]> for SharedBody {
     }
 }
 
+/// Request line and headers past this many bytes get 431: a scrape needs a
+/// few hundred. (tiny_http has read them by then; this keeps the answer
+/// honest, not the memory bounded: see docs/metrics.md, Security.)
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+
+fn header_bytes(rq: &Request) -> usize {
+    rq.url().len()
+        + rq.headers()
+            .iter()
+            .map(|h| h.field.as_str().as_str().len() + h.value.as_str().len() + 4)
+            .sum::<usize>()
+}
+
 fn answer(rq: Request, published: &Published) {
+    if header_bytes(&rq) > MAX_HEADER_BYTES {
+        let body = format!("request headers over {MAX_HEADER_BYTES} bytes\n");
+        let _ = rq.respond(Response::from_string(body).with_status_code(431));
+        return;
+    }
     let accept = rq
         .headers()
         .iter()
