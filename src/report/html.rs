@@ -90,7 +90,8 @@ fn css() -> String {
          h3{font-size:15px;margin:4px 0}\n\
          table{border-collapse:collapse;margin:8px 0}\n\
          th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}\n\
-         td.num{text-align:right;font-variant-numeric:tabular-nums}\n\
+         td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n\
+         table.interfaces td{text-align:left;white-space:normal}\n\
          th{background:#f3f4f6}\n\
          .chart-figure{margin:16px 0}\n\
          svg.chart{display:block;background:#fff}\n\
@@ -144,15 +145,15 @@ fn summary(out: &mut String, report: &Report) {
         .collect();
     let _ = writeln!(
         out,
-        "<p class=\"summary\">{} intervals, {} ({} on {} interface(s)). {} episode(s) where \
-         something held the network back; {} flow(s) ranked.</p>",
+        "<p class=\"summary\">{} intervals over {} from {}, {} interface(s): {} episode(s) \
+         where something held the network back; {} flow(s) ranked.</p>",
         report.span.intervals,
         format::secs(report.span.seconds),
         report
             .span
             .start_unix_ms
             .map(format::utc)
-            .unwrap_or_else(|| "no start time".to_string()),
+            .unwrap_or_else(|| "an unknown start".to_string()),
         report.interfaces.len(),
         banded.len(),
         report.flows.len()
@@ -332,6 +333,7 @@ fn charts(out: &mut String, report: &Report) {
             id: "throughput",
             title: "Throughput",
             unit: Unit::BitsPerSec,
+            y_title: "bit/s",
             series: throughput,
             bands: &bands,
             x_range,
@@ -342,6 +344,7 @@ fn charts(out: &mut String, report: &Report) {
             id: "allowance",
             title: "Allowance exceeded (normalised)",
             unit: Unit::Percent,
+            y_title: "% of wire packets",
             series: allowance,
             bands: &bands,
             x_range,
@@ -352,6 +355,7 @@ fn charts(out: &mut String, report: &Report) {
             id: "retransmits",
             title: "Retransmit rate",
             unit: Unit::Percent,
+            y_title: "% of segments sent",
             series: per_interface(report, &names, "", |p| p.retrans_pct),
             bands: &bands,
             x_range,
@@ -362,6 +366,7 @@ fn charts(out: &mut String, report: &Report) {
             id: "rtt-inflation",
             title: "RTT inflation of the top flows",
             unit: Unit::Ratio,
+            y_title: "srtt / min_rtt",
             series: flow_series(report),
             bands: &bands,
             x_range,
@@ -372,6 +377,7 @@ fn charts(out: &mut String, report: &Report) {
             id: "backlog",
             title: "Local backlog",
             unit: Unit::Bytes,
+            y_title: "bytes queued",
             series: per_interface(report, &names, "", |p| p.backlog_bytes.map(|b| b as f64)),
             bands: &bands,
             x_range,

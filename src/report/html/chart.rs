@@ -38,15 +38,6 @@ impl Unit {
             Unit::Bytes => format::si(value, "B"),
         }
     }
-
-    fn axis_title(self) -> &'static str {
-        match self {
-            Unit::BitsPerSec => "bit/s",
-            Unit::Percent => "% of wire packets",
-            Unit::Ratio => "srtt / min_rtt",
-            Unit::Bytes => "bytes",
-        }
-    }
 }
 
 pub struct Series {
@@ -69,6 +60,8 @@ pub struct Chart<'a> {
     pub id: &'static str,
     pub title: &'static str,
     pub unit: Unit,
+    /// The y axis title: what the unit is of.
+    pub y_title: &'static str,
     pub series: Vec<Series>,
     pub bands: &'a [Band],
     /// Time axis range, shared by all charts so they line up.
@@ -177,7 +170,7 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         "<text class=\"axis-title\" transform=\"translate(14 {cy:.1}) rotate(-90)\" \
          text-anchor=\"middle\">{t}</text>",
         cy = TOP + plot_h / 2.0,
-        t = Esc(chart.unit.axis_title())
+        t = Esc(chart.y_title)
     );
     out.push_str("</g>\n<g class=\"axis x-axis\">\n");
     let baseline = TOP + plot_h;
