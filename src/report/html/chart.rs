@@ -349,7 +349,13 @@ fn nice_step(span: f64, count: f64) -> f64 {
 
 /// Y ticks and the rounded range they cover.
 fn y_axis(lo: f64, hi: f64) -> (Vec<f64>, f64, f64) {
-    let (lo, hi) = widen((lo, hi));
+    // A flat series (all zero backlog, say) gets a range above it, not one
+    // centred on it: no negative bytes on the axis.
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() && hi - lo < 1e-12 {
+        (lo, lo + lo.abs().max(1.0))
+    } else {
+        widen((lo, hi))
+    };
     let step = nice_step(hi - lo, 5.0);
     let y0 = (lo / step).floor() * step;
     let y1 = (hi / step).ceil() * step;
@@ -422,6 +428,8 @@ mod tests {
         assert_eq!(y0, 0.0);
         assert_eq!(y1, 1e9);
         assert_eq!(ticks.len(), 6);
+        let (_, y0, y1) = y_axis(0.0, 0.0);
+        assert_eq!((y0, y1), (0.0, 1.0), "flat zero series");
         assert_eq!(x_ticks(0.0, 300.0).first(), Some(&0.0));
         assert_eq!(x_ticks(0.0, 300.0).last(), Some(&300.0));
         assert_eq!(x_ticks(0.0, 300.0).len(), 7, "steps of 50 s");

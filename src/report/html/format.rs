@@ -28,6 +28,19 @@ pub fn opt_bps(value: Option<f64>) -> String {
     value.map(bps).unwrap_or_else(|| "–".to_string())
 }
 
+/// A count with thousands separated: `90,000,000`.
+pub fn count(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub fn pct(value: f64) -> String {
     if !value.is_finite() {
         return "–".to_string();
@@ -121,6 +134,9 @@ mod tests {
         assert_eq!(ratio(1.5), "1.5×");
         assert_eq!(opt_pct(None), "–");
         assert_eq!(bps(f64::NAN), "–");
+        assert_eq!(count(90_000_000), "90,000,000");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
     }
 
     #[test]

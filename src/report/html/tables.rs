@@ -128,7 +128,11 @@ pub fn interfaces(out: &mut String, report: &Report) {
         )
     });
     row(out, "wire packets tx / rx", &|i| {
-        format!("{} / {}", ifs[i].tx_wire_packets, ifs[i].rx_wire_packets)
+        format!(
+            "{} / {}",
+            format::count(ifs[i].tx_wire_packets),
+            format::count(ifs[i].rx_wire_packets)
+        )
     });
     row(out, "allowance counters", &|i| {
         if !ifs[i].allowance_available {
@@ -141,7 +145,7 @@ pub fn interfaces(out: &mut String, report: &Report) {
                 format!(
                     "{}: {} exceeded, {} overall, peak {}",
                     Esc(name),
-                    a.exceeded,
+                    format::count(a.exceeded),
                     format::opt_pct(a.pct),
                     format::opt_pct(a.peak_pct)
                 )
@@ -152,8 +156,8 @@ pub fn interfaces(out: &mut String, report: &Report) {
     row(out, "retransmitted / sent segments", &|i| {
         format!(
             "{} / {} ({} overall, peak {})",
-            ifs[i].retrans_segs,
-            ifs[i].segs_out,
+            format::count(ifs[i].retrans_segs),
+            format::count(ifs[i].segs_out),
             format::opt_pct(ifs[i].retrans_pct),
             format::opt_pct(ifs[i].peak_retrans_pct)
         )
