@@ -1,6 +1,7 @@
 //! `throttlescope report`. PLACEHOLDER until the report lands: the model
 //! (model.rs) is the contract between the builder and the renderers.
 
+pub mod html;
 pub mod model;
 
 use std::process::ExitCode;
