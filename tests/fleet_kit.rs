@@ -449,6 +449,29 @@ fn every_alert_has_a_firing_and_a_silent_test() {
     }
 }
 
+/// Every alert points at a runbook section that exists in docs/fleet.md.
+#[test]
+fn every_runbook_link_resolves() {
+    let rules = read(&fleet(RULES));
+    let doc_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet.md");
+    let doc = read(&doc_path);
+    let links = values_of(&rules, "runbook");
+    assert_eq!(
+        links.len(),
+        values_of(&rules, "alert").len(),
+        "an alert without a runbook"
+    );
+    for link in links {
+        let anchor = link
+            .strip_prefix("docs/fleet.md#")
+            .unwrap_or_else(|| panic!("runbook {link:?} is not in docs/fleet.md"));
+        assert!(
+            doc.contains(&format!("<a id=\"{anchor}\"></a>")),
+            "docs/fleet.md has no section {anchor:?}"
+        );
+    }
+}
+
 #[test]
 fn rules_use_only_exporter_metrics() {
     let rules = read(&fleet(RULES));
