@@ -125,7 +125,8 @@ impl Column {
             Column::Backoff => 8,
             Column::Peer => peer_width,
             Column::LocalPort => 5,
-            Column::Owner => 16,
+            // comm (15) / pid
+            Column::Owner => 22,
             Column::Tx => 10,
             Column::Rtt => 20,
             Column::Cwnd => 6,
@@ -145,17 +146,18 @@ pub fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
     u16::try_from(longest).unwrap_or(u16::MAX).clamp(15, 47)
 }
 
-/// The columns that fit in `width`, by priority, in display order.
+/// The most wanted columns that fit in `width`, in display order.
 pub fn columns_for(width: u16, peer_width: u16) -> Vec<Column> {
     let mut used: u16 = 0;
     let mut chosen = Vec::new();
     for c in Column::BY_PRIORITY {
         let gap = if chosen.is_empty() { 0 } else { COLUMN_SPACING };
         let need = used.saturating_add(gap).saturating_add(c.width(peer_width));
-        if need <= width {
-            used = need;
-            chosen.push(c);
+        if need > width {
+            break;
         }
+        used = need;
+        chosen.push(c);
     }
     Column::ALL
         .into_iter()
@@ -214,9 +216,12 @@ mod tests {
     #[test]
     fn columns_fit_the_width() {
         assert_eq!(columns_for(200, 21), Column::ALL.to_vec());
-        let total: u16 = Column::ALL.iter().map(|c| c.width(21)).sum::<u16>()
-            + COLUMN_SPACING * (Column::ALL.len() as u16 - 1);
-        assert!(total <= 120, "all columns fit 120: {total}");
+        // With peers as short as the lab's (10.77.1.1:47678), 120 is enough.
+        assert_eq!(columns_for(120, 15), Column::ALL.to_vec());
+        // Wider peers drop the least wanted columns first.
+        let cols = columns_for(120, 21);
+        assert!(!cols.contains(&Column::Rank) && !cols.contains(&Column::State));
+        assert!(cols.contains(&Column::Owner));
         assert_eq!(
             columns_for(60, 21),
             vec![Column::Peer, Column::LocalPort, Column::Tx, Column::Rtt]
