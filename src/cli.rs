@@ -34,6 +34,9 @@ pub struct Cli {
 pub enum Command {
     /// Observe live: a full-screen view on a terminal, plain tables or JSON
     /// lines otherwise; optionally record and serve Prometheus metrics.
+    ///
+    /// Keys in the full-screen view: q/Esc quit, p/space pause, s sort,
+    /// / filter by peer or process (Enter applies, Esc clears), ? help.
     Watch(WatchArgs),
     /// Observe and write every interval to a trace file (no live view).
     Record(RecordArgs),
