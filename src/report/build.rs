@@ -283,11 +283,13 @@ pub struct ReportBuilder {
     filters: ReportFilters,
     resolved: Filters,
     top: usize,
-    /// The current file's header and its start, in seconds after the
-    /// first recording's.
+    /// The current file's header.
     header: TraceHeader,
-    recording_offset_secs: f64,
-    first_start_mono_ns: u64,
+    /// Where the current recording's time starts (unix ms, monotonic ns),
+    /// and where the report's starts (unix ms, monotonic ns of the first
+    /// recording): set by the first interval, see [`Self::set_origin`].
+    recording_origin: Option<(u64, u64)>,
+    report_origin: Option<(u64, u64)>,
     /// Snapshots seen since the current recording started.
     seen_in_recording: u64,
     history: VecDeque<Snapshot>,
@@ -372,8 +374,8 @@ impl ReportBuilder {
             resolved,
             top,
             header: first.clone(),
-            recording_offset_secs: 0.0,
-            first_start_mono_ns: first.start_mono_ns,
+            recording_origin: None,
+            report_origin: None,
             seen_in_recording: 0,
             history: VecDeque::with_capacity(HISTORY + 1),
             extras: HashMap::new(),
@@ -398,8 +400,7 @@ impl ReportBuilder {
             self.history.clear();
             self.health.all_mut().for_each(Cumulative::restart);
             self.seen_in_recording = 0;
-            self.recording_offset_secs =
-                (header.start_unix_ms as f64 - self.recording.start_unix_ms as f64) / 1e3;
+            self.recording_origin = None;
         }
         self.header = header.clone();
     }
@@ -409,10 +410,37 @@ impl ReportBuilder {
         self.warnings.push(warning);
     }
 
-    /// Seconds from the first recording's start to the end of `snap`.
+    /// Where time starts: the header's start or, when that is later (the
+    /// recorder writes its header once the first interval is in), the
+    /// start of the first interval. `--since`/`--until` are resolved
+    /// against the report's origin.
+    fn set_origin(&mut self, snap: &Snapshot) {
+        if self.recording_origin.is_some() {
+            return;
+        }
+        let snap_mono = snap.mono_ns.saturating_sub(snap.interval_ns);
+        let origin = if self.header.start_mono_ns <= snap_mono {
+            (self.header.start_unix_ms, self.header.start_mono_ns)
+        } else {
+            (
+                snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000),
+                snap_mono,
+            )
+        };
+        self.recording_origin = Some(origin);
+        if self.report_origin.is_none() {
+            self.report_origin = Some(origin);
+            self.recording.start_unix_ms = origin.0;
+            self.resolved.since_unix_ms = self.filters.since.map(|s| s.resolve(origin.0));
+            self.resolved.until_unix_ms = self.filters.until.map(|s| s.resolve(origin.0));
+        }
+    }
+
+    /// Seconds from the report's origin to the end of `snap`.
     fn t_secs(&self, snap: &Snapshot) -> f64 {
-        self.recording_offset_secs
-            + snap.mono_ns.saturating_sub(self.header.start_mono_ns) as f64 / 1e9
+        let (unix, mono) = self.recording_origin.unwrap_or_default();
+        let (first_unix, _) = self.report_origin.unwrap_or_default();
+        (unix as f64 - first_unix as f64) / 1e3 + snap.mono_ns.saturating_sub(mono) as f64 / 1e9
     }
 
     /// An interval counts when its middle lies within --since/--until.
@@ -423,6 +451,7 @@ impl ReportBuilder {
     }
 
     pub fn push(&mut self, snap: &Snapshot) {
+        self.set_origin(snap);
         let mut analysis = analyze(self.history.make_contiguous(), snap, &self.thresholds);
         let in_span = self.in_span(snap);
         let start_ms = snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000);
@@ -664,7 +693,7 @@ impl ReportBuilder {
     }
 
     fn episodes(&self) -> Vec<EpisodeReport> {
-        let start_mono = self.first_start_mono_ns;
+        let start_mono = self.report_origin.map_or(0, |o| o.1);
         let mut out: Vec<EpisodeReport> = self
             .tracker
             .episodes()

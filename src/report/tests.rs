@@ -384,3 +384,34 @@ fn thresholds_rejudge_and_are_named() {
         .iter()
         .all(|e| !e.episode.verdict.is_enforcement()));
 }
+
+#[test]
+fn time_starts_at_the_first_interval_when_the_header_is_written_later() {
+    // The recorder writes its header once the first interval is in: its
+    // start is the end of seq 0.
+    let mut h = header();
+    h.start_mono_ns += 1_000_000_000;
+    h.start_unix_ms += 1000;
+    let filters = ReportFilters {
+        since: Some(TimeSpec::Offset(2_000)),
+        ..Default::default()
+    };
+    let mut b = ReportBuilder::new(
+        vec!["t.jsonl".into()],
+        std::slice::from_ref(&h),
+        &Thresholds::default(),
+        Thresholds::default(),
+        filters,
+        10,
+    )
+    .unwrap();
+    for s in burst_then_enforcement() {
+        b.push(&s);
+    }
+    let r = b.finish().unwrap();
+    assert_eq!(r.recording.start_unix_ms, START_MS);
+    assert_eq!(r.filters.since_unix_ms, Some(START_MS + 2_000));
+    assert_eq!(r.span.first_seq, Some(2));
+    assert_eq!(r.series[0].t_secs, 3.0);
+    assert_eq!(r.episodes[0].start_offset_secs, 2.0);
+}
