@@ -447,6 +447,7 @@ fn bad_options_are_clear_errors() {
         (vec!["--threshold", "nope=1"], "--threshold nope=1"),
         (vec!["--since", "1h"], "no interval between --since"),
         (vec!["--html", &html], "cannot write the report there"),
+        (vec!["--html", &name], "is one of the trace files"),
     ] {
         let mut all = args.clone();
         all.push(&name);

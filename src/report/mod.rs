@@ -93,6 +93,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     // Open the HTML output first: a path that cannot be written fails
     // before a long read, not after it.
     let html = match &args.html {
+        Some(path) if is_one_of(path, &args.files) => bail!(
+            "--html {}: is one of the trace files; it would be overwritten",
+            path.display()
+        ),
         Some(path) => Some((
             path,
             File::create(path).map_err(|e| {
@@ -135,6 +139,16 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e).context("writing the report to stdout"),
     }
+}
+
+/// True when `path` names the same existing file as one of `files`.
+fn is_one_of(path: &Path, files: &[std::path::PathBuf]) -> bool {
+    let Ok(target) = path.canonicalize() else {
+        return false;
+    };
+    files
+        .iter()
+        .any(|f| f.canonicalize().is_ok_and(|c| c == target))
 }
 
 /// Writes the HTML report to `path` (already created as `file`).
