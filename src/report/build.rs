@@ -410,9 +410,10 @@ impl ReportBuilder {
         self.warnings.push(warning);
     }
 
-    /// Where time starts: the header's start or, when that is later (the
-    /// recorder writes its header once the first interval is in), the
-    /// start of the first interval. `--since`/`--until` are resolved
+    /// Where time starts: the header's start or, when that is later (a
+    /// file whose header was written after its first interval began, as
+    /// recorders before the pipeline's fix did), the start of the first
+    /// interval. `--since`/`--until` are resolved
     /// against the report's origin.
     fn set_origin(&mut self, snap: &Snapshot) {
         if self.recording_origin.is_some() {
