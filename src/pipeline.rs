@@ -171,6 +171,11 @@ impl Pipeline {
         self.view.wait(deadline)
     }
 
+    /// The source has no more intervals: the view may hold its last screen.
+    pub fn end_of_input(&mut self) -> Result<()> {
+        self.view.end_of_input()
+    }
+
     /// Restores the view, then closes the recording; `outcome` is the
     /// loop's result, kept in front of any error from closing.
     pub fn finish(mut self, outcome: Result<()>) -> Result<Option<(PathBuf, u64)>> {

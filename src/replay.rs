@@ -62,6 +62,11 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
             }
             warnings.extend(reader.closing_warnings());
         }
+        // Played to the end (not quit): the full-screen view stays on the
+        // last interval until the person quits.
+        if shown > 0 {
+            pipeline.end_of_input()?;
+        }
         Ok(())
     })();
     pipeline.finish(outcome)?;

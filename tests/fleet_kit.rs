@@ -6,14 +6,18 @@
 //! Needs `promtool` (Debian package `prometheus`, installed by tools/setup). The unit
 //! checks need `systemd-analyze` and are skipped, saying so, without it.
 
+mod record_support;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Every metric the exporter publishes (src/sinks/metrics), as agreed with it. A
-/// dashboard query or a rule naming anything else would show nothing.
+/// Every metric the exporter publishes (src/sinks/metrics), in the Prometheus text
+/// format's names (counters with `_total`). A dashboard query or a rule naming
+/// anything else would show nothing. Held to the exporter's own output by
+/// `exporter_metrics_list_is_what_the_exporter_publishes`.
 const EXPORTER_METRICS: &[&str] = &[
     "node_ethtool_bw_in_allowance_exceeded",
     "node_ethtool_bw_out_allowance_exceeded",
@@ -46,6 +50,7 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_flow_cwnd",
     "throttlescope_flow_retransmits",
     "throttlescope_flow_tx_bytes_per_second",
+    "throttlescope_flow_label_collisions_total",
 ];
 
 /// Prometheus's own series, allowed besides the exporter's.
@@ -330,6 +335,127 @@ fn allowed_names(extra: &[String]) -> BTreeSet<String> {
         .map(|s| s.to_string())
         .chain(extra.iter().cloned())
         .collect()
+}
+
+// ------------------------------------------------------------------ the exporter itself
+
+/// The exporter's exposition (Prometheus text format, as promtool and the
+/// rules see it) after three intervals in which every family has a value:
+/// ENA counters all present, ranked flows, program health. Snapshots from
+/// tests/record_support, judged by the real analysis.
+fn populated_exposition() -> String {
+    use throttlescope::analysis::{analyze, Thresholds};
+    use throttlescope::sinks::metrics::{encode_state, to_prometheus_text, ExporterState};
+    use throttlescope::snapshot::{AllowanceCounters, AllowanceStatus};
+
+    let th = Thresholds::default();
+    let mut state = ExporterState::new(20);
+    let mut history = Vec::new();
+    for seq in 0..3u64 {
+        let mut snap = record_support::snapshot(seq, 3);
+        for iface in &mut snap.interfaces {
+            // Packets in the interval, so the rates have a denominator.
+            iface.delta = iface.totals;
+            iface.delta.tx_packets = 100;
+            iface.delta.rx_packets = 90;
+            if let AllowanceStatus::Read(a) = &mut iface.allowance {
+                // No read gap: the interval's allowance rates are data.
+                a.zeroed_reads = 0;
+                a.last_error = None;
+                let v = Some(seq * 10);
+                a.delta = AllowanceCounters {
+                    bw_in_allowance_exceeded: Some(10),
+                    bw_out_allowance_exceeded: Some(10),
+                    ..Default::default()
+                };
+                a.totals = AllowanceCounters {
+                    bw_in_allowance_exceeded: v,
+                    bw_out_allowance_exceeded: v,
+                    pps_allowance_exceeded: v,
+                    conntrack_allowance_exceeded: v,
+                    linklocal_allowance_exceeded: v,
+                    conntrack_allowance_available: v,
+                    ena_srd_mode: v,
+                    ena_srd_tx_pkts: v,
+                    ena_srd_eligible_tx_pkts: v,
+                    ena_srd_rx_pkts: v,
+                    ena_srd_resource_utilization: v,
+                };
+            }
+        }
+        let analysis = analyze(&history, &snap, &th);
+        assert!(
+            !analysis.flows.is_empty(),
+            "no ranked flow in interval {seq}"
+        );
+        state.apply(&snap, &analysis);
+        history.push(snap);
+    }
+    to_prometheus_text(&encode_state(state))
+}
+
+/// `# TYPE NAME TYPE` lines of a Prometheus text exposition: name -> type.
+fn exposition_families(text: &str) -> std::collections::BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|rest| {
+            let (name, ty) = rest.split_once(' ').expect("# TYPE line without a type");
+            (name.to_string(), ty.to_string())
+        })
+        .collect()
+}
+
+/// EXPORTER_METRICS is what the exporter actually publishes, no more, no
+/// less: the families of a populated exposition, in the Prometheus text
+/// format where a counter family carries its `_total` (the name the rules
+/// and the dashboard must use). Counters end in `_total` and nothing else
+/// does; every sample is named by its family; docs/metrics.md lists them.
+#[test]
+fn exporter_metrics_list_is_what_the_exporter_publishes() {
+    let text = populated_exposition();
+    let families = exposition_families(&text);
+    eprintln!("{} families: {families:?}", families.len());
+    let published: BTreeSet<String> = families.keys().cloned().collect();
+    let listed: BTreeSet<String> = EXPORTER_METRICS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        EXPORTER_METRICS.len(),
+        listed.len(),
+        "EXPORTER_METRICS has duplicates"
+    );
+    let unlisted: Vec<&String> = published.difference(&listed).collect();
+    let not_published: Vec<&String> = listed.difference(&published).collect();
+    assert!(
+        unlisted.is_empty() && not_published.is_empty(),
+        "published but not in EXPORTER_METRICS: {unlisted:?}; \
+         in EXPORTER_METRICS but not published: {not_published:?}"
+    );
+
+    for (name, ty) in &families {
+        assert_eq!(
+            ty == "counter",
+            name.ends_with("_total"),
+            "{name} is of type {ty}: only counters end in _total"
+        );
+    }
+    // node_exporter's names stay untyped and without the suffix.
+    for name in published.iter().filter(|n| n.starts_with("node_ethtool_")) {
+        assert_eq!(families[name], "untyped", "{name}");
+    }
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = line.split(['{', ' ']).next().unwrap();
+        assert!(
+            published.contains(name),
+            "sample {line:?} is not named by a family"
+        );
+    }
+
+    let docs = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"));
+    for name in &published {
+        assert!(
+            docs.contains(&format!("`{name}`")),
+            "docs/metrics.md does not list {name}"
+        );
+    }
 }
 
 // ------------------------------------------------------------------ Prometheus rules

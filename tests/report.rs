@@ -9,7 +9,7 @@ mod record_support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{run, Lab};
+use common::Lab;
 use record_support::{header, snapshot, TempDir};
 use serde_json::Value;
 use throttlescope::analysis::{EpisodeTracker, IntervalAnalysis, Thresholds};
@@ -52,19 +52,6 @@ fn live_lines(stdout: &[u8]) -> Vec<(Snapshot, IntervalAnalysis)> {
             )
         })
         .collect()
-}
-
-/// Runs `watch --json` in the lab's broker namespace (lab counters for
-/// b0) with `extra` arguments; returns its stdout.
-fn watch_in_broker(lab: &Lab, duration: &str, extra: &[&str]) -> Vec<u8> {
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
-    let out = run(Command::new("ip")
-        .args(["netns", "exec", &lab.broker()])
-        .arg(common::binary())
-        .args(["watch", "--json", "--duration", duration])
-        .args(["--counters", &format!("b0={counters}")])
-        .args(extra));
-    out.stdout
 }
 
 /// (iface, verdict, start_seq, end_seq) of every episode, sorted.
@@ -133,7 +120,7 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
     lab.tool(&["traffic", "--time", "10"]);
-    let rows = live_lines(&watch_in_broker(&lab, "9s", &[]));
+    let rows = live_lines(&lab.watch_json_in_broker("9s", &[]));
     assert!(rows.len() >= 6, "only {} intervals", rows.len());
     drop(lab);
 
@@ -227,7 +214,7 @@ fn report_episodes_are_the_live_episodes_of_burst_then_enforcement() {
     let dir = TempDir::new("report-rb");
     let path = dir.join("burst.jsonl");
     let name = path.display().to_string();
-    let rows = live_lines(&watch_in_broker(&lab, "23s", &["--record", &name]));
+    let rows = live_lines(&lab.watch_json_in_broker("23s", &["--record", &name]));
     drop(lab);
 
     let th = Thresholds::default();

@@ -4,7 +4,9 @@
 //! headless Chromium, which dumps the DOM it parsed and takes a screenshot.
 //! The DOM must hold every chart with its series and bands (and no element
 //! made from recording text); the screenshot must be a real picture with
-//! the band and series colours in it.
+//! the band and series colours in it. A second test does the same with the
+//! report of a real lab recording (burst then enforcement), made by the CLI,
+//! and holds the page to what the report's JSON says.
 //!
 //! Chromium is installed by tools/setup: when it is missing the test fails.
 //! `KEEP_REPORT_HTML=DIR` keeps the page and the screenshot in DIR.
@@ -18,6 +20,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod common;
+
+use common::Lab;
 use throttlescope::analysis::{Episode, Evidence, Thresholds, Verdict};
 use throttlescope::record::InterfaceInfo;
 use throttlescope::report::html;
@@ -150,6 +155,109 @@ fn chromium_renders_the_report() {
     check_screenshot(&png_path);
 }
 
+/// `report --html` of a real recording: burst then enforcement in the lab,
+/// recorded by `watch --record`, reported through the CLI (`--json` for
+/// what the page must show, `--html` for the page), opened by Chromium.
+/// Every chart has series with a point per interval or so, and one band
+/// per episode the JSON lists as holding the network back, enforcement
+/// among them; the screenshot shows the enforcement band's colour.
+#[test]
+fn chromium_renders_the_report_of_a_lab_recording() {
+    let lab = Lab::up("rh");
+    lab.tool(&["shape", "burst_then_enforce"]);
+    lab.tool(&["emulator", "start"]);
+    // As in tests/scenarios.rs: enforcement at the baseline ~15 s in.
+    lab.tool(&["traffic", "--time", "24", "--bitrate", "300M"]);
+    let dir = TempDir::new();
+    let trace = dir.0.join("burst.jsonl.zst");
+    lab.watch_json_in_broker("23s", &["--record", &trace.display().to_string()]);
+    drop(lab);
+
+    let page = dir.0.join("lab-report.html");
+    let out = common::run(
+        Command::new(common::binary())
+            .args(["report", "--json", "--html"])
+            .arg(&page)
+            .arg(&trace),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("report JSON");
+    let intervals = report["span"]["intervals"].as_u64().unwrap() as usize;
+    // (verdict, count) of the episodes drawn as bands.
+    let mut banded: BTreeMap<String, usize> = BTreeMap::new();
+    for e in report["episodes"].as_array().unwrap() {
+        let v = e["verdict"].as_str().unwrap();
+        if v != "idle" && v != "free_flow" {
+            *banded.entry(v.to_string()).or_default() += 1;
+        }
+    }
+    eprintln!("{intervals} intervals; banded episodes {banded:?}");
+    assert!(intervals >= 15, "only {intervals} intervals");
+    let enforcement: Vec<&String> = banded
+        .keys()
+        .filter(|v| {
+            matches!(
+                v.as_str(),
+                "hypervisor_queuing" | "hypervisor_drop" | "pps_limit"
+            )
+        })
+        .collect();
+    assert!(
+        !enforcement.is_empty(),
+        "no enforcement episode: {banded:?}"
+    );
+
+    let dom =
+        fs::read_to_string(chromium(&dir.0, "lab-dom", &page, &["--dump-dom".into()])).unwrap();
+    for id in CHARTS {
+        let svg = element(&dom, id);
+        let points: Vec<usize> = series_paths(svg).iter().map(|d| path_points(d)).collect();
+        eprintln!("{id}: series of {points:?} points");
+        let longest = points.iter().copied().max().unwrap_or(0);
+        assert!(
+            longest * 2 >= intervals,
+            "{id}: longest series {longest} points for {intervals} intervals"
+        );
+        for (verdict, n) in &banded {
+            assert_eq!(bands(svg, verdict), *n, "{id}: bands of {verdict}");
+        }
+        assert!(!svg.contains("band verdict-idle"), "{id}: idle drawn");
+        assert!(
+            !svg.contains("band verdict-free_flow"),
+            "{id}: free flow drawn"
+        );
+    }
+
+    let png_path = dir.0.join("lab-report.png");
+    chromium(
+        &dir.0,
+        "lab-screenshot",
+        &page,
+        &[
+            format!("--screenshot={}", png_path.display()),
+            "--window-size=1400,3000".to_string(),
+        ],
+    );
+    if let Some(keep) = std::env::var_os("KEEP_REPORT_HTML") {
+        let keep = PathBuf::from(keep);
+        fs::create_dir_all(&keep).unwrap();
+        fs::copy(&page, keep.join("lab-report.html")).unwrap();
+        fs::copy(&png_path, keep.join("lab-report.png")).unwrap();
+    }
+    let px = measure_screenshot(&png_path, (1400, 3000), verdict_colour(enforcement[0]));
+    assert!(px.non_white > 0.03, "screenshot nearly blank");
+    assert!(
+        px.first_series > 100,
+        "series line not drawn: {} pixels",
+        px.first_series
+    );
+    // Five bands at least a few intervals wide, each the plot's height.
+    assert!(
+        px.band > 5 * 1_000,
+        "enforcement band not drawn: {} pixels",
+        px.band
+    );
+}
+
 /// The svg element with `id` in the DOM dump, up to its end.
 fn element<'a>(dom: &'a str, id: &str) -> &'a str {
     let start = dom
@@ -158,6 +266,28 @@ fn element<'a>(dom: &'a str, id: &str) -> &'a str {
     let start = dom[..start].rfind('<').unwrap();
     let end = start + dom[start..].find("</svg>").expect("svg not closed");
     &dom[start..end]
+}
+
+/// The `d` of every series path in a chart's svg.
+fn series_paths(svg: &str) -> Vec<&str> {
+    svg.split("<path class=\"series")
+        .skip(1)
+        .map(|p| {
+            let d = &p[p.find(" d=\"").expect("series path without d") + 4..];
+            &d[..d.find('"').unwrap()]
+        })
+        .collect()
+}
+
+/// Points of a path: each starts with a move or a line command.
+fn path_points(d: &str) -> usize {
+    d.matches(['M', 'L']).count()
+}
+
+/// Bands of `verdict` in a chart's svg.
+fn bands(svg: &str, verdict: &str) -> usize {
+    svg.matches(&format!("<rect class=\"band verdict-{verdict}\""))
+        .count()
 }
 
 fn check_dom(dom: &str) {
@@ -174,22 +304,13 @@ fn check_dom(dom: &str) {
             "{id}: {}",
             &svg[..80]
         );
-        let paths: Vec<&str> = svg
-            .split("<path class=\"series")
-            .skip(1)
-            .map(|p| {
-                let d = &p[p.find(" d=\"").expect("series path without d") + 4..];
-                &d[..d.find('"').unwrap()]
-            })
-            .collect();
+        let paths = series_paths(svg);
         assert!(!paths.is_empty(), "{id}: no series path");
         for d in &paths {
-            let points = d.matches(['M', 'L']).count();
+            let points = path_points(d);
             assert!(points >= 100, "{id}: a series of only {points} points");
         }
-        let bands = svg
-            .matches("<rect class=\"band verdict-hypervisor_queuing\"")
-            .count();
+        let bands = bands(svg, "hypervisor_queuing");
         assert_eq!(bands, 1, "{id}: {bands} enforcement bands");
         assert!(!svg.contains("band verdict-idle"), "{id}: idle drawn");
         assert!(svg.contains("class=\"tick\""), "{id}: no ticks");
@@ -200,7 +321,20 @@ fn check_dom(dom: &str) {
     assert_eq!(dom.matches("<tr class=\"flow\">").count(), 3);
 }
 
-fn check_screenshot(path: &Path) {
+/// What a screenshot holds, counted over its pixels.
+struct Pixels {
+    /// Fraction of pixels that are not white.
+    non_white: f64,
+    distinct_colours: usize,
+    /// Pixels of a band's colour (drawn at 28% over white).
+    band: usize,
+    /// Pixels of the first series' colour, #1f5fa8, at full strength.
+    first_series: usize,
+}
+
+/// Decodes the PNG at `path`, checks it is `size`, and counts its pixels;
+/// `band_colour` is the band's verdict colour.
+fn measure_screenshot(path: &Path, size: (u32, u32), band_colour: [u8; 3]) -> Pixels {
     let file = File::open(path).unwrap_or_else(|e| panic!("no screenshot {path:?}: {e}"));
     let mut decoder = png::Decoder::new(BufReader::new(file));
     decoder.set_transformations(png::Transformations::normalize_to_color8());
@@ -209,7 +343,7 @@ fn check_screenshot(path: &Path) {
         .unwrap_or_else(|e| panic!("{path:?} is not a PNG: {e}"));
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
     let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!((info.width, info.height), (1400, 3000), "screenshot size");
+    assert_eq!((info.width, info.height), size, "screenshot size");
     let channels = match info.color_type {
         png::ColorType::Rgb => 3,
         png::ColorType::Rgba => 4,
@@ -224,35 +358,61 @@ fn check_screenshot(path: &Path) {
             .zip(c)
             .all(|(a, b)| (i32::from(*a) - i32::from(b)).abs() <= tolerance)
     };
-    let non_white = pixels.iter().filter(|p| !near(p, [255; 3], 3)).count();
-    let distinct: HashSet<[u8; 3]> = pixels.iter().copied().collect();
-    // The enforcement band: #f59e0b at 28% over white.
-    let band = pixels
-        .iter()
-        .filter(|p| near(p, [252, 228, 187], 6))
-        .count();
-    // The first series (eth0 tx), #1f5fa8, at full strength.
-    let series = pixels
-        .iter()
-        .filter(|p| near(p, [0x1f, 0x5f, 0xa8], 12))
-        .count();
-    let total = pixels.len() as f64;
+    // fill-opacity .28 over white.
+    let band_on_white = band_colour.map(|c| (f64::from(c) * 0.28 + 255.0 * 0.72).round() as u8);
+    let stats = Pixels {
+        non_white: pixels.iter().filter(|p| !near(p, [255; 3], 3)).count() as f64
+            / pixels.len() as f64,
+        distinct_colours: pixels.iter().copied().collect::<HashSet<_>>().len(),
+        band: pixels.iter().filter(|p| near(p, band_on_white, 6)).count(),
+        first_series: pixels
+            .iter()
+            .filter(|p| near(p, [0x1f, 0x5f, 0xa8], 12))
+            .count(),
+    };
     eprintln!(
-        "screenshot: {:.1}% not white, {} colours, {band} band pixels, {series} series pixels",
-        non_white as f64 / total * 100.0,
-        distinct.len()
+        "screenshot: {:.1}% not white, {} colours, {} band pixels, {} series pixels",
+        stats.non_white * 100.0,
+        stats.distinct_colours,
+        stats.band,
+        stats.first_series
+    );
+    stats
+}
+
+/// The colour of `verdict`'s bands, as the page styles them.
+fn verdict_colour(verdict: &str) -> [u8; 3] {
+    let (_, hex) = html::VERDICT_COLOURS
+        .iter()
+        .find(|(v, _)| v.as_str() == verdict)
+        .unwrap_or_else(|| panic!("no colour for verdict {verdict}"));
+    let byte = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+    [byte(1), byte(3), byte(5)]
+}
+
+fn check_screenshot(path: &Path) {
+    let px = measure_screenshot(path, (1400, 3000), verdict_colour("hypervisor_queuing"));
+    assert!(
+        px.non_white > 0.03,
+        "screenshot nearly blank: {:.2}% non-white",
+        px.non_white * 100.0
     );
     assert!(
-        non_white as f64 / total > 0.03,
-        "screenshot nearly blank: {non_white} non-white pixels"
+        px.distinct_colours > 50,
+        "only {} colours",
+        px.distinct_colours
     );
-    assert!(distinct.len() > 50, "only {} colours", distinct.len());
     // Five charts, each with a band 140 s wide of a 299 s axis.
     assert!(
-        band > 5 * 50_000,
-        "enforcement band not drawn: {band} pixels"
+        px.band > 5 * 50_000,
+        "enforcement band not drawn: {} pixels",
+        px.band
     );
-    assert!(series > 500, "series line not drawn: {series} pixels");
+    assert!(
+        px.first_series > 500,
+        "series line not drawn: {} pixels",
+        px.first_series
+    );
 }
 
 /// eth0 idles, bursts at 4.8 Gbit/s for 100 s, is shaped to 1.2 Gbit/s for

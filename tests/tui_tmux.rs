@@ -6,6 +6,8 @@
 //! window keeps it alive; `q` exits with status 0 and gives the terminal
 //! back (main screen, cursor shown, canonical mode and echo on).
 //!
+//! A replay in the view stays on its last interval until `q`.
+//!
 //! Without a terminal, `watch` prints plain lines instead.
 
 mod common;
@@ -321,6 +323,69 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
     // Not joined: the senders stop within `send_for`, and the lab's
     // namespaces go when `lab` drops.
     drop((heavy, light));
+}
+
+/// `replay` in the full-screen view: when the recording ends, the view
+/// stays on the last interval, says so in its title, still takes keys, and
+/// quits on `q` with status 0.
+#[test]
+fn replay_in_tmux_holds_the_last_interval_until_q() {
+    let tmux = Tmux::new();
+    let trace = tmux.dir.join("rec.jsonl");
+    {
+        let lab = Lab::up("trp");
+        run(Command::new("ip")
+            .args(["netns", "exec", &lab.broker()])
+            .arg(common::binary())
+            .args([
+                "record",
+                "--quiet",
+                "--interval",
+                "1s",
+                "--duration",
+                "3s",
+                "-o",
+            ])
+            .arg(&trace));
+    }
+    let last_seq = throttlescope::record::open(&trace)
+        .unwrap()
+        .map(|s| s.unwrap().seq)
+        .last()
+        .expect("intervals recorded");
+
+    let command = format!(
+        "{bin} replay {trace} --speed 4 2>{stderr}; s=$?; \
+         echo \"replay exited with status $s\"; read line; exit $s",
+        bin = common::binary().display(),
+        trace = trace.display(),
+        stderr = tmux.stderr_path().display(),
+    );
+    tmux.start(&command, 200, 40);
+    let screen = tmux.wait_for("the end-of-recording notice", 30, |s| {
+        s.contains("end of recording") && s.contains("q quits")
+    });
+    eprintln!("--- end of recording ---\n{screen}");
+    assert_eq!(interval_of(&screen), Some(last_seq), "{screen}");
+    assert!(!screen.contains("replay exited"), "{screen}");
+    assert_eq!(tmux.format("#{pane_dead} #{alternate_on}"), "0 1");
+
+    // Keys still work on the last screen.
+    tmux.keys(&["s"]);
+    tmux.wait_for("sorted, still at the end", 10, |s| {
+        s.contains("sort: tx rate") && s.contains("end of recording")
+    });
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("replay's exit status after q", 15, |s| {
+        s.contains("replay exited with status")
+    });
+    assert!(screen.contains("replay exited with status 0"), "{screen}");
+    assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "0 1");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the pane's process gone", 15, |_| {
+        tmux.dead_status().is_some()
+    });
+    assert_eq!(tmux.dead_status().as_deref(), Some("0"));
 }
 
 #[test]

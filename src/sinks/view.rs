@@ -44,6 +44,14 @@ pub trait View {
         })
     }
 
+    /// The source has no more intervals (a replay reached the end of its
+    /// recording; not called when the person quit first). A view that would
+    /// vanish with the program may hold its last screen until the person
+    /// is done; line-oriented views have nothing to hold.
+    fn end_of_input(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Restores whatever the view changed (the terminal); called once, also
     /// after an error, before any message is printed.
     fn finish(&mut self) -> Result<()> {

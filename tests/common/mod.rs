@@ -81,6 +81,20 @@ impl Lab {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Runs `throttlescope watch --json --duration DURATION` in the broker
+    /// namespace, with the lab's emulated counters for b0 and `extra`
+    /// arguments; returns its stdout (one JSON line per interval).
+    pub fn watch_json_in_broker(&self, duration: &str, extra: &[&str]) -> Vec<u8> {
+        let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", self.prefix);
+        let out = run(Command::new("ip")
+            .args(["netns", "exec", &self.broker()])
+            .arg(binary())
+            .args(["watch", "--json", "--duration", duration])
+            .args(["--counters", &format!("b0={counters}")])
+            .args(extra));
+        out.stdout
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;

@@ -29,6 +29,9 @@ use crate::snapshot::Snapshot;
 
 /// How often a wait looks at the stop flag (SIGTERM) between keys.
 const POLL_SLICE: Duration = Duration::from_millis(100);
+/// At the end of input the view waits for a quit; any deadline will do,
+/// the wait loops until then.
+const END_WAIT_SLICE: Duration = Duration::from_secs(3600);
 
 pub struct TuiView {
     terminal: Option<Term>,
@@ -38,6 +41,8 @@ pub struct TuiView {
     /// What the screen shows while paused.
     frozen: Option<Model>,
     new_while_paused: u64,
+    /// The source has no more intervals (the end of a replay).
+    ended: bool,
 }
 
 impl TuiView {
@@ -49,6 +54,7 @@ impl TuiView {
             live: Model::default(),
             frozen: None,
             new_while_paused: 0,
+            ended: false,
         };
         view.redraw()?;
         Ok(view)
@@ -62,6 +68,7 @@ impl TuiView {
             model: self.frozen.as_ref().unwrap_or(&self.live),
             ui: &self.ui,
             new_while_paused: self.new_while_paused,
+            ended: self.ended,
         };
         term.draw(|f| draw(f, &screen))
             .context("drawing the live view")?;
@@ -123,6 +130,16 @@ impl View for TuiView {
                 return Ok(Control::Continue);
             }
         }
+    }
+
+    /// Says so in the title and keeps the last screen (keys still sort,
+    /// filter and pause) until q, Esc, Ctrl-C or a stop signal: a replay
+    /// that closed at once would hide the interval it ended on.
+    fn end_of_input(&mut self) -> Result<()> {
+        self.ended = true;
+        self.redraw()?;
+        while self.wait(Instant::now() + END_WAIT_SLICE)? == Control::Continue {}
+        Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {

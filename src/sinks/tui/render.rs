@@ -48,6 +48,8 @@ pub struct Screen<'a> {
     pub ui: &'a UiState,
     /// Intervals that arrived since the display was paused.
     pub new_while_paused: u64,
+    /// No more intervals will come (the end of a replay).
+    pub ended: bool,
 }
 
 pub fn draw(frame: &mut Frame, screen: &Screen) {
@@ -94,12 +96,19 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
 }
 
 /// The title row, most urgent first (a narrow screen cuts the end): the
-/// pause, interfaces that did not fit, then where the data comes from and
-/// how the flows are chosen.
+/// end of a replay, the pause, interfaces that did not fit, then where the
+/// data comes from and how the flows are chosen.
 fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
     let ui = screen.ui;
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut spans = vec![Span::styled("throttlescope ", bold)];
+    if screen.ended {
+        spans.push(Span::styled(
+            format!(" {END_OF_RECORDING} "),
+            Style::new().fg(Color::Black).bg(Color::Cyan),
+        ));
+        spans.push(Span::raw(" "));
+    }
     if ui.paused {
         spans.push(Span::styled(
             format!(" PAUSED ({} new) ", screen.new_while_paused),
@@ -129,6 +138,9 @@ fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
     spans.push(Span::styled(format!("| {}", parts.join(" | ")), bold));
     Line::from(spans)
 }
+
+/// The title's notice at the end of a replay.
+pub const END_OF_RECORDING: &str = "end of recording — q quits";
 
 pub const HELP: &str =
     "q/Esc quit | p/space pause | s sort | / filter by peer or process | ? hide help";

@@ -131,11 +131,16 @@ fn model(intervals: u64) -> (Model, IntervalAnalysis) {
 }
 
 fn render(m: &Model, ui: &UiState, w: u16, h: u16) -> Vec<String> {
+    render_screen(m, ui, false, w, h)
+}
+
+fn render_screen(m: &Model, ui: &UiState, ended: bool, w: u16, h: u16) -> Vec<String> {
     let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
     let screen = Screen {
         model: m,
         ui,
         new_while_paused: 2,
+        ended,
     };
     term.draw(|f| draw(f, &screen)).unwrap();
     let buf = term.backend().buffer().clone();
@@ -381,4 +386,33 @@ fn history_is_bounded_and_follows_interfaces() {
         "gone interfaces are forgotten"
     );
     assert_eq!(m.history.get("b1").unwrap().tx_bps.len(), 1);
+}
+
+#[test]
+fn end_of_a_replay_says_so_first_in_the_title() {
+    let (m, _) = model(3);
+    let ui = UiState::default();
+    let playing = render_screen(&m, &ui, false, 120, 20);
+    assert!(!playing[0].contains("end of recording"), "{}", playing[0]);
+    let ended = render_screen(&m, &ui, true, 120, 20);
+    assert!(
+        ended[0].starts_with("throttlescope  end of recording \u{2014} q quits "),
+        "{}",
+        ended[0]
+    );
+    // The rest of the title and the screen below are unchanged.
+    assert!(ended[0].contains("interval 2"), "{}", ended[0]);
+    assert_eq!(ended[1..], playing[1..]);
+    // Paused as well: both notices, the end first.
+    let paused = UiState {
+        paused: true,
+        ..Default::default()
+    };
+    let both = render_screen(&m, &paused, true, 120, 20);
+    let end_at = both[0].find("end of recording").unwrap();
+    let pause_at = both[0].find("PAUSED").unwrap();
+    assert!(end_at < pause_at, "{}", both[0]);
+    // A narrow screen keeps the notice (it comes first).
+    let narrow = render_screen(&m, &ui, true, 60, 20);
+    assert!(narrow[0].contains("q quits"), "{}", narrow[0]);
 }
