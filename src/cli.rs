@@ -18,8 +18,8 @@ use crate::duration::{parse_duration, parse_size};
     long_about = "throttlescope attaches eBPF programs to the kernel's TCP tracepoints and, every \
 interval, reports each TCP flow's RTT inflation (srtt against min_rtt), cwnd, retransmits and \
 congestion-state time, with the interfaces' counters.\n\n\
-It only observes: nothing is changed on the host. It needs root (or CAP_BPF, CAP_PERFMON and \
-CAP_NET_ADMIN) and a kernel with BTF. Run `throttlescope doctor` to see what will work here.\n\n\
+It only observes: nothing is changed on the host. It needs root (or CAP_BPF and \
+CAP_PERFMON) and a kernel with BTF. Run `throttlescope doctor` to see what will work here.\n\n\
 Examples:\n  \
 throttlescope watch                      # table of the busiest flows, every second\n  \
 throttlescope watch --json --duration 30s  # one JSON snapshot per line for 30 s\n  \
@@ -34,6 +34,9 @@ pub struct Cli {
 pub enum Command {
     /// Observe live: a full-screen view on a terminal, plain tables or JSON
     /// lines otherwise; optionally record and serve Prometheus metrics.
+    ///
+    /// Keys in the full-screen view: q/Esc quit, p/space pause, s sort,
+    /// / filter by peer or process (Enter applies, Esc clears), ? help.
     Watch(WatchArgs),
     /// Observe and write every interval to a trace file (no live view).
     Record(RecordArgs),

@@ -28,6 +28,25 @@ pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
         })
         .collect();
     names.sort();
+    // An asked-for interface that does not exist is a typo or the wrong
+    // namespace: say so rather than report nothing.
+    let missing: Vec<&String> = wanted.iter().filter(|w| !names.contains(w)).collect();
+    if !missing.is_empty() {
+        let all = interfaces(&[])?;
+        anyhow::bail!(
+            "--iface {}: no such interface in this network namespace (it has: {})",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if all.is_empty() {
+                "none but lo".to_string()
+            } else {
+                all.join(", ")
+            }
+        );
+    }
     Ok(names)
 }
 

@@ -54,6 +54,9 @@ struct Recorder {
     target: RecordTarget,
     interval: Duration,
     thresholds: serde_json::Value,
+    /// When observing started (wall ms, monotonic ns): the header's start,
+    /// though the file is only created at the first interval.
+    started: (u64, u64),
     writer: Option<TraceWriter>,
 }
 
@@ -68,11 +71,12 @@ impl Recorder {
                     driver: i.driver.clone(),
                 })
                 .collect();
-            let header = TraceHeader::for_this_host(
+            let mut header = TraceHeader::for_this_host(
                 interfaces,
                 self.interval.as_nanos() as u64,
                 self.thresholds.clone(),
             );
+            (header.start_unix_ms, header.start_mono_ns) = self.started;
             self.writer = Some(TraceWriter::create(
                 &self.target.path,
                 header,
@@ -128,6 +132,13 @@ impl Pipeline {
             target,
             interval,
             thresholds,
+            started: (
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0),
+                crate::collector::monotonic_ns(),
+            ),
             writer: None,
         });
         Ok(())
@@ -189,20 +200,25 @@ pub fn run_live(
         Some(addr) => Some(MetricsServer::start(addr, observe.metrics_flows)?),
         None => None,
     };
-    let mut collector = Collector::start(CollectorConfig {
-        all_netns: observe.all_netns,
-        interfaces: observe.interfaces.clone(),
-        events: !observe.no_events,
-        counter_files: observe.counters.clone(),
-        host_queue: !observe.no_host_queue,
-    })?;
     let mut pipeline = Pipeline::new(thresholds, view);
+    // The recording starts when observing does: the collector's baseline.
     if let Some(target) = record {
         pipeline.record_to(target, observe.interval)?;
     }
     if let Some(m) = metrics {
         pipeline.serve_metrics(m);
     }
+    let collector = Collector::start(CollectorConfig {
+        all_netns: observe.all_netns,
+        interfaces: observe.interfaces.clone(),
+        events: !observe.no_events,
+        counter_files: observe.counters.clone(),
+        host_queue: !observe.no_host_queue,
+    });
+    let mut collector = match collector {
+        Ok(c) => c,
+        Err(e) => return pipeline.finish(Err(e)),
+    };
     let outcome = live_loop(observe, &mut collector, &mut pipeline);
     pipeline.finish(outcome)
 }

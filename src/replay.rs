@@ -5,51 +5,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::analysis::Thresholds;
 use crate::cli::ReplayArgs;
 use crate::pipeline::{thresholds_over, Pipeline};
-use crate::record::{self, TraceReader};
+use crate::record::{open_in_order, recorded_thresholds};
 use crate::signals;
 use crate::sinks::view::{self, Control};
-
-/// The thresholds a recording was judged with live (its header), or the
-/// defaults with a warning when the header holds none it can use.
-pub fn recorded_thresholds(
-    header: &record::TraceHeader,
-    name: &str,
-) -> (Thresholds, Option<String>) {
-    if header.thresholds.is_null() {
-        return (
-            Thresholds::default(),
-            Some(format!(
-                "{name}: no thresholds recorded (format 1.0); judging with the defaults"
-            )),
-        );
-    }
-    match serde_json::from_value(header.thresholds.clone()) {
-        Ok(th) => (th, None),
-        Err(e) => (
-            Thresholds::default(),
-            Some(format!(
-                "{name}: recorded thresholds unreadable ({e}); judging with the defaults"
-            )),
-        ),
-    }
-}
-
-/// Opens every file and orders them as one recording: by start, then
-/// segment.
-pub fn open_in_order(paths: &[std::path::PathBuf]) -> Result<Vec<TraceReader>> {
-    let mut readers = paths
-        .iter()
-        .map(|p| record::open(p))
-        .collect::<Result<Vec<_>>>()?;
-    readers.sort_by_key(|r| {
-        let h = r.header();
-        (h.start_unix_ms, h.start_mono_ns, h.segment)
-    });
-    Ok(readers)
-}
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
     let readers = open_in_order(&args.files)?;

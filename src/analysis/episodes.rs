@@ -205,6 +205,11 @@ impl EpisodeTracker {
         }
     }
 
+    /// The episode still going on `iface`, if any.
+    pub fn current(&self, iface: &str) -> Option<&Episode> {
+        self.open.get(iface).map(|r| &r.episode)
+    }
+
     /// Closed episodes in order, then the open ones.
     pub fn episodes(&self) -> Vec<Episode> {
         let mut all: Vec<Episode> = self.closed.iter().cloned().collect();

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
 
+use super::continuity::Continuity;
 use super::format::{parse_header, EndRecord, TraceHeader, TraceRecord};
 use super::lines::{read_line, Line, MAX_LINE_BYTES};
 use crate::snapshot::Snapshot;
@@ -321,10 +322,11 @@ fn read_prefix(source: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(got)
 }
 
-/// Everything in `paths` for a report: the headers, the intervals in
-/// recording order (files sorted by recording start, then segment), and
-/// warnings for whatever was skipped or missing. A path that cannot be
-/// opened or is not a trace is an error.
+/// Everything in `paths` at once: the headers, the intervals in recording
+/// order (files sorted by recording start, then segment), and warnings for
+/// whatever was skipped or missing. A path that cannot be opened or is not
+/// a trace is an error. Memory grows with the recording: for tests and
+/// small files; `report` streams instead.
 pub fn read_all(paths: &[PathBuf]) -> Result<(Vec<TraceHeader>, Vec<Snapshot>, Vec<String>)> {
     let mut files = Vec::new();
     let mut warnings = Vec::new();
@@ -341,61 +343,15 @@ pub fn read_all(paths: &[PathBuf]) -> Result<(Vec<TraceHeader>, Vec<Snapshot>, V
         files.push((reader.header().clone(), path.display().to_string(), snaps));
     }
     files.sort_by_key(|(h, _, _)| (h.start_unix_ms, h.start_mono_ns, h.segment));
-    warnings.extend(continuity_warnings(&files));
+    let mut continuity = Continuity::new();
+    for (h, name, snaps) in &files {
+        continuity.start_file(h, name);
+        for s in snaps {
+            continuity.interval(s.seq);
+        }
+    }
+    warnings.extend(continuity.finish());
     let headers = files.iter().map(|(h, _, _)| h.clone()).collect();
     let snaps = files.into_iter().flat_map(|(_, _, s)| s).collect();
     Ok((headers, snaps, warnings))
-}
-
-/// Missing segments and missing intervals, per recording.
-fn continuity_warnings(files: &[(TraceHeader, String, Vec<Snapshot>)]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut recordings = 0;
-    let mut prev: Option<(&TraceHeader, &str, Option<u64>)> = None;
-    for (h, name, snaps) in files {
-        let same = prev.is_some_and(|(ph, _, _)| ph.same_recording(h));
-        if !same {
-            recordings += 1;
-            if h.segment > 0 {
-                out.push(format!(
-                    "{name}: is segment {} of its recording: segments 0 to {} are not among the files given (rotated away?)",
-                    h.segment,
-                    h.segment - 1
-                ));
-            }
-        } else if let Some((ph, pname, _)) = prev {
-            if h.segment == ph.segment {
-                out.push(format!(
-                    "{pname} and {name}: both are segment {} of the same recording",
-                    h.segment
-                ));
-            } else if h.segment > ph.segment + 1 {
-                out.push(format!(
-                    "{name}: segments {} to {} of the recording are missing before it",
-                    ph.segment + 1,
-                    h.segment - 1
-                ));
-            }
-        }
-        let mut last = if same { prev.and_then(|p| p.2) } else { None };
-        for s in snaps {
-            if let Some(l) = last {
-                if s.seq > l + 1 {
-                    out.push(format!(
-                        "{name}: intervals seq {} to {} are missing",
-                        l + 1,
-                        s.seq - 1
-                    ));
-                }
-            }
-            last = Some(s.seq);
-        }
-        prev = Some((h, name, last));
-    }
-    if recordings > 1 {
-        out.push(format!(
-            "the files hold {recordings} different recordings: their intervals follow one another in start order"
-        ));
-    }
-    out
 }

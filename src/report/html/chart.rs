@@ -1,0 +1,437 @@
+//! One time chart as inline SVG: bands for verdict episodes behind, a grid,
+//! axes with ticks and units, an optional threshold line, and one path per
+//! series in which a missing value breaks the line (a gap, never a zero).
+//!
+//! Drawn in Rust rather than by script in the page: the file then shows the
+//! same in any browser, with scripts off, and tests can read the SVG.
+
+use std::fmt::Write;
+
+use super::downsample::{self, Sample};
+use super::format;
+use super::Esc;
+use crate::analysis::Verdict;
+
+pub const WIDTH: f64 = 1200.0;
+pub const HEIGHT: f64 = 280.0;
+const LEFT: f64 = 80.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 12.0;
+const BOTTOM: f64 = 44.0;
+
+/// What the y values are: decides tick labels and the axis title.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unit {
+    BitsPerSec,
+    Percent,
+    /// srtt / min_rtt.
+    Ratio,
+    Bytes,
+}
+
+impl Unit {
+    fn tick(self, value: f64) -> String {
+        match self {
+            Unit::BitsPerSec => format::bps(value),
+            Unit::Percent => format::pct(value),
+            Unit::Ratio => format::ratio(value),
+            Unit::Bytes => format::si(value, "B"),
+        }
+    }
+}
+
+pub struct Series {
+    pub label: String,
+    pub samples: Vec<Sample>,
+}
+
+/// A verdict episode drawn as a background band from `start` to `end`
+/// (seconds since the recording's start).
+pub struct Band {
+    pub verdict: Verdict,
+    pub start: f64,
+    pub end: f64,
+    /// Tooltip: verdict, interface and times.
+    pub title: String,
+}
+
+pub struct Chart<'a> {
+    /// Stable id suffix: the svg is `chart-{id}`.
+    pub id: &'static str,
+    pub title: &'static str,
+    pub unit: Unit,
+    /// The y axis title: what the unit is of.
+    pub y_title: &'static str,
+    pub series: Vec<Series>,
+    pub bands: &'a [Band],
+    /// Time axis range, shared by all charts so they line up.
+    pub x_range: (f64, f64),
+    /// A dashed line at a threshold of the verdict engine, with its name.
+    pub threshold: Option<(f64, String)>,
+    /// Why a chart may be empty or what to read into it.
+    pub note: Option<String>,
+}
+
+/// The chart as a `<figure>`: heading, svg, legend and caption.
+pub fn render(chart: &Chart, max_points: usize) -> String {
+    let mut out = String::new();
+    let series: Vec<(String, Vec<Sample>, usize)> = chart
+        .series
+        .iter()
+        .map(|s| {
+            let clean = clean(&s.samples);
+            let before = downsample::points(&clean);
+            (
+                s.label.clone(),
+                downsample::min_max(&clean, max_points),
+                before,
+            )
+        })
+        .collect();
+
+    let (x0, x1) = widen(chart.x_range);
+    let data_max = series
+        .iter()
+        .flat_map(|(_, samples, _)| samples.iter().flatten().map(|p| p.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let data_min = series
+        .iter()
+        .flat_map(|(_, samples, _)| samples.iter().flatten().map(|p| p.1))
+        .fold(f64::INFINITY, f64::min);
+    let has_data = data_max.is_finite();
+    // Show the threshold when it is near the data; a line far above would
+    // squash the data into the floor.
+    let threshold = chart
+        .threshold
+        .as_ref()
+        .filter(|(t, _)| t.is_finite() && (!has_data || *t <= data_max.max(0.0) * 4.0));
+    let mut y_hi = if has_data { data_max } else { 1.0 };
+    if let Some((t, _)) = threshold {
+        y_hi = y_hi.max(*t * 1.1);
+    }
+    let y_lo = if has_data { data_min.min(0.0) } else { 0.0 };
+    let (y_ticks, y0, y1) = y_axis(y_lo, y_hi);
+
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let plot_h = HEIGHT - TOP - BOTTOM;
+    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * plot_w;
+    let py = |y: f64| TOP + plot_h - (y - y0) / (y1 - y0) * plot_h;
+
+    let _ = writeln!(
+        out,
+        "<figure class=\"chart-figure\" id=\"figure-{id}\">\n<h3>{title}</h3>",
+        id = chart.id,
+        title = Esc(chart.title)
+    );
+    let _ = writeln!(
+        out,
+        "<svg class=\"chart\" id=\"chart-{id}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" \
+         viewBox=\"0 0 {WIDTH} {HEIGHT}\" role=\"img\" aria-label=\"{title}\">",
+        id = chart.id,
+        title = Esc(chart.title)
+    );
+
+    // Bands first: they are the background.
+    out.push_str("<g class=\"bands\">\n");
+    for band in chart.bands {
+        let (a, b) = (band.start.max(x0), band.end.min(x1));
+        if !(a.is_finite() && b.is_finite()) || b < a {
+            continue;
+        }
+        // At least a pixel wide: a one-interval episode must stay visible.
+        let width = (px(b) - px(a)).max(1.0);
+        let _ = writeln!(
+            out,
+            "<rect class=\"band verdict-{v}\" x=\"{x:.1}\" y=\"{TOP}\" width=\"{width:.1}\" \
+             height=\"{plot_h}\"><title>{t}</title></rect>",
+            v = band.verdict.as_str(),
+            x = px(a),
+            t = Esc(&band.title)
+        );
+    }
+    out.push_str("</g>\n");
+
+    // Grid and y axis.
+    out.push_str("<g class=\"axis y-axis\">\n");
+    for tick in &y_ticks {
+        let y = py(*tick);
+        let _ = writeln!(
+            out,
+            "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
+             <text class=\"tick\" x=\"{tx}\" y=\"{ty:.1}\" text-anchor=\"end\">{label}</text>",
+            x2 = WIDTH - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            label = Esc(&chart.unit.tick(*tick))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text class=\"axis-title\" transform=\"translate(14 {cy:.1}) rotate(-90)\" \
+         text-anchor=\"middle\">{t}</text>",
+        cy = TOP + plot_h / 2.0,
+        t = Esc(chart.y_title)
+    );
+    out.push_str("</g>\n<g class=\"axis x-axis\">\n");
+    let baseline = TOP + plot_h;
+    let _ = writeln!(
+        out,
+        "<line class=\"axis-line\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{baseline}\" y2=\"{baseline}\"/>\
+         <line class=\"axis-line\" x1=\"{LEFT}\" x2=\"{LEFT}\" y1=\"{TOP}\" y2=\"{baseline}\"/>",
+        x2 = WIDTH - RIGHT
+    );
+    for tick in x_ticks(x0, x1) {
+        let x = px(tick);
+        let _ = writeln!(
+            out,
+            "<line class=\"tick-mark\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{baseline}\" y2=\"{y2}\"/>\
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{ty}\" text-anchor=\"middle\">{label}</text>",
+            y2 = baseline + 5.0,
+            ty = baseline + 18.0,
+            label = format::significant(tick, 6)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text class=\"axis-title\" x=\"{cx:.1}\" y=\"{y}\" text-anchor=\"middle\">\
+         seconds since the recording started (s)</text>\n</g>",
+        cx = LEFT + plot_w / 2.0,
+        y = HEIGHT - 6.0
+    );
+
+    if let Some((value, name)) = threshold {
+        let y = py(*value);
+        let _ = writeln!(
+            out,
+            "<line class=\"threshold\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\">\
+             <title>threshold {name} = {v}</title></line>",
+            x2 = WIDTH - RIGHT,
+            name = Esc(name),
+            v = Esc(&chart.unit.tick(*value))
+        );
+    }
+
+    out.push_str("<g class=\"series-group\">\n");
+    for (index, (label, samples, _)) in series.iter().enumerate() {
+        let d = path(samples, &px, &py);
+        if d.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "<path class=\"series series-{c}\" data-series=\"{index}\" d=\"{d}\">\
+             <title>{label}</title></path>",
+            c = index % PALETTE_SIZE,
+            label = Esc(label)
+        );
+    }
+    out.push_str("</g>\n");
+    if !has_data {
+        let _ = writeln!(
+            out,
+            "<text class=\"no-data\" x=\"{cx:.1}\" y=\"{cy:.1}\" text-anchor=\"middle\">no data</text>",
+            cx = LEFT + plot_w / 2.0,
+            cy = TOP + plot_h / 2.0
+        );
+    }
+    out.push_str("</svg>\n");
+
+    // Legend: the series, then one swatch per verdict shown as a band.
+    out.push_str("<div class=\"legend\">\n");
+    for (index, (label, samples, _)) in series.iter().enumerate() {
+        let empty = if downsample::points(samples) == 0 {
+            " (no values)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "<span class=\"legend-series\"><i class=\"swatch line series-{c}\"></i>{label}{empty}</span>",
+            c = index % PALETTE_SIZE,
+            label = Esc(label)
+        );
+    }
+    let mut verdicts: Vec<Verdict> = chart.bands.iter().map(|b| b.verdict).collect();
+    verdicts.sort();
+    verdicts.dedup();
+    for verdict in verdicts {
+        let _ = writeln!(
+            out,
+            "<span class=\"legend-band\"><i class=\"swatch verdict-{v}\"></i>{v}</span>",
+            v = verdict.as_str()
+        );
+    }
+    if let Some((_, name)) = threshold {
+        let _ = writeln!(
+            out,
+            "<span class=\"legend-threshold\"><i class=\"swatch dashed\"></i>threshold {}</span>",
+            Esc(name)
+        );
+    }
+    out.push_str("</div>\n");
+
+    let mut caption = Vec::new();
+    if let Some(note) = &chart.note {
+        caption.push(Esc(note).to_string());
+    }
+    let reduced: Vec<String> = series
+        .iter()
+        .filter(|(_, samples, before)| downsample::points(samples) < *before)
+        .map(|(label, samples, before)| {
+            format!(
+                "{} ({} → {} points)",
+                Esc(label),
+                before,
+                downsample::points(samples)
+            )
+        })
+        .collect();
+    if !reduced.is_empty() {
+        caption.push(format!(
+            "Downsampled to at most {max_points} points per series, keeping each bucket's \
+             minimum and maximum: {}.",
+            reduced.join(", ")
+        ));
+    }
+    if !caption.is_empty() {
+        let _ = writeln!(
+            out,
+            "<figcaption class=\"downsampled\">{}</figcaption>",
+            caption.join(" ")
+        );
+    }
+    out.push_str("</figure>\n");
+    out
+}
+
+/// Series colours (CSS classes `series-0` .. `series-11`).
+pub const PALETTE: [&str; 12] = [
+    "#1f5fa8", "#c2410c", "#15803d", "#7c3aed", "#0e7490", "#b91c1c", "#4d7c0f", "#a21caf",
+    "#334155", "#b45309", "#0369a1", "#9f1239",
+];
+const PALETTE_SIZE: usize = PALETTE.len();
+
+/// Non-finite values are gaps too: a bad number must not bend the axis.
+fn clean(samples: &[Sample]) -> Vec<Sample> {
+    samples
+        .iter()
+        .map(|s| s.filter(|(x, y)| x.is_finite() && y.is_finite()))
+        .collect()
+}
+
+/// An empty or one-point range would divide by zero.
+fn widen((a, b): (f64, f64)) -> (f64, f64) {
+    if !(a.is_finite() && b.is_finite()) {
+        (0.0, 1.0)
+    } else if b - a < 1e-9 {
+        (a - 0.5, b + 0.5)
+    } else {
+        (a, b)
+    }
+}
+
+/// A step of 1, 2 or 5 times a power of ten giving about `count` ticks.
+fn nice_step(span: f64, count: f64) -> f64 {
+    let raw = span / count;
+    let power = 10f64.powf(raw.log10().floor());
+    let fraction = raw / power;
+    let nice = if fraction <= 1.0 {
+        1.0
+    } else if fraction <= 2.0 {
+        2.0
+    } else if fraction <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * power
+}
+
+/// Y ticks and the rounded range they cover.
+fn y_axis(lo: f64, hi: f64) -> (Vec<f64>, f64, f64) {
+    // A flat series (all zero backlog, say) gets a range above it, not one
+    // centred on it: no negative bytes on the axis.
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() && hi - lo < 1e-12 {
+        (lo, lo + lo.abs().max(1.0))
+    } else {
+        widen((lo, hi))
+    };
+    let step = nice_step(hi - lo, 5.0);
+    let y0 = (lo / step).floor() * step;
+    let y1 = (hi / step).ceil() * step;
+    let count = ((y1 - y0) / step).round() as usize;
+    let ticks = (0..=count).map(|i| y0 + i as f64 * step).collect();
+    (ticks, y0, y1)
+}
+
+fn x_ticks(x0: f64, x1: f64) -> Vec<f64> {
+    let step = nice_step(x1 - x0, 10.0);
+    let first = (x0 / step).ceil() as i64;
+    let last = (x1 / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
+}
+
+/// SVG path data: `M` starts each run after a gap. A run of one point is a
+/// zero-length segment, drawn as a dot by the round line cap.
+fn path(samples: &[Sample], px: &impl Fn(f64) -> f64, py: &impl Fn(f64) -> f64) -> String {
+    let mut d = String::new();
+    let mut pen_down = false;
+    let mut run_len = 0;
+    for sample in samples {
+        match sample {
+            None => {
+                if pen_down && run_len == 1 {
+                    d.push_str("l0 0");
+                }
+                pen_down = false;
+                run_len = 0;
+            }
+            Some((x, y)) => {
+                let op = if pen_down { 'L' } else { 'M' };
+                let _ = write!(d, "{op}{:.1} {:.1}", px(*x), py(*y));
+                pen_down = true;
+                run_len += 1;
+            }
+        }
+    }
+    if pen_down && run_len == 1 {
+        d.push_str("l0 0");
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_breaks_at_gaps() {
+        let id = |v: f64| v;
+        let samples = vec![
+            Some((0.0, 1.0)),
+            Some((1.0, 2.0)),
+            None,
+            Some((3.0, 3.0)),
+            None,
+            Some((5.0, 4.0)),
+            Some((6.0, 5.0)),
+        ];
+        assert_eq!(
+            path(&samples, &id, &id),
+            "M0.0 1.0L1.0 2.0M3.0 3.0l0 0M5.0 4.0L6.0 5.0"
+        );
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        let (ticks, y0, y1) = y_axis(0.0, 9.3e8);
+        assert_eq!(y0, 0.0);
+        assert_eq!(y1, 1e9);
+        assert_eq!(ticks.len(), 6);
+        let (_, y0, y1) = y_axis(0.0, 0.0);
+        assert_eq!((y0, y1), (0.0, 1.0), "flat zero series");
+        assert_eq!(x_ticks(0.0, 300.0).first(), Some(&0.0));
+        assert_eq!(x_ticks(0.0, 300.0).last(), Some(&300.0));
+        assert_eq!(x_ticks(0.0, 300.0).len(), 7, "steps of 50 s");
+    }
+}

@@ -1,0 +1,416 @@
+//! The report's tables: episodes, interfaces, flows, health, recording
+//! and thresholds. Every string from the recording goes through [`Esc`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::{format, Esc};
+use crate::analysis::{Thresholds, Verdict};
+use crate::report::model::{EpisodeReport, Report};
+
+pub fn episodes(out: &mut String, report: &Report) {
+    let shown: Vec<&EpisodeReport> = report
+        .episodes
+        .iter()
+        .filter(|e| e.episode.verdict != Verdict::Idle)
+        .collect();
+    let idle = report.episodes.len() - shown.len();
+    out.push_str("<section id=\"episodes\">\n<h2>Episodes</h2>\n");
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">{} episode(s); {idle} idle episode(s) not listed.</p>",
+        shown.len()
+    );
+    if shown.is_empty() {
+        out.push_str("</section>\n");
+        return;
+    }
+    out.push_str(
+        "<table class=\"episodes\" id=\"table-episodes\">\n<tr><th>verdict</th><th>interface</th>\
+         <th>start</th><th>end</th><th>duration</th><th>intervals</th><th>peak</th>\
+         <th>confidence</th><th>evidence (peak interval)</th><th>burst ceiling</th>\
+         <th>baseline</th><th>burst length</th></tr>\n",
+    );
+    for e in shown {
+        let ep = &e.episode;
+        let v = ep.verdict.as_str();
+        let open = if ep.open { " (still open)" } else { "" };
+        let _ = write!(
+            out,
+            "<tr class=\"episode\"><td class=\"verdict-{v}\">{v}</td><td>{iface}</td>\
+             <td class=\"num\">{start}</td><td class=\"num\">{end}{open}</td>\
+             <td class=\"num\">{duration}</td><td class=\"num\">{intervals}</td>\
+             <td>{signal} = {peak}</td><td class=\"num\">{confidence:.2}</td><td>",
+            iface = Esc(&ep.iface),
+            start = format::secs(e.start_offset_secs),
+            end = format::secs(e.end_offset_secs),
+            duration = format::secs(e.end_offset_secs - e.start_offset_secs),
+            intervals = ep.intervals,
+            signal = Esc(&ep.peak_signal),
+            peak = format::significant(ep.peak, 4),
+            confidence = ep.mean_confidence,
+        );
+        if !e.evidence.is_empty() {
+            out.push_str("<ul class=\"evidence\">");
+            for ev in &e.evidence {
+                let class = if ev.exceeded {
+                    " class=\"exceeded\""
+                } else {
+                    ""
+                };
+                let _ = write!(out, "<li{class}>{}</li>", Esc(&ev.note));
+            }
+            out.push_str("</ul>");
+        }
+        out.push_str("</td>");
+        match &e.enforcement {
+            Some(enf) => {
+                let _ = write!(
+                    out,
+                    "<td class=\"num\">{} ({})</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                    format::opt_bps(enf.burst_ceiling_bps),
+                    Esc(&enf.direction),
+                    format::opt_bps(enf.baseline_bps),
+                    format::secs(enf.burst_secs)
+                );
+            }
+            None => out.push_str("<td>–</td><td>–</td><td>–</td>"),
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n</section>\n");
+}
+
+pub fn interfaces(out: &mut String, report: &Report) {
+    out.push_str("<section id=\"interfaces\">\n<h2>Interfaces</h2>\n");
+    if report.interfaces.is_empty() {
+        out.push_str("<p class=\"note\">No interface in the report.</p>\n</section>\n");
+        return;
+    }
+    out.push_str("<table class=\"interfaces\" id=\"table-interfaces\">\n<tr><th></th>");
+    for i in &report.interfaces {
+        let _ = write!(out, "<th>{}</th>", Esc(&i.name));
+    }
+    out.push_str("</tr>\n");
+    let row = |out: &mut String, label: &str, cell: &dyn Fn(usize) -> String| {
+        let _ = write!(out, "<tr><th>{}</th>", Esc(label));
+        for index in 0..report.interfaces.len() {
+            let _ = write!(out, "<td class=\"num\">{}</td>", cell(index));
+        }
+        out.push_str("</tr>\n");
+    };
+    let ifs = &report.interfaces;
+    row(out, "driver", &|i| {
+        Esc(ifs[i].driver.as_deref().unwrap_or("unknown")).to_string()
+    });
+    row(out, "intervals per verdict", &|i| {
+        ifs[i]
+            .verdicts
+            .iter()
+            .map(|(v, n)| format!("<span class=\"swatch verdict-{v}\"></span>{v}: {n}"))
+            .collect::<Vec<_>>()
+            .join("<br>")
+    });
+    row(out, "tx bytes", &|i| format::bytes(ifs[i].tx_bytes));
+    row(out, "rx bytes", &|i| format::bytes(ifs[i].rx_bytes));
+    row(out, "tx mean / peak", &|i| {
+        format!(
+            "{} / {}",
+            format::bps(ifs[i].mean_tx_bps),
+            format::bps(ifs[i].peak_tx_bps)
+        )
+    });
+    row(out, "rx mean / peak", &|i| {
+        format!(
+            "{} / {}",
+            format::bps(ifs[i].mean_rx_bps),
+            format::bps(ifs[i].peak_rx_bps)
+        )
+    });
+    row(out, "wire packets tx / rx", &|i| {
+        format!(
+            "{} / {}",
+            format::count(ifs[i].tx_wire_packets),
+            format::count(ifs[i].rx_wire_packets)
+        )
+    });
+    row(out, "allowance counters", &|i| {
+        if !ifs[i].allowance_available {
+            return "unavailable".to_string();
+        }
+        ifs[i]
+            .allowance
+            .iter()
+            .map(|(name, a)| {
+                format!(
+                    "{}: {} exceeded, {} overall, peak {}",
+                    Esc(name),
+                    format::count(a.exceeded),
+                    format::opt_pct(a.pct),
+                    format::opt_pct(a.peak_pct)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("<br>")
+    });
+    row(out, "retransmitted / sent segments", &|i| {
+        format!(
+            "{} / {} ({} overall, peak {})",
+            format::count(ifs[i].retrans_segs),
+            format::count(ifs[i].segs_out),
+            format::opt_pct(ifs[i].retrans_pct),
+            format::opt_pct(ifs[i].peak_retrans_pct)
+        )
+    });
+    row(out, "peak local backlog", &|i| {
+        format::bytes(ifs[i].peak_backlog_bytes)
+    });
+    row(out, "host drops", &|i| {
+        if ifs[i].host_drops.is_empty() {
+            return "none".to_string();
+        }
+        ifs[i]
+            .host_drops
+            .iter()
+            .map(|(reason, n)| format!("{}: {n}", Esc(reason)))
+            .collect::<Vec<_>>()
+            .join("<br>")
+    });
+    out.push_str("</table>\n</section>\n");
+}
+
+pub fn flows(out: &mut String, report: &Report) {
+    out.push_str("<section id=\"flows\">\n<h2>Flows</h2>\n");
+    if report.flows.is_empty() {
+        out.push_str("<p class=\"note\">No flow in the report.</p>\n</section>\n");
+        return;
+    }
+    out.push_str(
+        "<p class=\"note\">Ranked by backoff: the sum over intervals of each interval's \
+         backoff score (0 to 100).</p>\n<table class=\"flows\" id=\"table-flows\">\n<tr>\
+         <th>rank</th><th>peer</th><th>local port</th><th>owner</th><th>intervals</th>\
+         <th>sent</th><th>received</th><th>retransmits (failed)</th><th>cwnd reductions</th>\
+         <th>recovery</th><th>RTT inflation mean / peak</th><th>min RTT</th>\
+         <th>backoff total / peak / intervals</th><th>closed</th></tr>\n",
+    );
+    for f in &report.flows {
+        let owner = match &f.owner {
+            Some(o) => format!("{} ({})", Esc(&o.comm), o.pid),
+            None => "unknown".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "<tr class=\"flow\"><td class=\"num\">{rank}</td><td>{peer}</td>\
+             <td class=\"num\">{port}</td><td>{owner}</td><td class=\"num\">{intervals}</td>\
+             <td class=\"num\">{sent}</td><td class=\"num\">{received}</td>\
+             <td class=\"num\">{retrans} ({failed})</td><td class=\"num\">{cwnd}</td>\
+             <td class=\"num\">{recovery} ms</td><td class=\"num\">{mean} / {peak}</td>\
+             <td class=\"num\">{min_rtt} µs</td>\
+             <td class=\"num\">{total} / {peak_backoff} / {backoff_intervals}</td>\
+             <td>{closed}</td></tr>",
+            rank = f.rank,
+            peer = Esc(&f.peer.to_string()),
+            port = f.local.port(),
+            intervals = f.intervals,
+            sent = format::bytes(f.bytes_sent),
+            received = format::bytes(f.bytes_received),
+            retrans = f.retransmits,
+            failed = f.failed_retransmits,
+            cwnd = f.cwnd_reductions,
+            recovery = format::significant(f.recovery_loss_ms, 4),
+            mean = format::opt_ratio(f.mean_rtt_inflation),
+            peak = format::opt_ratio(f.peak_rtt_inflation),
+            min_rtt = f.min_rtt_us,
+            total = format::significant(f.backoff_total, 4),
+            peak_backoff = format::significant(f.peak_backoff, 3),
+            backoff_intervals = f.backoff_intervals,
+            closed = if f.closed { "yes" } else { "no" },
+        );
+    }
+    out.push_str("</table>\n</section>\n");
+}
+
+fn counts(map: &BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return "none".to_string();
+    }
+    map.iter()
+        .map(|(k, n)| format!("{}: {n}", Esc(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn health(out: &mut String, report: &Report) {
+    let h = &report.health;
+    out.push_str("<section id=\"health\">\n<h2>Health</h2>\n");
+    if !h.programs.is_empty() {
+        out.push_str(
+            "<table class=\"programs\">\n<tr><th>BPF program</th><th>events</th>\
+             <th>missed (skipped by the kernel)</th></tr>\n",
+        );
+        for (name, p) in &h.programs {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                Esc(name),
+                p.events,
+                p.missed
+            );
+        }
+        out.push_str("</table>\n");
+    }
+    let _ = writeln!(
+        out,
+        "<table class=\"health\">\n\
+         <tr><th>ring buffer drops</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>untracked flows</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>counter read failures</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>host queue untracked</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
+         <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
+         <tr><th>allowance read failures</th><td>{}</td></tr>\n\
+         <tr><th>episodes forgotten</th><td class=\"num\">{}</td></tr>\n</table>",
+        h.ringbuf_drops,
+        h.untracked_flows,
+        h.counter_read_failures,
+        h.host_queue_untracked,
+        counts(&h.allowance_resets),
+        counts(&h.allowance_zeroed_reads),
+        counts(&h.allowance_read_failures),
+        h.episodes_forgotten
+    );
+    let _ = writeln!(out, "<h3>Read warnings ({})</h3>", h.read_warnings.len());
+    if h.read_warnings.is_empty() {
+        out.push_str("<p class=\"note\">none</p>\n");
+    } else {
+        out.push_str("<ul class=\"read-warnings\">\n");
+        for w in &h.read_warnings {
+            let _ = writeln!(out, "<li class=\"warning\">{}</li>", Esc(w));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
+}
+
+pub fn recording(out: &mut String, report: &Report) {
+    let r = &report.recording;
+    let s = &report.span;
+    out.push_str("<section id=\"recording\">\n<h2>Recording</h2>\n<table class=\"recording\">\n");
+    let mut row = |label: &str, value: String| {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{value}</td></tr>", Esc(label));
+    };
+    row(
+        "files",
+        report
+            .files
+            .iter()
+            .map(|f| Esc(f).to_string())
+            .collect::<Vec<_>>()
+            .join("<br>"),
+    );
+    row("segments", r.segments.to_string());
+    row("host", Esc(&r.host).to_string());
+    row("kernel", Esc(&r.kernel).to_string());
+    row("throttlescope version", Esc(&r.tool_version).to_string());
+    row("trace format", Esc(&r.format_version).to_string());
+    row(
+        "interfaces",
+        r.interfaces
+            .iter()
+            .map(|i| {
+                format!(
+                    "{} ({})",
+                    Esc(&i.name),
+                    Esc(i.driver.as_deref().unwrap_or("driver unknown"))
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    row("interval", format::secs(r.interval_ns as f64 / 1e9));
+    row("recording started", format::utc(r.start_unix_ms));
+    let seqs = match (s.first_seq, s.last_seq) {
+        (Some(a), Some(b)) => format!(", seq {a} to {b}"),
+        _ => String::new(),
+    };
+    row(
+        "span reported",
+        format!(
+            "{} intervals, {}{seqs}; {} to {}",
+            s.intervals,
+            format::secs(s.seconds),
+            s.start_unix_ms
+                .map(format::utc)
+                .unwrap_or_else(|| "–".into()),
+            s.end_unix_ms.map(format::utc).unwrap_or_else(|| "–".into())
+        ),
+    );
+    let f = &report.filters;
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "all".to_string()
+        } else {
+            items
+                .iter()
+                .map(|i| Esc(i).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    };
+    row(
+        "filters",
+        format!(
+            "flows: {}; interfaces: {}; since: {}; until: {}",
+            list(&f.flows),
+            list(&f.interfaces),
+            f.since_unix_ms
+                .map(format::utc)
+                .unwrap_or_else(|| "start".into()),
+            f.until_unix_ms
+                .map(format::utc)
+                .unwrap_or_else(|| "end".into())
+        ),
+    );
+    out.push_str("</table>\n</section>\n");
+}
+
+pub fn thresholds(out: &mut String, report: &Report) {
+    out.push_str("<section id=\"thresholds\">\n<h2>Thresholds</h2>\n");
+    if !report.thresholds_changed.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Differ from what the recording was judged with live: {}.</p>",
+            report
+                .thresholds_changed
+                .iter()
+                .map(|n| Esc(n).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    // Values by name through serde: the struct's fields are generated from
+    // the same table as `describe`, so every described name has a value.
+    let values = serde_json::to_value(&report.thresholds).unwrap_or_default();
+    out.push_str(
+        "<table class=\"thresholds\">\n<tr><th>name</th><th>value</th><th>default</th>\
+         <th>meaning</th></tr>\n",
+    );
+    for info in Thresholds::describe() {
+        let value = values
+            .get(info.name)
+            .and_then(|v| v.as_f64())
+            .map(|v| format::significant(v, 6))
+            .unwrap_or_else(|| "–".to_string());
+        let changed = report.thresholds_changed.iter().any(|n| n == info.name);
+        let _ = writeln!(
+            out,
+            "<tr{cls}><td>{name}</td><td class=\"num\">{value}</td><td class=\"num\">{default}</td>\
+             <td>{doc}</td></tr>",
+            cls = if changed { " class=\"changed\"" } else { "" },
+            name = Esc(info.name),
+            default = format::significant(info.default, 6),
+            doc = Esc(info.doc)
+        );
+    }
+    out.push_str("</table>\n</section>\n");
+}

@@ -1,0 +1,462 @@
+//! The page on hand-built reports: escaping of hostile recordings, no
+//! reference outside the file, gaps, bands and downsampling.
+
+use std::collections::BTreeMap;
+
+use super::render;
+use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
+use crate::record::InterfaceInfo;
+use crate::report::model::*;
+use crate::snapshot::Owner;
+
+const HOSTILE: &str = "<script>alert(1)</script>";
+
+fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport {
+    let enforcement = verdict.is_enforcement().then(|| EnforcementSummary {
+        burst_ceiling_bps: Some(5e9),
+        baseline_bps: Some(1.2e9),
+        burst_secs: 42.0,
+        direction: "out".to_string(),
+    });
+    EpisodeReport {
+        episode: Episode {
+            iface: iface.to_string(),
+            verdict,
+            start_seq: start as u64,
+            end_seq: end as u64,
+            start_mono_ns: (start * 1e9) as u64,
+            end_mono_ns: (end * 1e9) as u64,
+            intervals: (end - start) as u64,
+            peak: 97.5,
+            peak_signal: "bw_out_pct".to_string(),
+            throughput_before_bps: Some(5e9),
+            throughput_during_bps: Some(1.2e9),
+            mean_confidence: 0.8,
+            open: false,
+        },
+        start_offset_secs: start,
+        end_offset_secs: end,
+        evidence: vec![Evidence {
+            signal: "bw_out_pct".to_string(),
+            value: 97.5,
+            threshold: 50.0,
+            note: format!("bw_out 97.5% >= 50% {HOSTILE}"),
+            exceeded: true,
+        }],
+        enforcement,
+    }
+}
+
+/// `n` one-second intervals on eth0 and eth1. eth1 is missing from
+/// intervals 50..60, eth0's retransmit rate is unknown in 100..110 and
+/// intervals 200..220 are missing altogether (a time jump). Every string a
+/// recording can carry holds markup.
+fn report(n: usize) -> Report {
+    let mut series = Vec::new();
+    for i in (0..n).filter(|i| !(200..220).contains(i)) {
+        let t = i as f64 + 1.0;
+        let mut interfaces = Vec::new();
+        for (k, name) in ["eth0", "eth1"].iter().enumerate() {
+            if k == 1 && (50..60).contains(&i) {
+                continue;
+            }
+            let wave = ((i as f64) / 17.0).sin().abs();
+            interfaces.push(InterfacePoint {
+                iface: name.to_string(),
+                verdict: Verdict::FreeFlow,
+                tx_bps: 1e9 * (1.0 + wave) / (k as f64 + 1.0),
+                rx_bps: 2e7 * (1.0 + wave),
+                bw_out_pct: Some(60.0 * wave),
+                bw_in_pct: Some(5.0 * wave),
+                pps_pct: Some(1.0),
+                conntrack_pct: None,
+                retrans_pct: (!(100..110).contains(&i)).then_some(0.05 * wave),
+                backlog_bytes: Some((wave * 64_000.0) as u64),
+            });
+        }
+        series.push(IntervalPoint {
+            seq: i as u64,
+            t_secs: t,
+            interfaces,
+        });
+    }
+    let flow_series = (0..3)
+        .map(|f| FlowSeries {
+            flow_id: f,
+            label: format!("10.0.0.{f}:5201 {HOSTILE}"),
+            points: (0..n)
+                .filter(|i| i % 10 != f as usize)
+                .map(|i| (i as f64 + 1.0, 1.0 + (i as f64 / 30.0).sin().abs()))
+                .collect(),
+        })
+        .collect();
+    let mut verdicts = BTreeMap::new();
+    verdicts.insert(Verdict::FreeFlow, n as u64 - 30);
+    verdicts.insert(Verdict::HypervisorQueuing, 30);
+    let iface = |name: &str| InterfaceSummary {
+        name: name.to_string(),
+        driver: Some("ena".to_string()),
+        verdicts: verdicts.clone(),
+        tx_bytes: 1 << 40,
+        rx_bytes: 1 << 30,
+        mean_tx_bps: 1.5e9,
+        peak_tx_bps: 2e9,
+        mean_rx_bps: 3e7,
+        peak_rx_bps: 4e7,
+        tx_wire_packets: 1_000_000,
+        rx_wire_packets: 500_000,
+        allowance_available: name == "eth0",
+        allowance: BTreeMap::from([(
+            "bw_out_allowance_exceeded".to_string(),
+            AllowanceSummary {
+                exceeded: 1234,
+                pct: Some(12.0),
+                peak_pct: Some(97.5),
+            },
+        )]),
+        retrans_segs: 10,
+        segs_out: 100_000,
+        retrans_pct: Some(0.01),
+        peak_retrans_pct: Some(0.2),
+        peak_backlog_bytes: 64_000,
+        host_drops: BTreeMap::from([(HOSTILE.to_string(), 3)]),
+    };
+    let owner = Owner {
+        pid: 4242,
+        comm: HOSTILE.to_string(),
+        cgroup_id: 1,
+    };
+    let flows = (0..3)
+        .map(|f| FlowSummary {
+            rank: f + 1,
+            flow_id: f as u64,
+            local: "10.0.0.1:40000".parse().unwrap(),
+            peer: format!("10.0.0.{}:5201", f + 2).parse().unwrap(),
+            owner: (f != 2).then(|| owner.clone()),
+            intervals: n as u64,
+            bytes_sent: 1 << 33,
+            bytes_received: 1 << 20,
+            retransmits: 17,
+            failed_retransmits: 2,
+            cwnd_reductions: 5,
+            recovery_loss_ms: 12.5,
+            mean_rtt_inflation: Some(1.4),
+            peak_rtt_inflation: Some(3.2),
+            min_rtt_us: 180,
+            backoff_total: 321.0,
+            peak_backoff: 80.0,
+            backoff_intervals: 12,
+            closed: f == 1,
+        })
+        .collect();
+    Report {
+        files: vec![format!("/tmp/{HOSTILE}.jsonl.zst")],
+        recording: RecordingInfo {
+            host: format!("host-{HOSTILE}"),
+            kernel: "6.1.0-18-cloud-amd64".to_string(),
+            tool_version: "0.1.0".to_string(),
+            format_version: "1.1".to_string(),
+            interfaces: vec![
+                InterfaceInfo {
+                    name: "eth0".to_string(),
+                    driver: Some("ena".to_string()),
+                },
+                InterfaceInfo {
+                    name: "eth1".to_string(),
+                    driver: None,
+                },
+            ],
+            interval_ns: 1_000_000_000,
+            start_unix_ms: 1_709_210_096_789,
+            segments: 1,
+        },
+        thresholds: Thresholds::default(),
+        thresholds_changed: vec!["bw_allowance_pct".to_string()],
+        filters: Filters::default(),
+        span: Span {
+            intervals: n as u64,
+            first_seq: Some(0),
+            last_seq: Some(n as u64 - 1),
+            start_unix_ms: Some(1_709_210_096_789),
+            end_unix_ms: Some(1_709_210_096_789 + n as u64 * 1000),
+            seconds: n as f64,
+        },
+        episodes: vec![
+            episode("eth0", Verdict::Idle, 0.0, 10.0),
+            episode("eth0", Verdict::FreeFlow, 10.0, 120.0),
+            episode("eth0", Verdict::HypervisorQueuing, 120.0, 150.0),
+            episode("eth1", Verdict::NetworkLoss, 130.0, 131.0),
+        ],
+        interfaces: vec![iface("eth0"), iface("eth1")],
+        flows,
+        health: HealthSummary {
+            read_warnings: vec![
+                format!("line 7: skipped {HOSTILE}"),
+                "\"><img src=x onerror=alert(1)>".to_string(),
+            ],
+            ..HealthSummary::default()
+        },
+        series,
+        flow_series,
+    }
+}
+
+/// The markup of the svg with `id`.
+fn svg<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no {id}"));
+    let end = start + html[start..].find("</svg>").expect("svg not closed");
+    &html[start..end]
+}
+
+/// The `d` of every series path in `svg`.
+fn paths(svg: &str) -> Vec<&str> {
+    svg.split("<path class=\"series")
+        .skip(1)
+        .map(|p| {
+            let d = &p[p.find(" d=\"").expect("path without d") + 4..];
+            &d[..d.find('"').unwrap()]
+        })
+        .collect()
+}
+
+/// Every tag of the page: (name, attribute names). Escaped text never
+/// holds a raw `<`, so every `<` starts real markup.
+fn tags(html: &str) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for piece in html.split('<').skip(1) {
+        let tag = &piece[..piece.find('>').expect("unclosed tag")];
+        let tag = tag.trim_start_matches('/');
+        let name: String = tag
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '!')
+            .collect();
+        // Attribute names: what precedes each `=` outside quoted values.
+        let mut attrs = Vec::new();
+        let mut in_quotes = false;
+        let mut word = String::new();
+        for c in tag[name.len()..].chars() {
+            match c {
+                '"' => in_quotes = !in_quotes,
+                '=' if !in_quotes => attrs.push(std::mem::take(&mut word)),
+                c if !in_quotes && c.is_whitespace() => word.clear(),
+                c if !in_quotes => word.push(c),
+                _ => {}
+            }
+        }
+        out.push((name.to_ascii_lowercase(), attrs));
+    }
+    out
+}
+
+const CHARTS: [&str; 5] = [
+    "chart-throughput",
+    "chart-allowance",
+    "chart-retransmits",
+    "chart-rtt-inflation",
+    "chart-backlog",
+];
+
+#[test]
+fn recording_text_cannot_inject_markup() {
+    let html = render(&report(300));
+    assert!(!html.contains(HOSTILE), "raw script tag in the page");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    // The owner's comm in the flow table, escaped.
+    assert!(html.contains("<td>&lt;script&gt;alert(1)&lt;/script&gt; (4242)</td>"));
+    assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    const ALLOWED: [&str; 31] = [
+        "!doctype",
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "body",
+        "h1",
+        "h2",
+        "h3",
+        "p",
+        "section",
+        "figure",
+        "figcaption",
+        "svg",
+        "g",
+        "rect",
+        "line",
+        "text",
+        "path",
+        "div",
+        "span",
+        "i",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "ul",
+        "li",
+        "br",
+        "title",
+    ];
+    for (name, attrs) in tags(&html) {
+        assert!(ALLOWED.contains(&name.as_str()), "unexpected tag <{name}>");
+        for attr in attrs {
+            assert!(!attr.starts_with("on"), "event handler {attr} on <{name}>");
+        }
+    }
+}
+
+#[test]
+fn nothing_outside_the_file_is_referenced() {
+    let html = render(&report(300));
+    for needle in [
+        "http://", "https://", "url(", "@import", "//cdn", "<script", "<link",
+    ] {
+        assert!(!html.contains(needle), "page contains {needle:?}");
+    }
+    for (name, attrs) in tags(&html) {
+        for attr in attrs {
+            assert!(
+                !["src", "href", "xlink:href", "action", "srcset", "data"].contains(&attr.as_str()),
+                "<{name}> has a {attr} attribute"
+            );
+        }
+    }
+    // And the page forbids fetches and scripts itself.
+    assert!(html.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+}
+
+#[test]
+fn missing_values_are_gaps_not_zeros() {
+    let html = render(&report(300));
+    // eth0's retransmit rate: unknown in 100..110 and no intervals in
+    // 200..220, so three runs.
+    let retrans = paths(svg(&html, "chart-retransmits"));
+    assert_eq!(retrans.len(), 2, "one path per interface");
+    assert_eq!(retrans[0].matches('M').count(), 3, "eth0: {}", retrans[0]);
+    // eth1 is also missing from 50..60.
+    assert_eq!(retrans[1].matches('M').count(), 4, "eth1: {}", retrans[1]);
+    // eth1's throughput has the same gaps; eth0's only the time jump.
+    let throughput = paths(svg(&html, "chart-throughput"));
+    assert_eq!(throughput.len(), 4, "tx and rx per interface");
+    assert_eq!(throughput[0].matches('M').count(), 2);
+    assert_eq!(throughput[2].matches('M').count(), 3);
+    // conntrack_pct is None throughout: no path, and the legend says so.
+    let allowance = paths(svg(&html, "chart-allowance"));
+    assert_eq!(allowance.len(), 6, "8 series, 2 without values");
+    assert!(html.contains("eth0 conntrack (no values)"));
+    // Points per run: 300 intervals less 20 missing less 10 unknown.
+    let points: usize = retrans[0].matches(['M', 'L']).count();
+    assert_eq!(points, 270);
+    // Flow points skip every tenth interval: each flow is broken at each.
+    let rtt = paths(svg(&html, "chart-rtt-inflation"));
+    assert_eq!(rtt.len(), 3);
+    assert!(rtt.iter().all(|d| d.matches('M').count() >= 29));
+}
+
+#[test]
+fn episodes_are_bands_with_a_legend_on_every_chart() {
+    let html = render(&report(300));
+    for id in CHARTS {
+        let chart = svg(&html, id);
+        assert_eq!(
+            chart
+                .matches("<rect class=\"band verdict-hypervisor_queuing\"")
+                .count(),
+            1,
+            "{id}"
+        );
+        assert_eq!(
+            chart
+                .matches("<rect class=\"band verdict-network_loss\"")
+                .count(),
+            1,
+            "{id}"
+        );
+        assert!(!chart.contains("band verdict-idle"), "{id}");
+        assert!(!chart.contains("band verdict-free_flow"), "{id}");
+        assert!(chart.contains("class=\"axis y-axis\""), "{id}");
+        assert!(chart.contains("class=\"tick\""), "{id}");
+    }
+    assert_eq!(
+        html.matches("class=\"legend-band\"><i class=\"swatch verdict-hypervisor_queuing\">")
+            .count(),
+        5
+    );
+    // The band spans 120..150 s of a 1..300 s axis.
+    let chart = svg(&html, "chart-throughput");
+    let rect = &chart[chart.find("band verdict-hypervisor_queuing").unwrap()..];
+    let width: f64 = rect[rect.find("width=\"").unwrap() + 7..]
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let plot = super::chart::WIDTH - 100.0;
+    let expected = 30.0 / 299.0 * plot;
+    assert!(
+        (width - expected).abs() < 0.5,
+        "band {width} px, expected {expected}"
+    );
+}
+
+#[test]
+fn tables_hold_the_report() {
+    let html = render(&report(300));
+    let episodes = &html[html.find("id=\"table-episodes\"").unwrap()..];
+    let episodes = &episodes[..episodes.find("</table>").unwrap()];
+    // Idle is not listed; free flow, queuing and loss are.
+    assert_eq!(episodes.matches("<tr class=\"episode\">").count(), 3);
+    assert!(episodes.contains("5 Gbit/s (out)"), "burst ceiling");
+    assert!(episodes.contains("1.2 Gbit/s"), "baseline");
+    assert!(episodes.contains("42.0 s"), "burst length");
+    assert!(episodes.contains("30.0 s"), "duration");
+    let flows = &html[html.find("id=\"table-flows\"").unwrap()..];
+    assert_eq!(
+        flows[..flows.find("</table>").unwrap()]
+            .matches("<tr class=\"flow\">")
+            .count(),
+        3
+    );
+    assert!(flows.contains("1.4× / 3.2×"));
+    assert!(html.contains("2024-02-29 12:34:56.789 UTC"));
+    assert!(html.contains("Read warnings (2)"));
+    for info in Thresholds::describe() {
+        assert!(
+            html.contains(&format!("<td>{}</td>", info.name)),
+            "{}",
+            info.name
+        );
+    }
+}
+
+#[test]
+fn an_hour_is_downsampled_and_stays_small() {
+    let html = render(&report(3600));
+    for id in CHARTS {
+        for d in paths(svg(&html, id)) {
+            let points = d.matches(['M', 'L']).count();
+            assert!(points <= super::MAX_POINTS, "{id}: {points} points");
+            assert!(points >= 500, "{id}: only {points} points");
+        }
+    }
+    assert!(html.contains("Downsampled to at most 1500 points per series"));
+    assert!(html.len() < 2_000_000, "{} bytes", html.len());
+}
+
+#[test]
+fn an_empty_report_renders() {
+    let mut r = report(40);
+    r.series.clear();
+    r.flow_series.clear();
+    r.episodes.clear();
+    r.flows.clear();
+    r.interfaces.clear();
+    r.recording.interval_ns = 0;
+    let html = render(&r);
+    for id in CHARTS {
+        assert!(svg(&html, id).contains("no data"), "{id}");
+    }
+    assert!(html.ends_with("</html>\n"));
+}

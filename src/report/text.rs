@@ -1,0 +1,341 @@
+//! The report as text for a terminal: what was recorded, the episodes with
+//! their evidence and the enforcement (burst ceiling, then baseline), each
+//! interface's rates, the flows that backed off most, and the observer's
+//! health with everything the reader skipped.
+
+use std::fmt::Write;
+
+use super::clock::{format_offset, format_time_of_day, format_utc};
+use super::model::*;
+use crate::analysis::Verdict;
+use crate::sinks::table::rate_bits;
+
+/// Episodes listed one by one; the rest are counted (all are in `--json`).
+const EPISODES_LISTED: usize = 50;
+/// Evidence lines shown per episode: the deciding signal and the next ones
+/// past their thresholds.
+const EVIDENCE_LISTED: usize = 3;
+
+fn bytes(n: u64) -> String {
+    let v = n as f64;
+    if v >= 1e9 {
+        format!("{:.2} GB", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1} MB", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} kB", v / 1e3)
+    } else {
+        format!("{n} B")
+    }
+}
+
+fn pct(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p != 0.0 && p.abs() < 0.01 => format!("{p:.4}%"),
+        Some(p) => format!("{p:.2}%"),
+        None => "-".into(),
+    }
+}
+
+fn secs(s: f64) -> String {
+    if s >= 120.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    header(&mut out, r);
+    episodes(&mut out, r);
+    interfaces(&mut out, r);
+    flows(&mut out, r);
+    health(&mut out, r);
+    out
+}
+
+fn header(out: &mut String, r: &Report) {
+    let rec = &r.recording;
+    let _ = writeln!(out, "throttlescope report: {}", r.files.join(", "));
+    let _ = writeln!(
+        out,
+        "recording   host {}, kernel {}, throttlescope {}, trace format {}, {} file{}",
+        rec.host,
+        rec.kernel,
+        rec.tool_version,
+        rec.format_version,
+        rec.segments,
+        if rec.segments == 1 { "" } else { "s" }
+    );
+    let ifaces: Vec<String> = rec
+        .interfaces
+        .iter()
+        .map(|i| match &i.driver {
+            Some(d) => format!("{} ({d})", i.name),
+            None => i.name.clone(),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "            started {}, interval {}, interfaces {}",
+        format_utc(rec.start_unix_ms),
+        secs(rec.interval_ns as f64 / 1e9),
+        ifaces.join(", ")
+    );
+    if r.thresholds_changed.is_empty() {
+        let _ = writeln!(out, "thresholds  as judged live");
+    } else {
+        let now = serde_json::to_value(&r.thresholds).unwrap_or_default();
+        let changed: Vec<String> = r
+            .thresholds_changed
+            .iter()
+            .map(|n| format!("{n}={}", now.get(n).cloned().unwrap_or_default()))
+            .collect();
+        let _ = writeln!(out, "thresholds  re-judged with {}", changed.join(", "));
+    }
+    let f = &r.filters;
+    let mut filters = Vec::new();
+    if !f.interfaces.is_empty() {
+        filters.push(format!("interfaces {}", f.interfaces.join(", ")));
+    }
+    if !f.flows.is_empty() {
+        filters.push(format!("flows {}", f.flows.join(", ")));
+    }
+    if let Some(s) = f.since_unix_ms {
+        filters.push(format!("since {}", format_utc(s)));
+    }
+    if let Some(u) = f.until_unix_ms {
+        filters.push(format!("until {}", format_utc(u)));
+    }
+    if !filters.is_empty() {
+        let _ = writeln!(out, "filters     {}", filters.join("; "));
+    }
+    let s = &r.span;
+    if let (Some(a), Some(b), Some(first), Some(last)) =
+        (s.start_unix_ms, s.end_unix_ms, s.first_seq, s.last_seq)
+    {
+        let _ = writeln!(
+            out,
+            "span        {} intervals, {} (seq {first} to {last}, {} to {} UTC)",
+            s.intervals,
+            secs(s.seconds),
+            format_time_of_day(a),
+            format_time_of_day(b)
+        );
+    }
+}
+
+fn episodes(out: &mut String, r: &Report) {
+    let shown: Vec<&EpisodeReport> = r
+        .episodes
+        .iter()
+        .filter(|e| e.episode.verdict != Verdict::Idle)
+        .collect();
+    let idle = r.episodes.len() - shown.len();
+    let _ = writeln!(
+        out,
+        "\nepisodes ({} with traffic, {idle} idle not listed)",
+        shown.len()
+    );
+    if shown.is_empty() {
+        let _ = writeln!(out, "  none: every interval was idle");
+    }
+    for e in shown.iter().take(EPISODES_LISTED) {
+        let ep = &e.episode;
+        let _ = writeln!(
+            out,
+            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}",
+            ep.iface,
+            format_offset(e.start_offset_secs),
+            format_offset(e.end_offset_secs),
+            ep.intervals,
+            if ep.intervals == 1 { " " } else { "s" },
+            ep.verdict,
+            ep.mean_confidence * 100.0,
+            if ep.open {
+                ", still going at the end"
+            } else {
+                ""
+            }
+        );
+        let notes: Vec<&str> = e
+            .evidence
+            .iter()
+            .enumerate()
+            .filter(|(i, ev)| *i == 0 || ev.exceeded)
+            .map(|(_, ev)| ev.note.as_str())
+            .take(EVIDENCE_LISTED)
+            .collect();
+        if !notes.is_empty() {
+            let _ = writeln!(out, "             at its peak: {}", notes.join("; "));
+        }
+        if let Some(x) = &e.enforcement {
+            let ceiling = x.burst_ceiling_bps.map_or("unknown".to_string(), rate_bits);
+            let baseline = x.baseline_bps.map_or("unknown".to_string(), rate_bits);
+            let _ = writeln!(
+                out,
+                "             enforcement ({}): burst ceiling {ceiling} for {}, then baseline {baseline}",
+                x.direction,
+                secs(x.burst_secs)
+            );
+        }
+    }
+    if shown.len() > EPISODES_LISTED {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (all are in --json)",
+            shown.len() - EPISODES_LISTED
+        );
+    }
+}
+
+fn interfaces(out: &mut String, r: &Report) {
+    let _ = writeln!(out, "\ninterfaces");
+    for i in &r.interfaces {
+        let _ = writeln!(
+            out,
+            "  {}{}: tx {} (mean {}, peak {}), rx {} (mean {}, peak {})",
+            i.name,
+            i.driver
+                .as_deref()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default(),
+            bytes(i.tx_bytes),
+            rate_bits(i.mean_tx_bps),
+            rate_bits(i.peak_tx_bps),
+            bytes(i.rx_bytes),
+            rate_bits(i.mean_rx_bps),
+            rate_bits(i.peak_rx_bps)
+        );
+        let verdicts: Vec<String> = i.verdicts.iter().map(|(v, n)| format!("{v} {n}")).collect();
+        let _ = writeln!(out, "    intervals: {}", verdicts.join(", "));
+        if !i.allowance_available {
+            let _ = writeln!(out, "    allowance counters unavailable");
+        }
+        for (name, a) in &i.allowance {
+            let of = match name.as_str() {
+                "bw_out" => "tx wire packets",
+                "bw_in" => "rx wire packets",
+                _ => "tx+rx wire packets",
+            };
+            let _ = writeln!(
+                out,
+                "    allowance {name:<9} {} exceeded: {} of {of} overall, peak {}",
+                a.exceeded,
+                pct(a.pct),
+                pct(a.peak_pct)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "    retransmits {} of {} segments: {} overall, peak {}",
+            i.retrans_segs,
+            i.segs_out,
+            pct(i.retrans_pct),
+            pct(i.peak_retrans_pct)
+        );
+        if i.peak_backlog_bytes > 0 || !i.host_drops.is_empty() {
+            let drops: Vec<String> = i
+                .host_drops
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "    host queue: peak backlog {}, drops {}",
+                bytes(i.peak_backlog_bytes),
+                if drops.is_empty() {
+                    "none".to_string()
+                } else {
+                    drops.join(", ")
+                }
+            );
+        }
+    }
+}
+
+fn flows(out: &mut String, r: &Report) {
+    let _ = writeln!(out, "\nflows backing off (by total backoff score)");
+    if r.flows.is_empty() {
+        let _ = writeln!(out, "  none");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:>4} {:<40} {:>6} {:<16} {:>10} {:>8} {:>12} {:>16}",
+        "rank", "peer", "lport", "owner", "sent", "retrans", "rtt infl", "backoff"
+    );
+    for f in &r.flows {
+        let owner = f
+            .owner
+            .as_ref()
+            .map_or("-".to_string(), |o| format!("{}/{}", o.comm, o.pid));
+        let infl = match (f.mean_rtt_inflation, f.peak_rtt_inflation) {
+            (Some(m), Some(p)) => format!("{m:.2}x/{p:.2}x"),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:>4} {:<40} {:>6} {:<16} {:>10} {:>8} {:>12} {:>16}{}",
+            f.rank,
+            f.peer.to_string(),
+            f.local.port(),
+            owner,
+            bytes(f.bytes_sent),
+            f.retransmits,
+            infl,
+            format!(
+                "{:.0} ({}/{})",
+                f.backoff_total, f.backoff_intervals, f.intervals
+            ),
+            if f.closed { " closed" } else { "" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  rtt infl: srtt/min_rtt mean/peak; backoff: summed score (intervals backing off/seen)"
+    );
+}
+
+fn health(out: &mut String, r: &Report) {
+    let h = &r.health;
+    let _ = writeln!(out, "\nhealth (over the span)");
+    let programs: Vec<String> = h
+        .programs
+        .iter()
+        .map(|(n, p)| format!("{n} {} events, {} missed", p.events, p.missed))
+        .collect();
+    if !programs.is_empty() {
+        let _ = writeln!(out, "  programs: {}", programs.join("; "));
+    }
+    let _ = writeln!(
+        out,
+        "  ring buffer drops {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}",
+        h.ringbuf_drops, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked
+    );
+    for (iface, resets) in &h.allowance_resets {
+        let zeroed = h.allowance_zeroed_reads.get(iface).copied().unwrap_or(0);
+        let failed = h.allowance_read_failures.get(iface).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  allowance counters {iface}: {resets} resets, {zeroed} zeroed reads, {failed} failed reads"
+        );
+    }
+    if h.episodes_forgotten > 0 {
+        let _ = writeln!(
+            out,
+            "  {} old episodes forgotten (too many to keep)",
+            h.episodes_forgotten
+        );
+    }
+    if h.read_warnings.is_empty() {
+        let _ = writeln!(out, "  read: every line read, nothing missing");
+    } else {
+        let _ = writeln!(out, "  read warnings ({}):", h.read_warnings.len());
+        for w in &h.read_warnings {
+            let _ = writeln!(out, "    {w}");
+        }
+    }
+}

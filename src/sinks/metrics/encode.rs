@@ -1,0 +1,478 @@
+//! The exporter's state as OpenMetrics text, through prometheus-client: one
+//! `Collector` writes every family from the state on each encode.
+//!
+//! The raw ENA counters keep node_exporter's ethtool collector names
+//! (`node_ethtool_<stat>`, label `device`) so dashboards written for
+//! node_exporter work unchanged. node_exporter exposes them untyped, with no
+//! `_total` suffix; OpenMetrics requires that suffix on counters, so they
+//! are encoded with type `unknown` (Prometheus' "untyped").
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::state::{ExporterState, ALLOWANCES};
+use crate::analysis::Verdict;
+use crate::snapshot::AllowanceCounters;
+
+/// The content type of what [`encode`] writes.
+pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The content type of what [`to_prometheus_text`] writes.
+pub const PROMETHEUS_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+
+#[derive(Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Written as `<name>_total`; `name` is given without the suffix.
+    Counter,
+    Gauge,
+    /// node_exporter's untyped counters: the name as given, no suffix.
+    Untyped,
+}
+
+/// One metric family's samples, written only when it has any.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+    samples: Vec<(Labels, Value)>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str, kind: Kind) -> Self {
+        Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        }
+    }
+
+    fn int(&mut self, labels: Labels, v: u64) {
+        self.samples.push((labels, Value::Int(v)));
+    }
+
+    fn float(&mut self, labels: Labels, v: f64) {
+        self.samples.push((labels, Value::Float(v)));
+    }
+
+    fn write(&self, enc: &mut DescriptorEncoder) -> std::fmt::Result {
+        if self.samples.is_empty() {
+            return Ok(());
+        }
+        let ty = match self.kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Untyped => MetricType::Unknown,
+        };
+        let mut m = enc.encode_descriptor(self.name, self.help, None, ty)?;
+        for (labels, v) in &self.samples {
+            if labels.is_empty() {
+                // Straight on the descriptor: no braces for no labels.
+                write_value(&mut m, self.kind, *v)?;
+            } else {
+                write_value(&mut m.encode_family(labels)?, self.kind, *v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn write_value(m: &mut MetricEncoder, kind: Kind, v: Value) -> std::fmt::Result {
+    match (kind, v) {
+        (Kind::Counter, Value::Int(v)) => m.encode_counter::<NoLabelSet, u64, u64>(&v, None),
+        (Kind::Counter, Value::Float(v)) => m.encode_counter::<NoLabelSet, f64, f64>(&v, None),
+        (_, Value::Int(v)) => m.encode_gauge(&v),
+        (_, Value::Float(v)) => m.encode_gauge(&v),
+    }
+}
+
+fn dev(name: &str) -> Labels {
+    vec![("device", name.to_string())]
+}
+
+fn dev_dir(name: &str, direction: &'static str) -> Labels {
+    vec![
+        ("device", name.to_string()),
+        ("direction", direction.into()),
+    ]
+}
+
+/// Picks one statistic out of the allowance totals.
+type StatField = fn(&AllowanceCounters) -> Option<u64>;
+
+/// The `node_ethtool_*` families and the field of each.
+fn ethtool_families() -> Vec<(Family, StatField)> {
+    vec![
+        (
+            Family::new(
+                "node_ethtool_bw_in_allowance_exceeded",
+                "ENA: packets queued or dropped because inbound bandwidth exceeded the instance's allowance (ethtool -S bw_in_allowance_exceeded, cumulative).",
+                Kind::Untyped,
+            ),
+            |c| c.bw_in_allowance_exceeded,
+        ),
+        (
+            Family::new(
+                "node_ethtool_bw_out_allowance_exceeded",
+                "ENA: packets queued or dropped because outbound bandwidth exceeded the instance's allowance (ethtool -S bw_out_allowance_exceeded, cumulative).",
+                Kind::Untyped,
+            ),
+            |c| c.bw_out_allowance_exceeded,
+        ),
+        (
+            Family::new(
+                "node_ethtool_pps_allowance_exceeded",
+                "ENA: packets queued or dropped because the packets-per-second allowance was exceeded (cumulative).",
+                Kind::Untyped,
+            ),
+            |c| c.pps_allowance_exceeded,
+        ),
+        (
+            Family::new(
+                "node_ethtool_conntrack_allowance_exceeded",
+                "ENA: packets dropped because connection tracking exceeded its maximum (cumulative).",
+                Kind::Untyped,
+            ),
+            |c| c.conntrack_allowance_exceeded,
+        ),
+        (
+            Family::new(
+                "node_ethtool_linklocal_allowance_exceeded",
+                "ENA: packets dropped because traffic to link-local services (DNS, IMDS, NTP) exceeded its PPS allowance (cumulative).",
+                Kind::Untyped,
+            ),
+            |c| c.linklocal_allowance_exceeded,
+        ),
+        (
+            Family::new(
+                "node_ethtool_conntrack_allowance_available",
+                "ENA: tracked connections the instance can still open before reaching its conntrack allowance (a gauge).",
+                Kind::Untyped,
+            ),
+            |c| c.conntrack_allowance_available,
+        ),
+    ]
+}
+
+/// Every family of `state`, in exposition order.
+fn families(state: &ExporterState) -> Vec<Family> {
+    let mut ethtool = ethtool_families();
+    let mut packets = Family::new(
+        "throttlescope_interface_packets",
+        "Packets through the interface since boot (/sys/class/net/<if>/statistics; skbs when segmentation offload is on).",
+        Kind::Counter,
+    );
+    let mut bytes = Family::new(
+        "throttlescope_interface_bytes",
+        "Bytes through the interface since boot (/sys/class/net/<if>/statistics).",
+        Kind::Counter,
+    );
+    let mut dropped = Family::new(
+        "throttlescope_interface_dropped",
+        "Packets the interface dropped since boot (/sys/class/net/<if>/statistics).",
+        Kind::Counter,
+    );
+    let mut segs = Family::new(
+        "throttlescope_tcp_segments_sent",
+        "TCP segments sent by the observed flows, summed by the exporter since it started.",
+        Kind::Counter,
+    );
+    let mut retrans = Family::new(
+        "throttlescope_tcp_retransmitted_segments",
+        "TCP segments retransmitted by the observed flows, summed by the exporter since it started.",
+        Kind::Counter,
+    );
+    let mut wire = Family::new(
+        "throttlescope_wire_packets",
+        "Wire packets (what the hypervisor shaper counts; estimated from bytes and MTU under segmentation offload), summed by the exporter since it started: the denominator of the normalised allowance rates.",
+        Kind::Counter,
+    );
+    let mut exceeded = Family::new(
+        "throttlescope_allowance_exceeded_percent",
+        "Last interval: allowance-exceeded packets as % of wire packets (bw_out of tx, bw_in of rx, the others of tx+rx).",
+        Kind::Gauge,
+    );
+    let mut retrans_pct = Family::new(
+        "throttlescope_retransmit_percent",
+        "Last interval: retransmitted segments as % of segments sent.",
+        Kind::Gauge,
+    );
+    let mut verdict = Family::new(
+        "throttlescope_verdict",
+        "Last interval's verdict for the device: 1 for the current verdict, 0 for every other.",
+        Kind::Gauge,
+    );
+    let mut confidence = Family::new(
+        "throttlescope_verdict_confidence",
+        "Confidence of the last interval's verdict, 0..1.",
+        Kind::Gauge,
+    );
+    let mut read_failures = Family::new(
+        "throttlescope_allowance_read_failures",
+        "Failed reads of the device's allowance counters since start.",
+        Kind::Counter,
+    );
+    let mut resets = Family::new(
+        "throttlescope_allowance_counter_resets",
+        "Times the device's allowance counters went down (a driver reset) since start.",
+        Kind::Counter,
+    );
+
+    for (name, d) in &state.devices {
+        if let Some(a) = &d.allowance {
+            for (family, field) in ethtool.iter_mut() {
+                if let Some(v) = field(&a.totals) {
+                    family.int(dev(name), v);
+                }
+            }
+            read_failures.int(dev(name), a.read_failures);
+            resets.int(dev(name), a.resets);
+        }
+        let l = &d.link;
+        packets.int(dev_dir(name, "tx"), l.tx_packets);
+        packets.int(dev_dir(name, "rx"), l.rx_packets);
+        bytes.int(dev_dir(name, "tx"), l.tx_bytes);
+        bytes.int(dev_dir(name, "rx"), l.rx_bytes);
+        dropped.int(dev_dir(name, "tx"), l.tx_dropped);
+        dropped.int(dev_dir(name, "rx"), l.rx_dropped);
+        segs.int(dev(name), d.segs_out);
+        retrans.int(dev(name), d.retrans_segs);
+        wire.int(dev_dir(name, "tx"), d.tx_wire_packets);
+        wire.int(dev_dir(name, "rx"), d.rx_wire_packets);
+        for (allowance, pct) in ALLOWANCES.iter().zip(d.exceeded_pct) {
+            if let Some(p) = pct {
+                let labels = vec![
+                    ("device", name.clone()),
+                    ("allowance", allowance.to_string()),
+                ];
+                exceeded.float(labels, p);
+            }
+        }
+        if let Some(p) = d.retransmit_pct {
+            retrans_pct.float(dev(name), p);
+        }
+        if let Some((current, conf)) = d.verdict {
+            for v in Verdict::ALL {
+                let labels = vec![("device", name.clone()), ("verdict", v.as_str().into())];
+                verdict.int(labels, u64::from(v == current));
+            }
+            confidence.float(dev(name), conf);
+        }
+    }
+
+    let mut out: Vec<Family> = ethtool.into_iter().map(|(f, _)| f).collect();
+    out.extend([
+        packets,
+        bytes,
+        dropped,
+        segs,
+        retrans,
+        wire,
+        exceeded,
+        retrans_pct,
+        verdict,
+        confidence,
+        read_failures,
+        resets,
+    ]);
+    out.extend(flow_families(state));
+    out.extend(health_families(state));
+    out
+}
+
+fn flow_families(state: &ExporterState) -> Vec<Family> {
+    let mut backoff = Family::new(
+        "throttlescope_flow_backoff_score",
+        "Last interval: how much the flow was held back, 0..100 (top flows by this score only).",
+        Kind::Gauge,
+    );
+    let mut inflation = Family::new(
+        "throttlescope_flow_rtt_inflation_ratio",
+        "Last interval: the flow's smoothed RTT over its minimum RTT (1 = no queueing delay).",
+        Kind::Gauge,
+    );
+    let mut srtt = Family::new(
+        "throttlescope_flow_srtt_seconds",
+        "The flow's smoothed RTT at the end of the last interval.",
+        Kind::Gauge,
+    );
+    let mut cwnd = Family::new(
+        "throttlescope_flow_cwnd",
+        "The flow's congestion window (segments) at the end of the last interval.",
+        Kind::Gauge,
+    );
+    let mut retransmits = Family::new(
+        "throttlescope_flow_retransmits",
+        "Segments the flow retransmitted in the last interval.",
+        Kind::Gauge,
+    );
+    let mut tx = Family::new(
+        "throttlescope_flow_tx_bytes_per_second",
+        "Bytes the flow sent per second over the last interval.",
+        Kind::Gauge,
+    );
+    for f in &state.flows {
+        let labels = || f.labels().to_vec();
+        backoff.float(labels(), f.backoff_score);
+        if let Some(i) = f.rtt_inflation {
+            inflation.float(labels(), i);
+        }
+        srtt.float(labels(), f.srtt_seconds);
+        cwnd.int(labels(), u64::from(f.cwnd));
+        retransmits.int(labels(), f.retransmits);
+        tx.float(labels(), f.tx_bytes_per_second);
+    }
+    let mut collisions = Family::new(
+        "throttlescope_flow_label_collisions",
+        "Top flows not exported because a better-ranked flow had the same peer, local_port and process labels.",
+        Kind::Counter,
+    );
+    collisions.int(Vec::new(), state.flow_label_collisions);
+    vec![backoff, inflation, srtt, cwnd, retransmits, tx, collisions]
+}
+
+fn health_families(state: &ExporterState) -> Vec<Family> {
+    let mut events = Family::new(
+        "throttlescope_bpf_events",
+        "Runs of the BPF program on observed sockets, counted by the program.",
+        Kind::Counter,
+    );
+    let mut missed = Family::new(
+        "throttlescope_bpf_missed",
+        "Runs of the BPF program the kernel skipped (recursion misses): events lost.",
+        Kind::Counter,
+    );
+    for p in &state.programs {
+        events.int(vec![("program", p.name.clone())], p.events);
+        missed.int(vec![("program", p.name.clone())], p.missed);
+    }
+    let mut ringbuf = Family::new(
+        "throttlescope_ringbuf_drops",
+        "Flow events lost because the ring buffer was full.",
+        Kind::Counter,
+    );
+    ringbuf.int(Vec::new(), state.ringbuf_drops);
+    let mut untracked = Family::new(
+        "throttlescope_untracked_flows",
+        "Sockets whose BPF storage could not be created: not observed.",
+        Kind::Counter,
+    );
+    untracked.int(Vec::new(), state.untracked_flows);
+    let mut counter_failures = Family::new(
+        "throttlescope_counter_read_failures",
+        "Failed reads of interface counters.",
+        Kind::Counter,
+    );
+    counter_failures.int(Vec::new(), state.counter_read_failures);
+    let mut intervals = Family::new(
+        "throttlescope_intervals",
+        "Intervals published to this endpoint since start.",
+        Kind::Counter,
+    );
+    intervals.int(Vec::new(), state.intervals);
+    let mut last = Family::new(
+        "throttlescope_last_interval_timestamp_seconds",
+        "Wall clock at the end of the last published interval, in seconds since the Unix epoch.",
+        Kind::Gauge,
+    );
+    if let Some(ms) = state.last_unix_ms {
+        last.float(Vec::new(), ms as f64 / 1000.0);
+    }
+    vec![
+        events,
+        missed,
+        ringbuf,
+        untracked,
+        counter_failures,
+        intervals,
+        last,
+    ]
+}
+
+/// Reads the shared state on each encode.
+#[derive(Debug)]
+struct StateCollector(Arc<Mutex<ExporterState>>);
+
+impl Collector for StateCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        // A panic elsewhere while holding the lock leaves valid data: the
+        // state is only ever replaced field by field.
+        let state = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for family in families(&state) {
+            family.write(&mut encoder)?;
+        }
+        Ok(())
+    }
+}
+
+/// A registry whose only collector reads `state`.
+pub fn registry(state: Arc<Mutex<ExporterState>>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(StateCollector(state)));
+    r
+}
+
+/// The whole exposition of `registry`, `# EOF` included.
+pub fn encode(registry: &Registry) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        // Writing to a String cannot fail; say so rather than serve half.
+        out.clear();
+        let _ = writeln!(out, "# encoding the metrics failed: {e}\n# EOF");
+    }
+    out
+}
+
+/// The same exposition in the Prometheus text format 0.0.4, for scrapers
+/// and tools (promtool, older agents) that do not take OpenMetrics. The
+/// two differ where it matters here in three ways: a counter family is
+/// named with its `_total` suffix, the untyped type is `untyped`, and there
+/// is no `# EOF`.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let tail = if prefix == "# TYPE " && tail == "unknown" {
+                    "untyped"
+                } else {
+                    tail
+                };
+                let suffix = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "{prefix}{name}{suffix} {tail}");
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}

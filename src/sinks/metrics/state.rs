@@ -1,0 +1,179 @@
+//! What the exporter shows, kept between intervals: the latest values of
+//! every device and the top flows, plus the counters the exporter sums
+//! itself (segments, retransmits, wire packets), which exist only as
+//! per-interval deltas in the analysis.
+
+use std::collections::{BTreeMap, HashSet};
+
+use crate::analysis::{IntervalAnalysis, Verdict};
+use crate::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
+
+/// The allowance kinds of `throttlescope_allowance_exceeded_percent`.
+pub const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];
+
+/// One device's series.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceState {
+    /// Interface counters as read at the end of the last interval.
+    pub link: LinkCounters,
+    /// ENA allowance totals, failures and resets; `None` when the device
+    /// reports none (then no `node_ethtool_*` series exist for it).
+    pub allowance: Option<AllowanceState>,
+    /// Sums over every interval since the exporter started.
+    pub segs_out: u64,
+    pub retrans_segs: u64,
+    pub tx_wire_packets: u64,
+    pub rx_wire_packets: u64,
+    /// Last interval's normalised rates, in `ALLOWANCES` order; `None`
+    /// where the analysis had none (no counter, no packets, read gap).
+    pub exceeded_pct: [Option<f64>; 5],
+    pub retransmit_pct: Option<f64>,
+    /// Last interval's verdict and its confidence.
+    pub verdict: Option<(Verdict, f64)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AllowanceState {
+    pub totals: AllowanceCounters,
+    pub read_failures: u64,
+    pub resets: u64,
+}
+
+/// One exported flow: the labels and the last interval's values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowSeries {
+    pub peer: String,
+    pub local_port: u16,
+    pub process: String,
+    pub backoff_score: f64,
+    pub rtt_inflation: Option<f64>,
+    pub srtt_seconds: f64,
+    pub cwnd: u32,
+    pub retransmits: u64,
+    pub tx_bytes_per_second: f64,
+}
+
+impl FlowSeries {
+    pub fn labels(&self) -> [(&'static str, String); 3] {
+        [
+            ("peer", self.peer.clone()),
+            ("local_port", self.local_port.to_string()),
+            ("process", self.process.clone()),
+        ]
+    }
+}
+
+/// Everything `/metrics` shows.
+#[derive(Debug, Clone, Default)]
+pub struct ExporterState {
+    /// Per-flow series are exported for flows of rank 1..=top_flows.
+    pub top_flows: usize,
+    pub devices: BTreeMap<String, DeviceState>,
+    /// The top flows of the last interval, best rank first. Replaced whole
+    /// each interval: a flow that left the top N has no series any more.
+    pub flows: Vec<FlowSeries>,
+    /// Top flows not exported because a better-ranked flow had the same
+    /// labels (same peer, local port and process, e.g. in two namespaces).
+    pub flow_label_collisions: u64,
+    pub programs: Vec<ProgramHealth>,
+    pub ringbuf_drops: u64,
+    pub untracked_flows: u64,
+    pub counter_read_failures: u64,
+    /// Intervals published since start.
+    pub intervals: u64,
+    /// Wall clock at the end of the last interval, in ms since the epoch.
+    pub last_unix_ms: Option<u64>,
+}
+
+impl ExporterState {
+    pub fn new(top_flows: usize) -> Self {
+        ExporterState {
+            top_flows,
+            ..Default::default()
+        }
+    }
+
+    /// Takes in one interval. Devices not in `snap` are dropped (their
+    /// sums restart from 0 if they come back, which Prometheus reads as a
+    /// counter reset).
+    pub fn apply(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis) {
+        let mut devices = BTreeMap::new();
+        for iface in &snap.interfaces {
+            let mut d = self.devices.remove(&iface.name).unwrap_or_default();
+            d.link = iface.totals;
+            d.allowance = iface.allowance.sample().map(|a| AllowanceState {
+                totals: a.totals,
+                read_failures: a.read_failures,
+                resets: a.resets,
+            });
+            match analysis.interfaces.iter().find(|v| v.iface == iface.name) {
+                Some(v) => {
+                    let r = &v.rates;
+                    d.segs_out += r.segs_out;
+                    d.retrans_segs += r.retrans_segs;
+                    d.tx_wire_packets += r.tx_wire_packets;
+                    d.rx_wire_packets += r.rx_wire_packets;
+                    d.exceeded_pct = [
+                        r.bw_out_pct,
+                        r.bw_in_pct,
+                        r.pps_pct,
+                        r.conntrack_pct,
+                        r.linklocal_pct,
+                    ];
+                    d.retransmit_pct = r.retransmit_pct;
+                    d.verdict = Some((v.verdict, v.confidence));
+                }
+                None => {
+                    d.exceeded_pct = [None; 5];
+                    d.retransmit_pct = None;
+                    d.verdict = None;
+                }
+            }
+            devices.insert(iface.name.clone(), d);
+        }
+        self.devices = devices;
+
+        let secs = snap.interval_secs();
+        let mut seen = HashSet::new();
+        let mut ranked: Vec<_> = analysis
+            .flows
+            .iter()
+            .filter(|f| f.rank >= 1 && f.rank <= self.top_flows)
+            .collect();
+        ranked.sort_by_key(|f| f.rank);
+        self.flows.clear();
+        for f in ranked {
+            let series = FlowSeries {
+                peer: f.peer.to_string(),
+                local_port: f.local.port(),
+                process: f
+                    .owner
+                    .as_ref()
+                    .map_or_else(|| "unknown".to_string(), |o| o.comm.clone()),
+                backoff_score: f.backoff_score,
+                rtt_inflation: f.rtt_inflation,
+                srtt_seconds: f64::from(f.srtt_us) / 1e6,
+                cwnd: f.cwnd,
+                retransmits: f.retransmits,
+                tx_bytes_per_second: if secs > 0.0 {
+                    f.bytes_sent as f64 / secs
+                } else {
+                    0.0
+                },
+            };
+            if seen.insert(series.labels()) {
+                self.flows.push(series);
+            } else {
+                self.flow_label_collisions += 1;
+            }
+        }
+
+        let h = &snap.health;
+        self.programs = h.programs.clone();
+        self.ringbuf_drops = h.ringbuf_drops;
+        self.untracked_flows = h.untracked_flows;
+        self.counter_read_failures = h.counter_read_failures;
+        self.intervals += 1;
+        self.last_unix_ms = Some(snap.unix_ms);
+    }
+}

@@ -1,0 +1,334 @@
+//! The exposition from hand-built intervals: exact names and values, no
+//! `_total` on the node_exporter names, the per-flow bound.
+
+use std::collections::HashSet;
+
+use super::encode_state;
+use super::state::ExporterState;
+use crate::analysis::{
+    FlowAttribution, InterfaceVerdict, IntervalAnalysis, NormalisedRates, Verdict,
+};
+use crate::snapshot::{
+    AllowanceCounters, AllowanceSample, AllowanceStatus, Health, InterfaceSample, LinkCounters,
+    Owner, ProgramHealth, Snapshot,
+};
+
+fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
+    InterfaceSample {
+        name: name.into(),
+        driver: Some("ena".into()),
+        totals: LinkCounters {
+            tx_packets: 1000,
+            rx_packets: 900,
+            tx_bytes: 1_500_000,
+            rx_bytes: 60_000,
+            tx_dropped: 3,
+            rx_dropped: 4,
+            ..Default::default()
+        },
+        delta: LinkCounters::default(),
+        offloads: None,
+        mtu: 1500,
+        allowance: match allowance {
+            Some(totals) => AllowanceStatus::Read(Box::new(AllowanceSample {
+                source: "file:x".into(),
+                totals,
+                delta: AllowanceCounters::default(),
+                resets: 1,
+                zeroed_reads: 0,
+                read_failures: 2,
+                last_error: None,
+            })),
+            None => AllowanceStatus::Unavailable {
+                reason: "not ENA".into(),
+            },
+        },
+        host_queue: None,
+    }
+}
+
+fn snapshot(seq: u64) -> Snapshot {
+    Snapshot {
+        seq,
+        mono_ns: 1_000_000_000 * (seq + 1),
+        unix_ms: 1_762_000_000_000 + 1000 * seq,
+        interval_ns: 1_000_000_000,
+        interfaces: vec![
+            iface(
+                "b0",
+                Some(AllowanceCounters {
+                    bw_out_allowance_exceeded: Some(123),
+                    bw_in_allowance_exceeded: Some(7),
+                    pps_allowance_exceeded: Some(0),
+                    conntrack_allowance_available: Some(5000),
+                    ..Default::default()
+                }),
+            ),
+            iface("lo", None),
+        ],
+        flows: Vec::new(),
+        events: Vec::new(),
+        health: Health {
+            programs: vec![ProgramHealth {
+                name: "tcp_probe".into(),
+                events: 42,
+                missed: 1,
+                ..Default::default()
+            }],
+            ringbuf_drops: 5,
+            untracked_flows: 6,
+            counter_read_failures: 7,
+            ..Default::default()
+        },
+    }
+}
+
+fn verdict(name: &str, v: Verdict, tx_wire: u64, segs: u64, retrans: u64) -> InterfaceVerdict {
+    InterfaceVerdict {
+        iface: name.into(),
+        verdict: v,
+        confidence: 0.75,
+        evidence: Vec::new(),
+        rates: NormalisedRates {
+            tx_wire_packets: tx_wire,
+            rx_wire_packets: 10,
+            bw_out_pct: Some(12.5),
+            segs_out: segs,
+            retrans_segs: retrans,
+            retransmit_pct: (segs > 0).then(|| retrans as f64 / segs as f64 * 100.0),
+            ..Default::default()
+        },
+    }
+}
+
+/// A flow ranked `rank`, its peer port telling it apart.
+fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
+    FlowAttribution {
+        flow_id: u64::from(peer_port),
+        local: "10.0.0.1:9092".parse().unwrap(),
+        peer: format!("10.0.0.2:{peer_port}").parse().unwrap(),
+        owner: Some(Owner {
+            pid: 1,
+            comm: "java".into(),
+            cgroup_id: 0,
+        }),
+        state: "ESTAB".into(),
+        ca_state: "open".into(),
+        bytes_sent: 2_000_000,
+        bytes_received: 0,
+        bytes_share_pct: 10.0,
+        rtt_inflation: Some(1.5),
+        srtt_us: 2500,
+        min_rtt_us: 1000,
+        cwnd: 10,
+        cwnd_reductions: 0,
+        segs_out: 100,
+        retransmits: 3,
+        failed_retransmits: 0,
+        recovery_loss_ms: 0.0,
+        backoff_score: 100.0 - rank as f64,
+        rank,
+    }
+}
+
+fn analysis(seq: u64, flows: Vec<FlowAttribution>) -> IntervalAnalysis {
+    IntervalAnalysis {
+        seq,
+        mono_ns: 0,
+        interfaces: vec![
+            verdict("b0", Verdict::HypervisorQueuing, 1000, 200, 4),
+            verdict("lo", Verdict::Idle, 0, 200, 4),
+        ],
+        flows,
+    }
+}
+
+fn lines(text: &str) -> Vec<&str> {
+    text.lines().collect()
+}
+
+#[test]
+fn exact_names_and_values() {
+    let mut st = ExporterState::new(20);
+    st.apply(&snapshot(0), &analysis(0, vec![flow(1, 5000)]));
+    st.apply(&snapshot(1), &analysis(1, vec![flow(1, 5000)]));
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        r#"node_ethtool_bw_out_allowance_exceeded{device="b0"} 123"#,
+        r#"node_ethtool_bw_in_allowance_exceeded{device="b0"} 7"#,
+        r#"node_ethtool_pps_allowance_exceeded{device="b0"} 0"#,
+        r#"node_ethtool_conntrack_allowance_available{device="b0"} 5000"#,
+        "# TYPE node_ethtool_bw_out_allowance_exceeded unknown",
+        r#"throttlescope_interface_packets_total{device="b0",direction="tx"} 1000"#,
+        r#"throttlescope_interface_bytes_total{device="lo",direction="rx"} 60000"#,
+        r#"throttlescope_interface_dropped_total{device="b0",direction="rx"} 4"#,
+        // Sums of two intervals.
+        r#"throttlescope_tcp_segments_sent_total{device="b0"} 400"#,
+        r#"throttlescope_tcp_retransmitted_segments_total{device="b0"} 8"#,
+        r#"throttlescope_wire_packets_total{device="b0",direction="tx"} 2000"#,
+        r#"throttlescope_wire_packets_total{device="b0",direction="rx"} 20"#,
+        r#"throttlescope_allowance_exceeded_percent{device="b0",allowance="bw_out"} 12.5"#,
+        r#"throttlescope_retransmit_percent{device="b0"} 2.0"#,
+        r#"throttlescope_verdict{device="b0",verdict="hypervisor_queuing"} 1"#,
+        r#"throttlescope_verdict{device="b0",verdict="idle"} 0"#,
+        r#"throttlescope_verdict{device="lo",verdict="idle"} 1"#,
+        r#"throttlescope_verdict_confidence{device="b0"} 0.75"#,
+        r#"throttlescope_allowance_read_failures_total{device="b0"} 2"#,
+        r#"throttlescope_allowance_counter_resets_total{device="b0"} 1"#,
+        r#"throttlescope_bpf_events_total{program="tcp_probe"} 42"#,
+        r#"throttlescope_bpf_missed_total{program="tcp_probe"} 1"#,
+        "throttlescope_ringbuf_drops_total 5",
+        "throttlescope_untracked_flows_total 6",
+        "throttlescope_counter_read_failures_total 7",
+        "throttlescope_intervals_total 2",
+        "throttlescope_last_interval_timestamp_seconds 1762000001.0",
+        r#"throttlescope_flow_backoff_score{peer="10.0.0.2:5000",local_port="9092",process="java"} 99.0"#,
+        r#"throttlescope_flow_rtt_inflation_ratio{peer="10.0.0.2:5000",local_port="9092",process="java"} 1.5"#,
+        r#"throttlescope_flow_srtt_seconds{peer="10.0.0.2:5000",local_port="9092",process="java"} 0.0025"#,
+        r#"throttlescope_flow_cwnd{peer="10.0.0.2:5000",local_port="9092",process="java"} 10"#,
+        r#"throttlescope_flow_retransmits{peer="10.0.0.2:5000",local_port="9092",process="java"} 3"#,
+        r#"throttlescope_flow_tx_bytes_per_second{peer="10.0.0.2:5000",local_port="9092",process="java"} 2000000.0"#,
+        "# EOF",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+    // Every verdict once per judged device.
+    assert_eq!(
+        l.iter()
+            .filter(|x| x.starts_with("throttlescope_verdict{device=\"b0\""))
+            .count(),
+        Verdict::ALL.len()
+    );
+    // Only what the device reports, and nothing for a device without.
+    assert!(!text.contains("node_ethtool_conntrack_allowance_exceeded{"));
+    assert!(!text.contains("node_ethtool_bw_out_allowance_exceeded{device=\"lo\"}"));
+    assert!(
+        !text.contains("node_ethtool_")
+            || !text.contains("node_ethtool_bw_in_allowance_exceeded_total")
+    );
+    for line in &l {
+        if line.starts_with("node_ethtool_") || line.starts_with("# TYPE node_ethtool_") {
+            let name = line
+                .trim_start_matches("# TYPE ")
+                .split(['{', ' '])
+                .next()
+                .unwrap();
+            assert!(!name.ends_with("_total"), "{line}");
+        }
+    }
+}
+
+#[test]
+fn every_family_has_help_and_type() {
+    let mut st = ExporterState::new(5);
+    st.apply(&snapshot(0), &analysis(0, vec![flow(1, 5000)]));
+    let text = encode_state(st);
+    let mut helped = HashSet::new();
+    let mut typed = HashSet::new();
+    for l in text.lines() {
+        if let Some(rest) = l.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap();
+            assert!(help.len() > 10, "{l}");
+            helped.insert(name.to_string());
+        } else if let Some(rest) = l.strip_prefix("# TYPE ") {
+            typed.insert(rest.split(' ').next().unwrap().to_string());
+        } else if !l.starts_with('#') {
+            let name = l.split(['{', ' ']).next().unwrap();
+            let family = name.strip_suffix("_total").unwrap_or(name);
+            assert!(
+                helped.contains(name) || helped.contains(family),
+                "sample without HELP: {l}"
+            );
+        }
+    }
+    assert_eq!(helped, typed);
+}
+
+fn flow_peers(text: &str) -> HashSet<String> {
+    text.lines()
+        .filter(|l| l.starts_with("throttlescope_flow_backoff_score{"))
+        .map(|l| {
+            let start = l.find("peer=\"").unwrap() + 6;
+            l[start..].split('"').next().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn top_n_bound_holds_and_departed_flows_vanish() {
+    let mut st = ExporterState::new(3);
+    // 10 flows, ranks 1..=10: only ranks 1..=3 get series.
+    let many: Vec<_> = (1..=10).map(|r| flow(r, 5000 + r as u16)).collect();
+    st.apply(&snapshot(0), &analysis(0, many));
+    let text = encode_state(st.clone());
+    let want: HashSet<String> = (1..=3).map(|r| format!("10.0.0.2:{}", 5000 + r)).collect();
+    assert_eq!(flow_peers(&text), want);
+    for family in [
+        "throttlescope_flow_srtt_seconds{",
+        "throttlescope_flow_cwnd{",
+        "throttlescope_flow_retransmits{",
+        "throttlescope_flow_tx_bytes_per_second{",
+        "throttlescope_flow_rtt_inflation_ratio{",
+    ] {
+        assert_eq!(text.lines().filter(|l| l.starts_with(family)).count(), 3);
+    }
+
+    // Next interval other flows lead: the old ones' series are gone.
+    let next = vec![flow(1, 6001), flow(2, 5001), flow(3, 6003), flow(4, 5002)];
+    st.apply(&snapshot(1), &analysis(1, next));
+    let text = encode_state(st.clone());
+    let want: HashSet<String> = ["10.0.0.2:6001", "10.0.0.2:5001", "10.0.0.2:6003"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(flow_peers(&text), want);
+    assert!(!text.contains("10.0.0.2:5002\""));
+    assert!(!text.contains("10.0.0.2:5003\""));
+
+    // No flows: no flow series at all.
+    st.apply(&snapshot(2), &analysis(2, Vec::new()));
+    assert!(flow_peers(&encode_state(st.clone())).is_empty());
+
+    // 0 exports none.
+    let mut none = ExporterState::new(0);
+    none.apply(&snapshot(0), &analysis(0, vec![flow(1, 5000)]));
+    assert!(flow_peers(&encode_state(none)).is_empty());
+}
+
+#[test]
+fn colliding_flow_labels_are_counted_not_duplicated() {
+    let mut st = ExporterState::new(5);
+    st.apply(
+        &snapshot(0),
+        &analysis(0, vec![flow(1, 5000), flow(2, 5000)]),
+    );
+    let text = encode_state(st);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("throttlescope_flow_cwnd{"))
+            .count(),
+        1
+    );
+    assert!(text.contains("throttlescope_flow_backoff_score{peer=\"10.0.0.2:5000\",local_port=\"9092\",process=\"java\"} 99.0"));
+    assert!(text
+        .lines()
+        .any(|l| l == "throttlescope_flow_label_collisions_total 1"));
+}
+
+#[test]
+fn departed_device_vanishes_and_before_first_interval_is_valid() {
+    let st = ExporterState::new(20);
+    let text = encode_state(st.clone());
+    assert!(text.lines().any(|l| l == "throttlescope_intervals_total 0"));
+    assert!(text.ends_with("# EOF\n"));
+
+    let mut st = st;
+    st.apply(&snapshot(0), &analysis(0, Vec::new()));
+    let mut snap = snapshot(1);
+    snap.interfaces.retain(|i| i.name != "b0");
+    st.apply(&snap, &analysis(1, Vec::new()));
+    let text = encode_state(st);
+    assert!(!text.contains("device=\"b0\""));
+    assert!(text.contains("device=\"lo\""));
+}

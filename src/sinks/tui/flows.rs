@@ -1,0 +1,146 @@
+//! The flow table's rows: the analysis' attributions (ranked by backoff)
+//! joined with their snapshot samples, filtered and sorted as asked.
+
+use std::cmp::Ordering;
+
+use crate::analysis::{FlowAttribution, IntervalAnalysis};
+use crate::snapshot::Snapshot;
+
+/// The order of the flow table. Every key puts the most notable flow
+/// first: the most backed off, the fastest, the most retransmits, the most
+/// inflated RTT, the smallest congestion window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SortKey {
+    #[default]
+    Backoff,
+    TxRate,
+    Retransmits,
+    RttInflation,
+    Cwnd,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 5] = [
+        SortKey::Backoff,
+        SortKey::TxRate,
+        SortKey::Retransmits,
+        SortKey::RttInflation,
+        SortKey::Cwnd,
+    ];
+
+    pub fn next(self) -> SortKey {
+        let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        SortKey::ALL[(i + 1) % SortKey::ALL.len()]
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SortKey::Backoff => "backoff",
+            SortKey::TxRate => "tx rate",
+            SortKey::Retransmits => "retransmits",
+            SortKey::RttInflation => "rtt inflation",
+            SortKey::Cwnd => "cwnd (smallest)",
+        }
+    }
+}
+
+/// One row of the flow table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRow<'a> {
+    pub attr: &'a FlowAttribution,
+    pub tx_bps: f64,
+    /// Closed during the interval (shown once, then gone).
+    pub closed: bool,
+}
+
+impl FlowRow<'_> {
+    /// srtt / min_rtt from the current values; `None` when either is unknown.
+    pub fn rtt_inflation(&self) -> Option<f64> {
+        let a = self.attr;
+        (a.srtt_us > 0 && a.min_rtt_us > 0).then(|| a.srtt_us as f64 / a.min_rtt_us as f64)
+    }
+
+    pub fn owner_label(&self) -> String {
+        match &self.attr.owner {
+            Some(o) => format!("{}/{}", o.comm, o.pid),
+            None => "-".into(),
+        }
+    }
+
+    pub fn state_label(&self) -> String {
+        if self.closed {
+            "closed".into()
+        } else if self.attr.ca_state == "open" || self.attr.ca_state.is_empty() {
+            self.attr.state.clone()
+        } else {
+            format!("{} {}", self.attr.state, self.attr.ca_state)
+        }
+    }
+
+    /// Does the filter match this flow's peer address (or `addr:port`), its
+    /// local port (`:9092`) or its owner's process name? Case-insensitive;
+    /// an empty filter matches every flow.
+    pub fn matches(&self, filter: &str) -> bool {
+        let filter = filter.trim().to_lowercase();
+        if filter.is_empty() {
+            return true;
+        }
+        let a = self.attr;
+        if let Some(port) = filter.strip_prefix(':') {
+            if port.parse::<u16>().ok() == Some(a.local.port()) {
+                return true;
+            }
+        }
+        a.peer.to_string().to_lowercase().contains(&filter)
+            || a.owner
+                .as_ref()
+                .is_some_and(|o| o.comm.to_lowercase().contains(&filter))
+    }
+}
+
+/// The rows of an interval: `analysis.flows` matching `filter`, in `sort`
+/// order (ties keep the backoff rank).
+pub fn rows<'a>(
+    snap: &Snapshot,
+    analysis: &'a IntervalAnalysis,
+    sort: SortKey,
+    filter: &str,
+) -> Vec<FlowRow<'a>> {
+    let secs = snap.interval_secs();
+    let mut out: Vec<FlowRow<'a>> = analysis
+        .flows
+        .iter()
+        .map(|attr| FlowRow {
+            attr,
+            tx_bps: if secs > 0.0 {
+                attr.bytes_sent as f64 * 8.0 / secs
+            } else {
+                0.0
+            },
+            closed: snap
+                .flows
+                .iter()
+                .find(|f| f.id == attr.flow_id)
+                .is_some_and(|f| f.closed),
+        })
+        .filter(|r| r.matches(filter))
+        .collect();
+    out.sort_by(|a, b| order(sort, a, b).then(a.attr.rank.cmp(&b.attr.rank)));
+    out
+}
+
+fn order(sort: SortKey, a: &FlowRow, b: &FlowRow) -> Ordering {
+    match sort {
+        SortKey::Backoff => Ordering::Equal,
+        SortKey::TxRate => b.tx_bps.total_cmp(&a.tx_bps),
+        SortKey::Retransmits => b.attr.retransmits.cmp(&a.attr.retransmits),
+        // Unknown inflation goes last.
+        SortKey::RttInflation => match (a.rtt_inflation(), b.rtt_inflation()) {
+            (Some(x), Some(y)) => y.total_cmp(&x),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        },
+        SortKey::Cwnd => a.attr.cwnd.cmp(&b.attr.cwnd),
+    }
+}

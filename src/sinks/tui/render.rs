@@ -1,0 +1,483 @@
+//! Drawing one screen from the data and the person's choices. Pure: the
+//! same inputs draw the same cells, on a real terminal or a test buffer.
+
+use ratatui::layout::{Constraint, Flex, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Sparkline, Table, Wrap};
+use ratatui::Frame;
+
+use super::flows::{rows, FlowRow, SortKey};
+use super::format::{bytes, clip, micros, pct, rate_bits, rate_pps, rtt_pair};
+use super::history::{newest, History};
+use super::keys::UiState;
+use super::layout::{columns_for, peer_width, plan, Column, COLUMN_SPACING, MIN_HEIGHT, MIN_WIDTH};
+use crate::analysis::{InterfaceVerdict, IntervalAnalysis, VerdictFamily};
+use crate::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
+
+/// The latest interval, as shown.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub snap: Snapshot,
+    pub analysis: IntervalAnalysis,
+    /// `live`, or where a replayed interval came from.
+    pub source: String,
+}
+
+/// Everything drawn from the data: the latest interval and the history.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    pub latest: Option<Interval>,
+    pub history: History,
+}
+
+impl Model {
+    pub fn push(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis, source: &str) {
+        self.history.push(analysis);
+        self.latest = Some(Interval {
+            snap: snap.clone(),
+            analysis: analysis.clone(),
+            source: source.to_string(),
+        });
+    }
+}
+
+/// One screen's inputs.
+pub struct Screen<'a> {
+    pub model: &'a Model,
+    pub ui: &'a UiState,
+    /// Intervals that arrived since the display was paused.
+    pub new_while_paused: u64,
+}
+
+pub fn draw(frame: &mut Frame, screen: &Screen) {
+    let area = frame.area();
+    let n_ifaces = screen
+        .model
+        .latest
+        .as_ref()
+        .map_or(0, |l| l.snap.interfaces.len());
+    let Some(p) = plan(area, n_ifaces) else {
+        let text = format!(
+            "terminal too small ({}x{}): need {MIN_WIDTH}x{MIN_HEIGHT}. q quits",
+            area.width, area.height
+        );
+        frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+        return;
+    };
+    frame.render_widget(Paragraph::new(title(screen, p.hidden_ifaces)), p.title);
+    frame.render_widget(Paragraph::new(status_line(screen)), p.status);
+    let Some(latest) = &screen.model.latest else {
+        let wait = Paragraph::new("waiting for the first interval...");
+        frame.render_widget(wait, p.flows);
+        return;
+    };
+    if latest.snap.interfaces.is_empty() {
+        let none = Rect::new(p.flows.x, p.flows.y.saturating_sub(1), p.flows.width, 1);
+        frame.render_widget(Paragraph::new("no interfaces observed"), none);
+    }
+    for (iface, area) in latest.snap.interfaces.iter().zip(&p.ifaces) {
+        let verdict = latest
+            .analysis
+            .interfaces
+            .iter()
+            .find(|v| v.iface == iface.name);
+        draw_interface(frame, *area, iface, verdict, &screen.model.history);
+    }
+    let rows = rows(
+        &latest.snap,
+        &latest.analysis,
+        screen.ui.sort,
+        &screen.ui.filter,
+    );
+    draw_flows(frame, p.flows, &rows, screen.ui);
+}
+
+/// The title row, most urgent first (a narrow screen cuts the end): the
+/// pause, interfaces that did not fit, then where the data comes from and
+/// how the flows are chosen.
+fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
+    let ui = screen.ui;
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut spans = vec![Span::styled("throttlescope ", bold)];
+    if ui.paused {
+        spans.push(Span::styled(
+            format!(" PAUSED ({} new) ", screen.new_while_paused),
+            Style::new().fg(Color::Black).bg(Color::Yellow),
+        ));
+        spans.push(Span::raw(" "));
+    }
+    let mut parts = Vec::new();
+    if hidden_ifaces > 0 {
+        parts.push(format!("interfaces hidden: {hidden_ifaces}"));
+    }
+    match &screen.model.latest {
+        Some(l) => {
+            parts.push(l.source.clone());
+            parts.push(format!(
+                "interval {} ({:.2}s)",
+                l.snap.seq,
+                l.snap.interval_secs()
+            ));
+        }
+        None => parts.push("starting".into()),
+    }
+    parts.push(format!("sort: {}", ui.sort.label()));
+    if !ui.filter.is_empty() {
+        parts.push(format!("filter: {}", ui.filter));
+    }
+    spans.push(Span::styled(format!("| {}", parts.join(" | ")), bold));
+    Line::from(spans)
+}
+
+pub const HELP: &str =
+    "q/Esc quit | p/space pause | s sort | / filter by peer or process | ? hide help";
+
+fn status_line(screen: &Screen) -> Line<'static> {
+    let ui = screen.ui;
+    if let Some(input) = &ui.input {
+        return Line::from(vec![
+            Span::styled("filter: ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(format!("{input}_")),
+            Span::styled(
+                "   Enter applies, Esc clears",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]);
+    }
+    if ui.help {
+        return Line::from(HELP);
+    }
+    let h = screen
+        .model
+        .latest
+        .as_ref()
+        .map(|l| l.snap.health.clone())
+        .unwrap_or_default();
+    let text = health_text(&h);
+    let style = if health_ok(&h) {
+        Style::new().fg(Color::DarkGray)
+    } else {
+        Style::new().fg(Color::Yellow)
+    };
+    Line::from(vec![
+        Span::styled(text, style),
+        Span::styled("   ? keys", Style::new().fg(Color::DarkGray)),
+    ])
+}
+
+/// What the observer missed: shown always, never hidden.
+pub fn health_text(h: &Health) -> String {
+    format!(
+        "health: missed runs {} | ringbuf drops {} | untracked flows {} | read failures {}",
+        h.missed_total(),
+        h.ringbuf_drops,
+        h.untracked_flows + h.host_queue_untracked,
+        h.counter_read_failures
+    )
+}
+
+fn health_ok(h: &Health) -> bool {
+    h.missed_total() == 0
+        && h.ringbuf_drops == 0
+        && h.untracked_flows == 0
+        && h.host_queue_untracked == 0
+        && h.counter_read_failures == 0
+}
+
+fn verdict_style(v: &InterfaceVerdict) -> Style {
+    let color = match v.verdict.family() {
+        VerdictFamily::Idle => Color::DarkGray,
+        VerdictFamily::Free => Color::Green,
+        VerdictFamily::Queuing => Color::Yellow,
+        VerdictFamily::Drop => Color::Red,
+        VerdictFamily::Limit => Color::Magenta,
+    };
+    Style::new().fg(color).add_modifier(Modifier::BOLD)
+}
+
+/// The verdict and its evidence, in one line: the deciding signal first,
+/// then the others that crossed their thresholds.
+pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'static> {
+    let mut spans = Vec::new();
+    if let Some(n) = name {
+        spans.push(Span::styled(
+            format!("{n} "),
+            Style::new().add_modifier(Modifier::BOLD),
+        ));
+    } else {
+        spans.push(Span::raw("  "));
+    }
+    let Some(v) = v else {
+        spans.push(Span::raw("no verdict (not analysed)"));
+        return Line::from(spans);
+    };
+    spans.push(Span::styled(v.verdict.as_str(), verdict_style(v)));
+    spans.push(Span::raw(format!(" {:.0}%", v.confidence * 100.0)));
+    let notes: Vec<&str> = v
+        .evidence
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| *i == 0 || e.exceeded)
+        .map(|(_, e)| e.note.as_str())
+        .collect();
+    if !notes.is_empty() {
+        spans.push(Span::raw(format!(": {}", notes.join("; "))));
+    }
+    Line::from(spans)
+}
+
+fn rates_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line<'static> {
+    let mut spans = vec![Span::styled(
+        format!(
+            "{} ({})",
+            iface.name,
+            iface.driver.as_deref().unwrap_or("?")
+        ),
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    let text = match v {
+        Some(v) => {
+            let r = &v.rates;
+            let per_s = |n: u64| {
+                if r.interval_secs > 0.0 {
+                    n as f64 / r.interval_secs
+                } else {
+                    0.0
+                }
+            };
+            format!(
+                "  tx {} {}  rx {} {}  wire {}{}",
+                rate_bits(r.tx_bps),
+                rate_pps(per_s(r.tx_wire_packets)),
+                rate_bits(r.rx_bps),
+                rate_pps(per_s(r.rx_wire_packets)),
+                rate_pps(r.wire_pps),
+                if r.wire_estimated { " (est.)" } else { "" }
+            )
+        }
+        None => "  no rates".into(),
+    };
+    spans.push(Span::raw(text));
+    Line::from(spans)
+}
+
+fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line<'static> {
+    let Some(v) = v else {
+        return Line::from("");
+    };
+    let r = &v.rates;
+    let allowance = match &iface.allowance {
+        AllowanceStatus::Read(_) => format!(
+            "  exceeded: bw_out {} bw_in {} pps {} conntrack {} linklocal {}",
+            pct(r.bw_out_pct),
+            pct(r.bw_in_pct),
+            pct(r.pps_pct),
+            pct(r.conntrack_pct),
+            pct(r.linklocal_pct),
+        ),
+        AllowanceStatus::Unavailable { reason } => format!("  allowance: {reason}"),
+    };
+    let backlog = if r.host_queue_available {
+        format!(
+            "  backlog {}p {} sojourn {} drops {}",
+            r.local_backlog_packets,
+            bytes(r.local_backlog_bytes),
+            r.local_sojourn_mean_us.map_or("-".into(), |us| micros(
+                u32::try_from(us).unwrap_or(u32::MAX)
+            )),
+            r.local_drops
+        )
+    } else {
+        "  backlog n/a".into()
+    };
+    Line::from(vec![
+        Span::raw(allowance),
+        Span::raw(format!("  retrans {}", pct(r.retransmit_pct))),
+        Span::raw(backlog),
+    ])
+}
+
+fn draw_interface(
+    frame: &mut Frame,
+    area: Rect,
+    iface: &InterfaceSample,
+    v: Option<&InterfaceVerdict>,
+    history: &History,
+) {
+    let line = |i: u16| Rect::new(area.x, area.y.saturating_add(i), area.width, 1);
+    let mut lines = match area.height {
+        0 => return,
+        1 => vec![verdict_line(Some(&iface.name), v)],
+        2 => vec![rates_line(iface, v), verdict_line(None, v)],
+        _ => vec![
+            rates_line(iface, v),
+            allowance_line(iface, v),
+            verdict_line(None, v),
+        ],
+    };
+    for (i, l) in lines.drain(..).enumerate() {
+        frame.render_widget(Paragraph::new(l), line(i as u16));
+    }
+    if area.height >= 4 {
+        draw_sparklines(frame, line(3), &iface.name, history);
+    }
+}
+
+/// Throughput and allowance-exceeded history side by side.
+fn draw_sparklines(frame: &mut Frame, area: Rect, iface: &str, history: &History) {
+    let Some(h) = history.get(iface) else {
+        return;
+    };
+    let half = area.width / 2;
+    let left = Rect::new(area.x, area.y, half, 1);
+    let right = Rect::new(area.x.saturating_add(half), area.y, area.width - half, 1);
+
+    let peak = h.tx_bps.iter().copied().fold(0.0, f64::max);
+    let wide = half >= 40;
+    let tx_label = if wide {
+        format!("  tx (max {}) ", rate_bits(peak))
+    } else {
+        "  tx ".to_string()
+    };
+    let [label, spark] = split_label(left, &tx_label);
+    frame.render_widget(Paragraph::new(tx_label), label);
+    // Kilobits: sparkline values are integers.
+    let tx: Vec<u64> = newest(&h.tx_bps, spark.width as usize)
+        .into_iter()
+        .map(|b| (b / 1e3) as u64)
+        .collect();
+    let tx_spark = Sparkline::default()
+        .data(tx)
+        .max(((peak / 1e3) as u64).max(1))
+        .style(Style::new().fg(Color::Cyan));
+    frame.render_widget(tx_spark, spark);
+
+    let al_label = if wide {
+        " allowance exceeded (0-100%) "
+    } else {
+        " allow% "
+    };
+    let [label, spark] = split_label(right, al_label);
+    frame.render_widget(Paragraph::new(al_label), label);
+    // Tenths of a percent, capped at 100%: the scale is fixed, so a flat
+    // line at the top means every packet was over the allowance.
+    let al: Vec<Option<u64>> = newest(&h.allowance_pct, spark.width as usize)
+        .into_iter()
+        .map(|p| p.map(|p| (p.clamp(0.0, 100.0) * 10.0) as u64))
+        .collect();
+    let al_spark = Sparkline::default()
+        .data(al)
+        .max(1000)
+        .style(Style::new().fg(Color::Yellow));
+    frame.render_widget(al_spark, spark);
+}
+
+/// A label on the left of `area` and the rest for a sparkline; the label
+/// gives way when the area is narrow.
+fn split_label(area: Rect, label: &str) -> [Rect; 2] {
+    let want = u16::try_from(label.chars().count()).unwrap_or(u16::MAX);
+    let w = want.min(area.width / 2);
+    Layout::horizontal([Constraint::Length(w), Constraint::Fill(1)]).areas(area)
+}
+
+fn cell(c: Column, r: &FlowRow) -> String {
+    let a = r.attr;
+    match c {
+        Column::Rank => a.rank.to_string(),
+        Column::Backoff => format!("{:.1}", a.backoff_score),
+        Column::Peer => a.peer.to_string(),
+        Column::LocalPort => a.local.port().to_string(),
+        Column::Owner => r.owner_label(),
+        Column::Tx => rate_bits(r.tx_bps),
+        Column::Rtt => rtt_pair(a.srtt_us, a.min_rtt_us),
+        Column::Cwnd => a.cwnd.to_string(),
+        Column::Retrans => {
+            if a.failed_retransmits > 0 {
+                format!("{}+{}f", a.retransmits, a.failed_retransmits)
+            } else {
+                a.retransmits.to_string()
+            }
+        }
+        Column::State => r.state_label(),
+    }
+}
+
+/// The column a sort key orders by, marked in the header.
+fn sorted_column(k: SortKey) -> Column {
+    match k {
+        SortKey::Backoff => Column::Backoff,
+        SortKey::TxRate => Column::Tx,
+        SortKey::Retransmits => Column::Retrans,
+        SortKey::RttInflation => Column::Rtt,
+        SortKey::Cwnd => Column::Cwnd,
+    }
+}
+
+fn draw_flows(frame: &mut Frame, area: Rect, rows: &[FlowRow], ui: &UiState) {
+    if area.height == 0 {
+        return;
+    }
+    let peers: Vec<String> = rows.iter().map(|r| r.attr.peer.to_string()).collect();
+    let peer_width = peer_width(peers.iter().map(String::as_str));
+    let cols = columns_for(area.width, peer_width);
+    let sorted = sorted_column(ui.sort);
+    let header = Row::new(cols.iter().map(|c| {
+        let t = if *c == sorted {
+            format!("{}*", c.title())
+        } else {
+            c.title().to_string()
+        };
+        Cell::from(t)
+    }))
+    .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
+    // Rows for flows under the header; the last one says what did not fit.
+    let room = usize::from(area.height.saturating_sub(1));
+    let (shown, note) = if rows.is_empty() {
+        let text = if ui.filter.is_empty() {
+            "no active flows this interval".to_string()
+        } else {
+            format!("no flow matches filter '{}'", clip(&ui.filter, 40))
+        };
+        (0, Some(text))
+    } else if rows.len() > room {
+        let shown = room.saturating_sub(1);
+        (shown, Some(format!("+{} more flows", rows.len() - shown)))
+    } else {
+        (rows.len(), None)
+    };
+    let body: Vec<Row> = rows
+        .iter()
+        .take(shown)
+        .map(|r| {
+            let style = if r.attr.backoff_score >= 50.0 {
+                Style::new().fg(Color::Red)
+            } else if r.attr.backoff_score >= 10.0 {
+                Style::new().fg(Color::Yellow)
+            } else {
+                Style::new()
+            };
+            Row::new(cols.iter().map(|c| Cell::from(cell(*c, r)))).style(style)
+        })
+        .collect();
+    let table_area = match &note {
+        Some(text) => {
+            let used = u16::try_from(shown).unwrap_or(u16::MAX).saturating_add(1);
+            let at = Rect::new(area.x, area.y.saturating_add(used), area.width, 1);
+            if at.bottom() <= area.bottom() {
+                frame.render_widget(Paragraph::new(text.clone()), at);
+            }
+            Rect::new(area.x, area.y, area.width, used.min(area.height))
+        }
+        None => area,
+    };
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .map(|c| Constraint::Length(c.width(peer_width)))
+        .collect();
+    let table = Table::new(body, widths)
+        .header(header)
+        .column_spacing(COLUMN_SPACING)
+        .flex(Flex::Start);
+    frame.render_widget(table, table_area);
+}

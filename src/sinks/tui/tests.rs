@@ -1,0 +1,384 @@
+//! The live view drawn into ratatui's test buffer from hand-built
+//! intervals judged by the real analysis.
+
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+use super::flows::{rows, SortKey};
+use super::history::HISTORY_LEN;
+use super::keys::UiState;
+use super::render::{draw, Model, Screen};
+use crate::analysis::{analyze, IntervalAnalysis, Thresholds, Verdict};
+use crate::snapshot::{
+    AllowanceCounters, AllowanceSample, AllowanceStatus, FlowCounters, FlowSample, Health,
+    HostQueueSample, InterfaceSample, LinkCounters, Owner, Snapshot,
+};
+
+const MTU: u32 = 1500;
+/// Payload of a full-size segment (Ethernet + IP + TCP with timestamps).
+const PAYLOAD: u64 = 1500 + 14 - 66;
+
+fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64) -> FlowSample {
+    let min_rtt = 1_000u32;
+    FlowSample {
+        id,
+        netns: 1,
+        local: "10.77.2.1:7201".parse().unwrap(),
+        peer: peer.parse().unwrap(),
+        state: "ESTAB".into(),
+        ca_state: "open".into(),
+        owner: Some(Owner {
+            pid: 4000 + id as u32,
+            comm: comm.into(),
+            cgroup_id: 1,
+        }),
+        srtt_us: (min_rtt as f64 * inflation) as u32,
+        min_rtt_us: min_rtt,
+        rttvar_us: 100,
+        cwnd: 10 * id as u32,
+        ssthresh: 1000,
+        mss: 1448,
+        packets_out: 10,
+        retrans_out: 0,
+        lost_out: 0,
+        sacked_out: 0,
+        srtt_mean_us: None,
+        srtt_max_us: None,
+        cwnd_min: None,
+        totals: FlowCounters::default(),
+        delta: FlowCounters {
+            bytes_sent: segs * PAYLOAD,
+            bytes_acked: segs * PAYLOAD,
+            segs_out: segs,
+            data_segs_out: segs,
+            retrans_segs: retrans,
+            probe_events: segs / 2,
+            ..Default::default()
+        },
+        opened: false,
+        closed: false,
+    }
+}
+
+/// One second of a 200 Mbit/s shaper holding back everything `b0` sends:
+/// a heavy flow (java, inflated RTT) and two light ones.
+fn shaped(seq: u64) -> Snapshot {
+    let flows = vec![
+        flow(1, "10.77.1.1:41000", "java", 15_000, 0, 8.0),
+        flow(2, "10.77.1.1:41001", "curl", 800, 1, 1.2),
+        flow(3, "10.77.1.9:41002", "java", 200, 0, 1.0),
+    ];
+    let segs: u64 = flows.iter().map(|f| f.delta.segs_out).sum();
+    let counters = |bw_out| AllowanceCounters {
+        bw_in_allowance_exceeded: Some(0),
+        bw_out_allowance_exceeded: Some(bw_out),
+        pps_allowance_exceeded: Some(0),
+        conntrack_allowance_exceeded: Some(0),
+        linklocal_allowance_exceeded: Some(0),
+        conntrack_allowance_available: Some(100_000),
+        ..Default::default()
+    };
+    Snapshot {
+        seq,
+        mono_ns: (seq + 1) * 1_000_000_000,
+        unix_ms: 0,
+        interval_ns: 1_000_000_000,
+        interfaces: vec![InterfaceSample {
+            name: "b0".into(),
+            driver: Some("veth".into()),
+            totals: LinkCounters::default(),
+            delta: LinkCounters {
+                tx_packets: segs,
+                tx_bytes: segs * (PAYLOAD + 66),
+                rx_packets: segs / 2,
+                rx_bytes: segs / 2 * 66,
+                ..Default::default()
+            },
+            offloads: None,
+            mtu: MTU,
+            allowance: AllowanceStatus::Read(Box::new(AllowanceSample {
+                source: "file:test".into(),
+                totals: counters(segs * (seq + 1)),
+                delta: counters(segs),
+                ..Default::default()
+            })),
+            host_queue: Some(HostQueueSample {
+                backlog_packets: 3,
+                backlog_bytes: 4_500,
+                ..Default::default()
+            }),
+        }],
+        flows,
+        events: vec![],
+        health: Health::default(),
+    }
+}
+
+/// A few shaped intervals through the analysis into a model.
+fn model(intervals: u64) -> (Model, IntervalAnalysis) {
+    let th = Thresholds::default();
+    let mut history = Vec::new();
+    let mut m = Model::default();
+    let mut last = None;
+    for seq in 0..intervals {
+        let snap = shaped(seq);
+        let a = analyze(&history, &snap, &th);
+        m.push(&snap, &a, "live");
+        history.push(snap);
+        last = Some(a);
+    }
+    (m, last.unwrap())
+}
+
+fn render(m: &Model, ui: &UiState, w: u16, h: u16) -> Vec<String> {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let screen = Screen {
+        model: m,
+        ui,
+        new_while_paused: 2,
+    };
+    term.draw(|f| draw(f, &screen)).unwrap();
+    let buf = term.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect())
+        .collect()
+}
+
+fn find(lines: &[String], text: &str) -> Option<usize> {
+    lines.iter().position(|l| l.contains(text))
+}
+
+#[test]
+fn full_screen_shows_interface_verdict_and_flows() {
+    let (m, a) = model(4);
+    assert_eq!(a.interfaces[0].verdict, Verdict::HypervisorQueuing);
+    let lines = render(&m, &UiState::default(), 120, 40);
+    let screen = lines.join("\n");
+    assert!(lines[0].contains("throttlescope | live | interval 3 (1.00s)"));
+    assert!(lines[0].contains("sort: backoff"));
+    // Rates: 16,000 segments of 1514 bytes in 1 s.
+    let rates = find(&lines, "b0 (veth)").expect(&screen);
+    assert!(lines[rates].contains("tx 193.8Mb/s 16.0kpps"), "{screen}");
+    assert!(lines[rates + 1].contains("bw_out 100.0%"), "{screen}");
+    assert!(lines[rates + 1].contains("backlog 3p 4.5kB"), "{screen}");
+    assert!(
+        lines[rates + 2].contains("hypervisor_queuing")
+            && lines[rates + 2].contains("bw_out_allowance"),
+        "verdict with its evidence on one line: {screen}"
+    );
+    assert!(lines[rates + 3].contains("tx (max 193.8Mb/s)"), "{screen}");
+    assert!(lines[rates + 3].contains("allowance exceeded"), "{screen}");
+    // The flow table: header, then the heavy flow first (most backed off).
+    let header = find(&lines, "peer").expect(&screen);
+    for col in [
+        "backoff*",
+        "lport",
+        "process",
+        "tx",
+        "srtt/min_rtt",
+        "cwnd",
+        "retrans",
+        "state",
+    ] {
+        assert!(lines[header].contains(col), "{col}: {}", lines[header]);
+    }
+    let heavy = &lines[header + 1];
+    assert!(heavy.contains("10.77.1.1:41000"), "{screen}");
+    assert!(heavy.contains("7201"), "{heavy}");
+    assert!(heavy.contains("java/4001"), "{heavy}");
+    assert!(heavy.contains("8.00ms/1.00ms 8.0x"), "{heavy}");
+    assert!(heavy.contains("ESTAB"), "{heavy}");
+    assert!(find(&lines, "10.77.1.9:41002").is_some());
+    assert!(lines[39].contains("health: missed runs 0"), "{}", lines[39]);
+}
+
+#[test]
+fn tiny_terminal_shows_a_notice() {
+    let (m, _) = model(2);
+    for (w, h) in [(20, 5), (39, 30), (120, 7), (1, 1)] {
+        let lines = render(&m, &UiState::default(), w, h);
+        let screen = lines.join("\n");
+        if w >= 9 {
+            assert!(screen.contains("too small"), "{w}x{h}: {screen}");
+        }
+    }
+    // Zero-sized: nothing drawn, nothing broken.
+    render(&m, &UiState::default(), 0, 0);
+}
+
+#[test]
+fn every_size_draws() {
+    let (m, _) = model(3);
+    let ui = UiState {
+        filter: "java".into(),
+        input: Some("jav".into()),
+        paused: true,
+        ..Default::default()
+    };
+    for w in [0, 1, 20, 39, 40, 41, 59, 60, 61, 80, 119, 200] {
+        for h in [0, 1, 5, 7, 8, 9, 12, 15, 40] {
+            let lines = render(&m, &ui, w, h);
+            assert_eq!(lines.len(), h as usize);
+        }
+    }
+}
+
+#[test]
+fn narrow_screen_keeps_verdict_and_heavy_flow() {
+    let (m, _) = model(3);
+    let lines = render(&m, &UiState::default(), 60, 15);
+    let screen = lines.join("\n");
+    assert!(find(&lines, "hypervisor_queuing").is_some(), "{screen}");
+    assert!(find(&lines, "b0 (veth)").is_some(), "{screen}");
+    let heavy = find(&lines, "10.77.1.1:41000").expect(&screen);
+    assert!(lines[heavy].contains("7201"), "{screen}");
+}
+
+#[test]
+fn crowded_screen_counts_what_does_not_fit() {
+    // Three interfaces and six flows on the smallest screen drawn.
+    let mut snap = shaped(0);
+    for name in ["b1", "b2"] {
+        let mut i = snap.interfaces[0].clone();
+        i.name = name.into();
+        snap.interfaces.push(i);
+    }
+    for (n, id) in (10..13).enumerate() {
+        snap.flows.push(flow(
+            id,
+            &format!("10.77.1.2:{}", 42000 + n),
+            "java",
+            100,
+            0,
+            1.0,
+        ));
+    }
+    let a = analyze(&[], &snap, &Thresholds::default());
+    let mut m = Model::default();
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 40, 8);
+    let screen = lines.join("\n");
+    // One row each for two interfaces: name and verdict.
+    assert!(lines[1].starts_with("b0 hypervisor_queuing"), "{screen}");
+    assert!(lines[2].starts_with("b1 hypervisor_queuing"), "{screen}");
+    assert!(lines[0].contains("interfaces hidden: 1"), "{screen}");
+    // Header, two flows, and how many more.
+    assert!(lines[4].contains("10.77.1.1:41000"), "{screen}");
+    assert!(lines[6].contains("+4 more flows"), "{screen}");
+}
+
+#[test]
+fn paused_filter_and_help_show_in_title_and_status() {
+    let (m, _) = model(2);
+    let ui = UiState {
+        paused: true,
+        filter: "curl".into(),
+        ..Default::default()
+    };
+    let lines = render(&m, &ui, 120, 20);
+    assert!(lines[0].contains("PAUSED (2 new)"), "{}", lines[0]);
+    assert!(lines[0].contains("filter: curl"), "{}", lines[0]);
+    let screen = lines.join("\n");
+    assert!(screen.contains("10.77.1.1:41001"));
+    assert!(
+        !screen.contains("10.77.1.1:41000"),
+        "filtered out: {screen}"
+    );
+
+    let typing = UiState {
+        input: Some("10.77".into()),
+        ..Default::default()
+    };
+    let lines = render(&m, &typing, 120, 20);
+    assert!(lines[19].contains("filter: 10.77_"), "{}", lines[19]);
+
+    let help = UiState {
+        help: true,
+        ..Default::default()
+    };
+    let lines = render(&m, &help, 120, 20);
+    assert!(lines[19].contains("q/Esc quit"), "{}", lines[19]);
+
+    let none = UiState {
+        filter: "nginx".into(),
+        ..Default::default()
+    };
+    let screen = render(&m, &none, 120, 20).join("\n");
+    assert!(
+        screen.contains("no flow matches filter 'nginx'"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn before_the_first_interval() {
+    let lines = render(&Model::default(), &UiState::default(), 80, 10);
+    assert!(lines[0].contains("starting"));
+    assert!(lines.join("\n").contains("waiting for the first interval"));
+}
+
+fn ports(snap: &Snapshot, a: &IntervalAnalysis, sort: SortKey, filter: &str) -> Vec<u16> {
+    rows(snap, a, sort, filter)
+        .iter()
+        .map(|r| r.attr.peer.port())
+        .collect()
+}
+
+#[test]
+fn sorting_and_filtering() {
+    let snap = shaped(0);
+    let a = analyze(&[], &snap, &Thresholds::default());
+    // Backoff: the analysis' rank (inflated heavy flow, then the one with
+    // retransmits).
+    assert_eq!(
+        ports(&snap, &a, SortKey::Backoff, ""),
+        [41000, 41001, 41002]
+    );
+    assert_eq!(ports(&snap, &a, SortKey::TxRate, ""), [41000, 41001, 41002]);
+    assert_eq!(
+        ports(&snap, &a, SortKey::Retransmits, ""),
+        [41001, 41000, 41002]
+    );
+    assert_eq!(
+        ports(&snap, &a, SortKey::RttInflation, ""),
+        [41000, 41001, 41002]
+    );
+    // Smallest window first.
+    assert_eq!(ports(&snap, &a, SortKey::Cwnd, ""), [41000, 41001, 41002]);
+    let tx = rows(&snap, &a, SortKey::TxRate, "");
+    assert!((tx[0].tx_bps - 15_000.0 * PAYLOAD as f64 * 8.0).abs() < 1.0);
+
+    // Peer address, address:port, process name, local port.
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, "10.77.1.9"), [41002]);
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, ":41001"), [41001]);
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, "JAVA"), [41000, 41002]);
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, ":7201").len(), 3);
+    assert!(ports(&snap, &a, SortKey::Backoff, "nginx").is_empty());
+}
+
+#[test]
+fn cwnd_sort_puts_the_smallest_window_first() {
+    let mut snap = shaped(0);
+    snap.flows[0].cwnd = 500;
+    let a = analyze(&[], &snap, &Thresholds::default());
+    assert_eq!(ports(&snap, &a, SortKey::Cwnd, ""), [41001, 41002, 41000]);
+}
+
+#[test]
+fn history_is_bounded_and_follows_interfaces() {
+    let (m, _) = model(HISTORY_LEN as u64 + 5);
+    let h = m.history.get("b0").unwrap();
+    assert_eq!(h.tx_bps.len(), HISTORY_LEN);
+    assert_eq!(h.allowance_pct.len(), HISTORY_LEN);
+    assert!((h.allowance_pct[0].unwrap() - 100.0).abs() < 0.01);
+    let mut m = m;
+    let mut snap = shaped(100);
+    snap.interfaces[0].name = "b1".into();
+    let a = analyze(&[], &snap, &Thresholds::default());
+    m.push(&snap, &a, "live");
+    assert!(
+        m.history.get("b0").is_none(),
+        "gone interfaces are forgotten"
+    );
+    assert_eq!(m.history.get("b1").unwrap().tx_bps.len(), 1);
+}
