@@ -23,7 +23,7 @@ use throttlescope::record::{self, EndRecord, RotateOptions, TraceRecord, TraceWr
 const READ_RSS_LIMIT_KB: i64 = 300 * 1024;
 
 /// Stdout kept as text by [`run_measured`]; the rest is only counted.
-const HEAD_BYTES: usize = 1 << 20;
+const HEAD_BYTES: usize = 64 << 20;
 
 /// What a finished child did: exit code, its stdout lines (counted and
 /// their `seq`s, so a gigabyte of output is never held), stderr, peak RSS.
@@ -126,6 +126,42 @@ fn replay_json(files: &[PathBuf], limit: Duration) -> Finished {
     )
 }
 
+/// `throttlescope report --json FILE`: its intervals and read warnings.
+struct ReportRun {
+    finished: Finished,
+    intervals: u64,
+    warnings: Vec<String>,
+}
+
+fn report_json(file: &Path, limit: Duration) -> ReportRun {
+    let finished = run_measured(
+        Command::new(binary()).args(["report", "--json"]).arg(file),
+        limit,
+    );
+    assert!(
+        finished.stdout_head.len() < HEAD_BYTES,
+        "report longer than {HEAD_BYTES} bytes"
+    );
+    let v: serde_json::Value = serde_json::from_str(&finished.stdout_head).unwrap_or_else(|e| {
+        panic!(
+            "report --json: {e}: {}",
+            &finished.stderr[..finished.stderr.len().min(2000)]
+        )
+    });
+    let intervals = v["span"]["intervals"].as_u64().expect("span.intervals");
+    let warnings = v["health"]["read_warnings"]
+        .as_array()
+        .expect("health.read_warnings")
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    ReportRun {
+        finished,
+        intervals,
+        warnings,
+    }
+}
+
 fn warnings(stderr: &str) -> Vec<&str> {
     stderr
         .lines()
@@ -142,11 +178,13 @@ fn a_1_gib_trace_is_read_in_bounded_memory() {
     let dir = TempDir::new("1gib");
     let path = dir.join("big.jsonl");
 
-    // A real snapshot line (200 flows, ~260 KB), its seq rewritten per copy.
+    // A real snapshot line (200 flows, ~260 KB); each copy gets its own
+    // seq and times (the fields before `interval_ns`).
     let line = serde_json::to_string(&TraceRecord::Snapshot(Box::new(snapshot(0, 200)))).unwrap();
-    let (before, after) = line
-        .split_once("\"seq\":0,")
-        .expect("a snapshot line holds seq 0");
+    let (_, rest) = line
+        .split_once(",\"interval_ns\":")
+        .expect("a snapshot line holds interval_ns");
+    let rest = format!(",\"interval_ns\":{rest}");
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
     writeln!(f, "{}", serde_json::to_string(&header()).unwrap()).unwrap();
     let mut written = 0u64;
@@ -171,7 +209,13 @@ fn a_1_gib_trace_is_read_in_bounded_memory() {
             f.write_all(b"\n").unwrap();
             (65 << 20) + 1
         } else {
-            let l = format!("{before}\"seq\":{intervals},{after}\n");
+            let (mono, unix) = (
+                10_000_000_000 + intervals * 1_000_000_000,
+                1_763_000_000_000 + intervals * 1000,
+            );
+            let l = format!(
+                "{{\"type\":\"snapshot\",\"seq\":{intervals},\"mono_ns\":{mono},\"unix_ms\":{unix}{rest}\n"
+            );
             f.write_all(l.as_bytes()).unwrap();
             intervals += 1;
             l.len() as u64
@@ -222,6 +266,31 @@ fn a_1_gib_trace_is_read_in_bounded_memory() {
         r.max_rss_kb < READ_RSS_LIMIT_KB,
         "replay peak RSS {} KiB over {} KiB",
         r.max_rss_kb,
+        READ_RSS_LIMIT_KB
+    );
+
+    let r = report_json(&path, Duration::from_secs(900));
+    eprintln!(
+        "report --json: exit {:?}, peak RSS {} MiB",
+        r.finished.code,
+        r.finished.max_rss_kb / 1024
+    );
+    assert_eq!(r.finished.code, Some(0), "{}", r.finished.stderr);
+    assert_eq!(r.intervals, intervals);
+    assert_eq!(r.warnings.len(), expected.len(), "{:?}", r.warnings);
+    for (got, want) in r.warnings.iter().zip(&expected) {
+        assert!(got.starts_with(want.as_str()), "{got} / {want}");
+    }
+    assert_eq!(
+        warnings(&r.finished.stderr),
+        r.warnings,
+        "{}",
+        r.finished.stderr
+    );
+    assert!(
+        r.finished.max_rss_kb < READ_RSS_LIMIT_KB,
+        "report peak RSS {} KiB over {} KiB",
+        r.finished.max_rss_kb,
         READ_RSS_LIMIT_KB
     );
 }
@@ -374,6 +443,10 @@ fn kill_9_record(name: &str) {
     assert_eq!(r.seqs, seqs);
     assert_eq!(r.stdout_lines, whole);
     assert_eq!(warnings(&r.stderr), vec![warns[0].as_str()], "{}", r.stderr);
+    let r = report_json(&path, Duration::from_secs(120));
+    assert_eq!(r.finished.code, Some(0), "{}", r.finished.stderr);
+    assert_eq!(r.intervals, whole);
+    assert_eq!(r.warnings, warns);
 }
 
 #[test]
