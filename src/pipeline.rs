@@ -86,7 +86,8 @@ impl Recorder {
         let writer = self.writer.as_mut().expect("created above");
         writer.write(snap).with_context(|| {
             format!(
-                "recording stopped, and with it observing; the {} intervals already written are intact",
+                "{}: recording stopped, and with it observing; the {} intervals already written are intact",
+                writer.path().display(),
                 writer.intervals()
             )
         })

@@ -577,6 +577,11 @@ fn record_on_a_full_disk_stops_and_keeps_what_it_wrote() {
     // The observer stopped (well before its 60 s, or run_measured failed).
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     let last = r.stderr.lines().last().unwrap_or("");
+    // The file is named first, then why.
+    assert!(
+        last.starts_with(&format!("throttlescope: {p}: recording stopped")),
+        "{last}"
+    );
     assert!(
         last.contains(&format!("{p}: writing interval seq ")),
         "{last}"

@@ -135,23 +135,7 @@ fn chromium_renders_the_report() {
     let dom = fs::read_to_string(&dom_path).unwrap();
     check_dom(&dom);
 
-    let png_path = dir.0.join("report.png");
-    chromium(
-        &dir.0,
-        "screenshot",
-        &page,
-        &[
-            format!("--screenshot={}", png_path.display()),
-            "--window-size=1400,3000".to_string(),
-        ],
-    );
-    // To look at the page and the picture: KEEP_REPORT_HTML=DIR.
-    if let Some(keep) = std::env::var_os("KEEP_REPORT_HTML") {
-        let keep = PathBuf::from(keep);
-        fs::create_dir_all(&keep).unwrap();
-        fs::copy(&page, keep.join("report.html")).unwrap();
-        fs::copy(&png_path, keep.join("report.png")).unwrap();
-    }
+    let png_path = screenshot(&dir.0, &page, "report");
     check_screenshot(&png_path);
 }
 
@@ -227,22 +211,7 @@ fn chromium_renders_the_report_of_a_lab_recording() {
         );
     }
 
-    let png_path = dir.0.join("lab-report.png");
-    chromium(
-        &dir.0,
-        "lab-screenshot",
-        &page,
-        &[
-            format!("--screenshot={}", png_path.display()),
-            "--window-size=1400,3000".to_string(),
-        ],
-    );
-    if let Some(keep) = std::env::var_os("KEEP_REPORT_HTML") {
-        let keep = PathBuf::from(keep);
-        fs::create_dir_all(&keep).unwrap();
-        fs::copy(&page, keep.join("lab-report.html")).unwrap();
-        fs::copy(&png_path, keep.join("lab-report.png")).unwrap();
-    }
+    let png_path = screenshot(&dir.0, &page, "lab-report");
     let px = measure_screenshot(&png_path, (1400, 3000), verdict_colour(enforcement[0]));
     assert!(px.non_white > 0.03, "screenshot nearly blank");
     assert!(
@@ -256,6 +225,28 @@ fn chromium_renders_the_report_of_a_lab_recording() {
         "enforcement band not drawn: {} pixels",
         px.band
     );
+}
+
+/// A 1400x3000 screenshot of `page` as `<stem>.png` in `dir`. To look at
+/// the page and the picture afterwards: KEEP_REPORT_HTML=DIR.
+fn screenshot(dir: &Path, page: &Path, stem: &str) -> PathBuf {
+    let png_path = dir.join(format!("{stem}.png"));
+    chromium(
+        dir,
+        &format!("{stem}-screenshot"),
+        page,
+        &[
+            format!("--screenshot={}", png_path.display()),
+            "--window-size=1400,3000".to_string(),
+        ],
+    );
+    if let Some(keep) = std::env::var_os("KEEP_REPORT_HTML") {
+        let keep = PathBuf::from(keep);
+        fs::create_dir_all(&keep).unwrap();
+        fs::copy(page, keep.join(format!("{stem}.html"))).unwrap();
+        fs::copy(&png_path, keep.join(format!("{stem}.png"))).unwrap();
+    }
+    png_path
 }
 
 /// The svg element with `id` in the DOM dump, up to its end.
