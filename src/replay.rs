@@ -9,7 +9,7 @@ use crate::cli::ReplayArgs;
 use crate::pipeline::{thresholds_over, Pipeline};
 use crate::record::{open_in_order, recorded_thresholds};
 use crate::signals;
-use crate::sinks::view::{self, Control};
+use crate::sinks::view::Control;
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
     let readers = open_in_order(&args.files)?;
@@ -19,7 +19,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let start_mono = first.header().start_mono_ns;
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
-    let mut pipeline = Pipeline::new(thresholds, view::choose(&args.view)?);
+    let mut pipeline = Pipeline::new(thresholds, crate::sinks::choose_view(&args.view)?);
     let mut shown = 0u64;
     let outcome = (|| -> Result<()> {
         let mut prev_mono: Option<u64> = None;

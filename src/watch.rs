@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::analysis::Thresholds;
 use crate::cli::{RecordArgs, WatchArgs};
 use crate::pipeline::{run_live, RecordTarget};
-use crate::sinks::view::{self, SilentView};
+use crate::sinks::view::SilentView;
 
 pub use crate::sinks::view::WatchLine;
 
@@ -24,7 +24,7 @@ pub fn run(args: &WatchArgs) -> Result<()> {
         .record
         .clone()
         .map(|p| RecordTarget::new(p, &args.rotate));
-    let view = view::choose(&args.view)?;
+    let view = crate::sinks::choose_view(&args.view)?;
     if let Some((path, n)) = run_live(&args.observe, view, target)? {
         eprintln!(
             "throttlescope: recorded {n} intervals to {}",

@@ -2,14 +2,13 @@
 //! two line-oriented views. `watch` and `replay` drive the same views, so a
 //! recording replays exactly as it was seen live.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::analysis::IntervalAnalysis;
-use crate::cli::ViewArgs;
 use crate::signals;
 use crate::sinks::table;
 use crate::snapshot::Snapshot;
@@ -122,16 +121,4 @@ impl View for SilentView {
     fn show(&mut self, _: &Snapshot, _: &IntervalAnalysis, _: &str) -> Result<Control> {
         Ok(Control::Continue)
     }
-}
-
-/// The view `args` ask for: JSON, plain tables, or the full-screen view
-/// when stdout is a terminal.
-pub fn choose(args: &ViewArgs) -> Result<Box<dyn View>> {
-    if args.json {
-        return Ok(Box::new(JsonView));
-    }
-    if args.plain || !std::io::stdout().is_terminal() {
-        return Ok(Box::new(PlainView { top: args.top }));
-    }
-    Ok(Box::new(crate::sinks::tui::TuiView::new()?))
 }
