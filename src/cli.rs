@@ -21,9 +21,13 @@ congestion-state time, with the interfaces' counters.\n\n\
 It only observes: nothing is changed on the host. It needs root (or CAP_BPF and \
 CAP_PERFMON) and a kernel with BTF. Run `throttlescope doctor` to see what will work here.\n\n\
 Examples:\n  \
-throttlescope watch                      # table of the busiest flows, every second\n  \
-throttlescope watch --json --duration 30s  # one JSON snapshot per line for 30 s\n  \
-ip netns exec broker throttlescope watch   # observe another network namespace"
+throttlescope watch                          # full-screen live view (q quits)\n  \
+throttlescope watch --json --duration 30s    # one JSON snapshot per line for 30 s\n  \
+ip netns exec broker throttlescope watch     # observe another network namespace\n  \
+throttlescope record -o incident.jsonl.zst   # record for later review\n  \
+throttlescope report incident.jsonl.zst --html incident.html\n  \
+throttlescope replay incident.jsonl.zst      # see it again as it was live\n  \
+throttlescope watch --metrics 127.0.0.1:9979 # serve Prometheus metrics"
 )]
 pub struct Cli {
     #[command(subcommand)]
