@@ -155,7 +155,8 @@ pub struct WatchArgs {
     #[command(flatten)]
     pub view: ViewArgs,
 
-    /// Also record every interval to FILE (.jsonl, or .jsonl.zst for zstd).
+    /// Also record every interval to FILE (.jsonl, or .jsonl.zst for zstd;
+    /// `{start}` and `{host}` in the name are filled in, as for `record -o`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 
@@ -173,7 +174,9 @@ pub struct RecordArgs {
     pub observe: ObserveArgs,
 
     /// The trace file to write (.jsonl, or .jsonl.zst for zstd). Never
-    /// overwritten: an existing FILE is an error.
+    /// overwritten: an existing FILE is an error. `{start}` in the name
+    /// becomes the UTC start time (20261121T030405Z) and `{host}` the host
+    /// name, e.g. `/var/lib/throttlescope/{host}-{start}.jsonl.zst`.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
 

@@ -8,6 +8,7 @@ pub mod allowance;
 pub mod analysis;
 pub mod baseline_probe;
 pub mod cli;
+pub mod clock;
 pub mod collector;
 pub mod doctor;
 pub mod duration;

@@ -3,7 +3,7 @@
 //! (a view, the recorder, the metrics endpoint). Data flows one way.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -11,7 +11,7 @@ use anyhow::{anyhow, Context, Result};
 use crate::analysis::{analyze, IntervalAnalysis, Thresholds};
 use crate::cli::{ObserveArgs, RotateArgs};
 use crate::collector::{Collector, CollectorConfig};
-use crate::record::{InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
+use crate::record::{segments, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
 use crate::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
@@ -38,15 +38,28 @@ pub struct RecordTarget {
 }
 
 impl RecordTarget {
-    pub fn new(path: PathBuf, rotate: &RotateArgs) -> Self {
-        RecordTarget {
+    /// `path` with `{start}` and `{host}` filled in; refused when a file of
+    /// that name exists (checked here, before any view takes the terminal).
+    pub fn new(path: &Path, rotate: &RotateArgs) -> Result<Self> {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown-host".to_string());
+        let path = segments::expand_name(path, crate::clock::now_unix_ms(), &host);
+        if path.exists() {
+            anyhow::bail!(
+                "{}: already exists; refusing to overwrite a recording (remove it, choose another \
+                 name, or put {{start}} in the name)",
+                path.display()
+            );
+        }
+        Ok(RecordTarget {
             path,
             rotate: RotateOptions {
                 max_bytes: rotate.rotate_size,
                 max_age: rotate.rotate_time,
                 keep: rotate.keep,
             },
-        }
+        })
     }
 }
 
@@ -134,10 +147,7 @@ impl Pipeline {
             interval,
             thresholds,
             started: (
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_millis() as u64)
-                    .unwrap_or(0),
+                crate::clock::now_unix_ms(),
                 crate::collector::monotonic_ns(),
             ),
             writer: None,

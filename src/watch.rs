@@ -22,8 +22,9 @@ pub fn run(args: &WatchArgs) -> Result<()> {
     thresholds_from(&args.observe.thresholds)?;
     let target = args
         .record
-        .clone()
-        .map(|p| RecordTarget::new(p, &args.rotate));
+        .as_deref()
+        .map(|p| RecordTarget::new(p, &args.rotate))
+        .transpose()?;
     let view = crate::sinks::choose_view(&args.view)?;
     if let Some((path, n)) = run_live(&args.observe, view, target)? {
         eprintln!(
@@ -36,12 +37,8 @@ pub fn run(args: &WatchArgs) -> Result<()> {
 
 pub fn run_record(args: &RecordArgs) -> Result<()> {
     thresholds_from(&args.observe.thresholds)?;
-    if args.output.exists() {
-        anyhow::bail!(
-            "{}: already exists; refusing to overwrite a recording (remove it or choose another name)",
-            args.output.display()
-        );
-    }
+    let target = RecordTarget::new(&args.output, &args.rotate)?;
+    let output = target.path.clone();
     let talk = !args.quiet;
     if talk {
         let until = match args.observe.duration {
@@ -51,14 +48,13 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
         };
         eprintln!(
             "throttlescope: recording to {} every {:?} {until}",
-            args.output.display(),
+            output.display(),
             args.observe.interval
         );
     }
-    let target = RecordTarget::new(args.output.clone(), &args.rotate);
     let done = run_live(&args.observe, Box::new(SilentView), Some(target))?;
     if talk {
-        let (path, n) = done.unwrap_or((args.output.clone(), 0));
+        let (path, n) = done.unwrap_or((output, 0));
         eprintln!(
             "throttlescope: {n} intervals in {}; review with `throttlescope report {}`",
             path.display(),

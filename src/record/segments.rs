@@ -44,3 +44,42 @@ pub fn shift(base: &Path, keep: usize) -> io::Result<()> {
 fn named(path: &Path, doing: &str, e: io::Error) -> io::Error {
     io::Error::new(e.kind(), format!("{doing} {}: {e}", path.display()))
 }
+
+/// The recording's file name with `{start}` (UTC start time, e.g.
+/// `20261121T030405Z`) and `{host}` filled in, so a service can start a
+/// new recording on every start without a shell (a recording is never
+/// overwritten, so a fixed name would fail the second start).
+pub fn expand_name(path: &Path, start_unix_ms: u64, host: &str) -> PathBuf {
+    let text = path.to_string_lossy();
+    if !text.contains("{start}") && !text.contains("{host}") {
+        return path.to_path_buf();
+    }
+    // A host name never holds '/', but the name must stay one path component.
+    let host = host.replace('/', "_");
+    PathBuf::from(
+        text.replace("{start}", &crate::clock::compact_utc(start_unix_ms))
+            .replace("{host}", &host),
+    )
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_filled_and_other_names_kept() {
+        let p = Path::new("/var/lib/ts/{host}-{start}.jsonl.zst");
+        // 2026-11-21 03:04:05 UTC
+        let got = expand_name(p, 1_795_230_245_000, "broker-1");
+        assert_eq!(
+            got,
+            PathBuf::from("/var/lib/ts/broker-1-20261121T030405Z.jsonl.zst")
+        );
+        let plain = Path::new("/tmp/{x}.jsonl");
+        assert_eq!(expand_name(plain, 0, "h"), plain);
+        assert_eq!(
+            expand_name(Path::new("{host}.jsonl"), 0, "a/b"),
+            PathBuf::from("a_b.jsonl")
+        );
+    }
+}

@@ -13,13 +13,13 @@ use std::net::SocketAddr;
 
 use anyhow::{bail, Result};
 
-use super::clock::format_utc;
 use super::filters::ReportFilters;
 use super::model::*;
 use crate::analysis::{
     analyze, EpisodeTracker, Evidence, FlowAttribution, InterfaceVerdict, IntervalAnalysis,
     Thresholds, Verdict,
 };
+use crate::clock::format_utc;
 use crate::pipeline::HISTORY;
 use crate::record::TraceHeader;
 use crate::snapshot::{Health, Owner, Snapshot};

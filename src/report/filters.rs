@@ -5,8 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use anyhow::{bail, Result};
 
-use super::clock::{parse_time, TimeSpec};
 use crate::cli::ReportArgs;
+use crate::clock::{parse_time, TimeSpec};
 use crate::snapshot::FlowSample;
 
 /// Longest process name the kernel keeps (`TASK_COMM_LEN` - 1).

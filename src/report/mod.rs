@@ -4,7 +4,6 @@
 //! and the renderers.
 
 pub mod build;
-pub mod clock;
 pub mod filters;
 pub mod html;
 pub mod model;

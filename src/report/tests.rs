@@ -5,10 +5,10 @@
 use std::net::SocketAddr;
 
 use super::build::ReportBuilder;
-use super::clock::TimeSpec;
 use super::filters::{FlowPattern, ReportFilters};
 use super::model::Report;
 use crate::analysis::{Thresholds, Verdict};
+use crate::clock::TimeSpec;
 use crate::record::{InterfaceInfo, TraceHeader, CURRENT_VERSION, FORMAT_NAME};
 use crate::snapshot::*;
 

@@ -44,6 +44,28 @@ fn days_in_month(year: i64, month: u32) -> u32 {
     }
 }
 
+/// The wall clock now, in ms since the Unix epoch (0 if the clock is set
+/// before 1970).
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `20261121T030405Z`: a UTC time for file names (sorts as it reads).
+pub fn compact_utc(unix_ms: u64) -> String {
+    let ms = unix_ms as i64;
+    let (y, mo, d) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+    let s = ms.rem_euclid(MS_PER_DAY) / 1000;
+    format!(
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
 /// `2026-11-21 03:04:05 UTC` (ms dropped).
 pub fn format_utc(unix_ms: u64) -> String {
     let ms = unix_ms as i64;
