@@ -169,6 +169,7 @@ fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 

@@ -102,6 +102,7 @@ fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> 
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 

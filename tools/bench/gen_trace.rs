@@ -379,6 +379,7 @@ impl Generator {
                 delta,
                 opened: f.opened,
                 closed: closing,
+                iface: Some(self.ifaces[f.iface].name.to_string()),
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;

@@ -57,6 +57,7 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 
