@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use std::path::PathBuf;
 
@@ -54,7 +54,7 @@ pub struct Collector {
     flows: FlowTable,
     owners: OwnerIndex,
     /// The observer's own netns inode: only its flows' ifindexes name one
-    /// of the interfaces in /sys/class/net here.
+    /// of its interfaces (`if_names` answers for this namespace).
     own_netns: u32,
     if_names: IfIndexNames,
     config: CollectorConfig,
@@ -107,7 +107,7 @@ impl Collector {
             flows: FlowTable::new(start_ns),
             owners: OwnerIndex::default(),
             own_netns: netns,
-            if_names: IfIndexNames::default(),
+            if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
             prev_links: HashMap::new(),
             prev_mono_ns: start_ns,

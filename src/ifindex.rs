@@ -1,57 +1,85 @@
-//! Interface index -> name, for the observer's own network namespace.
+//! Interface index -> name, in the observer's own network namespace.
 //!
 //! The flow probes record the ifindex of a flow's interface (bpf/flows.bpf.c
-//! `update_ifindex`); an ifindex only means something inside its namespace,
-//! and `/sys/class/net` lists the namespace `/sys` was mounted in (the
-//! observer's own, see ifstats.rs). So only flows of the observer's netns
-//! are resolved here; the caller gives the others no interface.
+//! `update_ifindex`); an ifindex only means something inside its namespace.
+//! The name is asked of the kernel (SIOCGIFNAME) on a socket made when the
+//! resolver is, so it answers for the namespace the collector was started in:
+//! the one its netns filter and the allowance ioctls use too. /sys/class/net
+//! would answer for the namespace /sys was mounted in, which is another one
+//! after a bare `setns`/`nsenter --net` (only `ip netns exec` remounts it),
+//! and would then name the wrong interface.
+//!
+//! Names are looked up again every interval (one ioctl per distinct
+//! interface, not per flow), so a renamed or replaced interface is seen at
+//! the next interval.
 
 use std::collections::HashMap;
-use std::fs;
-use std::path::Path;
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-const SYS_NET: &str = "/sys/class/net";
-
-/// Names of this namespace's interfaces by ifindex, re-read when an index
-/// shows up that is not known (a new interface), at most once per interval
-/// so that an index that stays unknown costs one directory scan per interval.
-#[derive(Debug, Default)]
+/// Names by ifindex for the current interval.
+#[derive(Debug)]
 pub struct IfIndexNames {
-    names: HashMap<u32, String>,
-    /// The interval of the last re-read, if any.
-    read_at: Option<u64>,
+    /// AF_INET datagram socket of the collector's namespace.
+    sock: OwnedFd,
+    names: HashMap<u32, Option<String>>,
+    /// The interval `names` was looked up in.
+    interval: u64,
 }
 
 impl IfIndexNames {
-    /// The name of `ifindex` (0 means unknown: None). `interval` is the
-    /// collector's sequence number: it bounds the re-reads.
+    /// A resolver for the calling thread's network namespace.
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: plain socket(2); the result is checked before use.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(IfIndexNames {
+            // SAFETY: fd is a fresh descriptor nobody else owns.
+            sock: unsafe { OwnedFd::from_raw_fd(fd) },
+            names: HashMap::new(),
+            interval: 0,
+        })
+    }
+
+    /// The name of `ifindex` in interval `interval` (0 or an index that
+    /// does not exist: None).
     pub fn name(&mut self, ifindex: u32, interval: u64) -> Option<String> {
+        if interval != self.interval {
+            self.names.clear();
+            self.interval = interval;
+        }
         if ifindex == 0 {
             return None;
         }
-        if !self.names.contains_key(&ifindex) && self.read_at != Some(interval) {
-            self.names = read_names(Path::new(SYS_NET));
-            self.read_at = Some(interval);
-        }
-        self.names.get(&ifindex).cloned()
+        let sock = &self.sock;
+        self.names
+            .entry(ifindex)
+            .or_insert_with(|| name_of(sock, ifindex))
+            .clone()
     }
 }
 
-/// `<dir>/<name>/ifindex` for every entry of `dir`; entries that cannot be
-/// read (an interface removed while listing) are left out: their flows then
-/// have no interface and count for every interface, as before.
-fn read_names(dir: &Path) -> HashMap<u32, String> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return HashMap::new();
-    };
-    entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let idx = fs::read_to_string(e.path().join("ifindex")).ok()?;
-            let idx: u32 = idx.trim().parse().ok()?;
-            Some((idx, e.file_name().to_string_lossy().into_owned()))
-        })
-        .collect()
+/// SIOCGIFNAME: the name of `ifindex` in the socket's namespace.
+fn name_of(sock: &OwnedFd, ifindex: u32) -> Option<String> {
+    let index = libc::c_int::try_from(ifindex).ok()?;
+    // SAFETY: ifreq is plain data; all zeroes is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    ifr.ifr_ifru.ifru_ifindex = index;
+    // SAFETY: valid socket and a writable ifreq, which is what SIOCGIFNAME
+    // reads (the index) and writes (the name).
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFNAME as _, &mut ifr) };
+    if rc < 0 {
+        return None;
+    }
+    // The kernel writes a NUL-terminated name of at most IFNAMSIZ bytes;
+    // the last byte is made NUL so that a bad reply cannot overrun.
+    ifr.ifr_name[libc::IFNAMSIZ - 1] = 0;
+    // SAFETY: NUL-terminated within the array (see above).
+    let name = unsafe { CStr::from_ptr(ifr.ifr_name.as_ptr()) };
+    Some(name.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]
@@ -59,30 +87,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_a_sys_class_net_like_directory() {
-        let dir = std::env::temp_dir().join(format!("ts-ifindex-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        for (name, idx) in [("lo", "1\n"), ("ens5", "2\n"), ("ens6", "7\n")] {
-            fs::create_dir_all(dir.join(name)).unwrap();
-            fs::write(dir.join(name).join("ifindex"), idx).unwrap();
-        }
-        fs::create_dir_all(dir.join("broken")).unwrap();
-        fs::write(dir.join("broken").join("ifindex"), "x\n").unwrap();
-        let m = read_names(&dir);
-        fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(m.len(), 3);
-        assert_eq!(m[&1], "lo");
-        assert_eq!(m[&7], "ens6");
-    }
-
-    #[test]
-    fn this_namespace_has_lo() {
-        let mut n = IfIndexNames::default();
+    fn names_this_namespaces_interfaces() {
+        let mut n = IfIndexNames::new().unwrap();
         assert_eq!(n.name(0, 0), None);
         // lo is ifindex 1 in every namespace.
         assert_eq!(n.name(1, 0).as_deref(), Some("lo"));
-        // An index that does not exist: one re-read per interval, then None.
-        assert_eq!(n.name(u32::MAX, 0), None);
-        assert_eq!(n.read_at, Some(0));
+        assert_eq!(n.name(i32::MAX as u32, 0), None);
+        assert_eq!(n.name(u32::MAX, 0), None, "not an index the kernel takes");
+        // Every interface /sys lists (this test runs where /sys is ours).
+        for e in std::fs::read_dir("/sys/class/net").unwrap() {
+            let e = e.unwrap();
+            let idx: u32 = std::fs::read_to_string(e.path().join("ifindex"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let want = e.file_name().to_string_lossy().into_owned();
+            assert_eq!(n.name(idx, 1), Some(want));
+        }
     }
 }
