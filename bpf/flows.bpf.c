@@ -31,6 +31,12 @@ struct ts_event _abi_event = {};
 struct ts_close_event _abi_close_event = {};
 enum ts_health_counter _abi_health_counter = TS_H_MAX;
 enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
+enum ts_ifindex_source _abi_ifindex_source = TS_IFX_NONE;
+
+/* Before 5.16 the receive ifindex lived in struct inet_sock. */
+struct inet_sock___pre_5_16 {
+	int rx_dst_ifindex;
+} __attribute__((preserve_access_index));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -129,6 +135,39 @@ static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 
 	bpf_ringbuf_submit(ev, 0);
 }
 
+/* The interface the flow uses, in its own netns: the egress device of the
+ * socket's cached route; when there is none (not yet routed, or dropped by an
+ * RTO or a route change), the device its segments last arrived on. The value
+ * is kept in the storage, so a flow whose route is gone for the moment (and
+ * the close record) still carries it; a route-derived value is not replaced
+ * by a receive-derived one. Runs at snapshot and close time only, so the
+ * helper reads (NULL-safe on the RCU pointers) cost nothing that matters. */
+static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st)
+{
+	struct dst_entry *dst = BPF_CORE_READ(sk, sk_dst_cache);
+	struct net_device *dev = dst ? BPF_CORE_READ(dst, dev) : NULL;
+	int rx = 0;
+
+	if (dev) {
+		int idx = BPF_CORE_READ(dev, ifindex);
+		if (idx > 0) {
+			st->ifindex = idx;
+			st->ifindex_source = TS_IFX_ROUTE;
+			return;
+		}
+	}
+	if (st->ifindex_source == TS_IFX_ROUTE)
+		return;
+	if (bpf_core_field_exists(sk->sk_rx_dst_ifindex))
+		rx = BPF_CORE_READ(sk, sk_rx_dst_ifindex);
+	else
+		rx = BPF_CORE_READ((struct inet_sock___pre_5_16 *)sk, rx_dst_ifindex);
+	if (rx > 0) {
+		st->ifindex = rx;
+		st->ifindex_source = TS_IFX_RX;
+	}
+}
+
 static __always_inline void fill_record(struct ts_flow_record *rec, struct sock *sk,
 					struct tcp_sock *tp, struct ts_flow_state *st)
 {
@@ -173,6 +212,7 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	rec->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
 	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
 	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
+	update_ifindex(sk, st);
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
 }
 

@@ -13,6 +13,13 @@
 /* TCP_CA_Open, Disorder, CWR, Recovery, Loss */
 #define TS_CA_STATES 5
 
+/* Where a flow's ifindex came from (ts_flow_state.ifindex_source). */
+enum ts_ifindex_source {
+	TS_IFX_NONE = 0,         /* not known yet */
+	TS_IFX_ROUTE = 1,        /* egress device of the socket's cached route */
+	TS_IFX_RX = 2,           /* device the last early-demuxed segment came in on */
+};
+
 /* Indexes into the per-CPU `health` array. Every one is shown to the user. */
 enum ts_health_counter {
 	/* tcp_probe has no counter here: each flow's probe_events already
@@ -54,6 +61,10 @@ struct ts_flow_state {
 	__u32 owner_pid;
 	__u64 owner_cgroup_id;
 	char owner_comm[TS_COMM_LEN];
+	/* the flow's interface in its own netns, as last known: kept because
+	 * the cached route can be dropped (RTO, route change, close) */
+	__u32 ifindex;
+	__u32 ifindex_source;    /* enum ts_ifindex_source */
 };
 
 /* One flow as the snapshot iterator (or a close event) sees it. */

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use std::path::PathBuf;
 
 use crate::allowance::{AllowanceReader, CounterSource};
 use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
+use crate::ifindex::IfIndexNames;
 use crate::ifstats;
 use crate::owners::OwnerIndex;
 use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
@@ -52,6 +53,10 @@ pub struct Collector {
     drivers: HashMap<String, Option<String>>,
     flows: FlowTable,
     owners: OwnerIndex,
+    /// The observer's own netns inode: only its flows' ifindexes name one
+    /// of its interfaces (`if_names` answers for this namespace).
+    own_netns: u32,
+    if_names: IfIndexNames,
     config: CollectorConfig,
     prev_links: HashMap<String, LinkCounters>,
     prev_mono_ns: u64,
@@ -81,10 +86,11 @@ impl Collector {
     /// Attaches the probes and reads the starting values. The first
     /// [`Collector::collect`] covers the time from here.
     pub fn start(config: CollectorConfig) -> Result<Self> {
+        let netns = own_netns()?;
         let filter = if config.all_netns {
             NetnsFilter::All
         } else {
-            NetnsFilter::Only(own_netns()?)
+            NetnsFilter::Only(netns)
         };
         let start_ns = monotonic_ns();
         let probes = FlowProbes::attach(filter, config.events)?;
@@ -100,6 +106,8 @@ impl Collector {
             drivers: HashMap::new(),
             flows: FlowTable::new(start_ns),
             owners: OwnerIndex::default(),
+            own_netns: netns,
+            if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
             prev_links: HashMap::new(),
             prev_mono_ns: start_ns,
@@ -110,8 +118,12 @@ impl Collector {
         let live = c.probes.read_flows()?;
         let seq = c.seq;
         let owners = &mut c.owners;
-        c.flows
-            .update(&live, &[], &mut |r| owners.lookup(r.sock_ino, seq));
+        c.flows.update(
+            &live,
+            &[],
+            &mut |r| owners.lookup(r.sock_ino, seq),
+            &mut |_| None,
+        );
         c.probes.drain_events()?;
         if let Some(hq) = c.host_queue.as_mut() {
             hq.read()?;
@@ -155,9 +167,22 @@ impl Collector {
 
         let seq = self.seq;
         let owners = &mut self.owners;
-        let mut flows = self
-            .flows
-            .update(&live, &closed, &mut |r| owners.lookup(r.sock_ino, seq));
+        let if_names = &mut self.if_names;
+        let own_netns = self.own_netns;
+        // A flow of another namespace (--all-netns) keeps no interface: its
+        // ifindex is one of that namespace's devices (a veth end, its own
+        // lo), not one of the interfaces reported here, which its packets
+        // reach only through routing or bridging the socket does not show.
+        let mut flows = self.flows.update(
+            &live,
+            &closed,
+            &mut |r| owners.lookup(r.sock_ino, seq),
+            &mut |r| {
+                (r.netns == own_netns)
+                    .then(|| if_names.name(r.st.ifindex, seq))
+                    .flatten()
+            },
+        );
         flows.sort_by(|a, b| {
             b.delta
                 .bytes_sent

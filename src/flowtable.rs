@@ -44,14 +44,15 @@ impl FlowTable {
         live: &[ts_flow_record],
         closed: &[ts_flow_record],
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> Vec<FlowSample> {
         let closed_ids: std::collections::HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
         let mut out = Vec::with_capacity(live.len() + closed.len());
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
-            out.push(self.sample(rec, false, resolve_owner));
+            out.push(self.sample(rec, false, resolve_owner, resolve_iface));
         }
         for rec in closed {
-            out.push(self.sample(rec, true, resolve_owner));
+            out.push(self.sample(rec, true, resolve_owner, resolve_iface));
             if let Some(k) = self.known.remove(&rec.cookie) {
                 self.forgotten_probe_events += k.totals.probe_events;
             }
@@ -86,6 +87,7 @@ impl FlowTable {
         rec: &ts_flow_record,
         closed: bool,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> FlowSample {
         let totals = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
@@ -145,6 +147,7 @@ impl FlowTable {
             delta,
             opened,
             closed,
+            iface: resolve_iface(rec),
         }
     }
 }
@@ -285,10 +288,10 @@ mod tests {
     #[test]
     fn preexisting_flow_starts_as_baseline_then_counts_growth() {
         let mut t = FlowTable::new(1_000);
-        let s = t.update(&[record(7, 0, 5_000, 3)], &[], &mut |_| None);
+        let s = t.update(&[record(7, 0, 5_000, 3)], &[], &mut |_| None, &mut |_| None);
         assert_eq!(s[0].delta.bytes_sent, 0);
         assert!(!s[0].opened);
-        let s = t.update(&[record(7, 0, 8_000, 5)], &[], &mut |_| None);
+        let s = t.update(&[record(7, 0, 8_000, 5)], &[], &mut |_| None, &mut |_| None);
         assert_eq!(s[0].delta.bytes_sent, 3_000);
         assert_eq!(s[0].delta.retrans_segs, 2);
         assert_eq!(s[0].local.to_string(), "10.0.0.1:5201");
@@ -297,7 +300,12 @@ mod tests {
     #[test]
     fn flow_opened_while_watching_counts_from_zero() {
         let mut t = FlowTable::new(1_000);
-        let s = t.update(&[record(9, 2_000, 4_000, 1)], &[], &mut |_| None);
+        let s = t.update(
+            &[record(9, 2_000, 4_000, 1)],
+            &[],
+            &mut |_| None,
+            &mut |_| None,
+        );
         assert!(s[0].opened);
         assert_eq!(s[0].delta.bytes_sent, 4_000);
     }
@@ -305,16 +313,17 @@ mod tests {
     #[test]
     fn closed_flow_is_reported_once_then_forgotten() {
         let mut t = FlowTable::new(0);
-        t.update(&[record(3, 0, 100, 0)], &[], &mut |_| None);
-        let s = t.update(
-            &[record(3, 0, 150, 0)],
-            &[record(3, 0, 200, 0)],
-            &mut |_| None,
-        );
+        t.update(&[record(3, 0, 100, 0)], &[], &mut |_| None, &mut |_| None);
+        let mut last = record(3, 0, 200, 0);
+        last.st.ifindex = 2;
+        let s = t.update(&[record(3, 0, 150, 0)], &[last], &mut |_| None, &mut |r| {
+            (r.st.ifindex == 2).then(|| "eth0".to_string())
+        });
         assert_eq!(s.len(), 1, "the close record replaces the live one");
         assert!(s[0].closed);
+        assert_eq!(s[0].iface.as_deref(), Some("eth0"), "from the close record");
         assert_eq!(s[0].delta.bytes_sent, 100);
-        let s = t.update(&[], &[], &mut |_| None);
+        let s = t.update(&[], &[], &mut |_| None, &mut |_| None);
         assert!(s.is_empty());
     }
 
@@ -325,12 +334,12 @@ mod tests {
         a.st.probe_events = 10;
         let mut b = record(2, 0, 0, 0);
         b.st.probe_events = 5;
-        t.update(&[a, b], &[], &mut |_| None);
+        t.update(&[a, b], &[], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 15);
         b.st.probe_events = 7;
-        t.update(&[a], &[b], &mut |_| None);
+        t.update(&[a], &[b], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 17, "a closed flow keeps its final count");
-        t.update(&[], &[], &mut |_| None);
+        t.update(&[], &[], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 17, "a vanished flow keeps its last count");
     }
 

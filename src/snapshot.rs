@@ -272,6 +272,13 @@ pub struct FlowSample {
     pub opened: bool,
     /// Closed during this interval: reported this once, then forgotten.
     pub closed: bool,
+    /// The interface the flow uses (its cached route's egress device, else
+    /// the one its segments arrive on), for flows of the observer's own
+    /// network namespace. None when unknown: for flows of other namespaces,
+    /// before the kernel knew, and in recordings older than format 1.2.
+    /// The analysis counts a flow without one for every interface.
+    #[serde(default)]
+    pub iface: Option<String>,
 }
 
 impl FlowSample {

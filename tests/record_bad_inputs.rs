@@ -145,6 +145,11 @@ fn the_version_1_0_fixture_still_reads() {
     assert!(snaps[2].events.is_empty());
     assert_eq!(snaps[0].flows[0].owner.as_ref().unwrap().comm, "java");
     assert!(snaps[0].flows[0].opened);
+    // 1.2's flow interface: unknown in a 1.0 file.
+    assert!(snaps
+        .iter()
+        .flat_map(|s| &s.flows)
+        .all(|f| f.iface.is_none()));
 }
 
 #[test]

@@ -581,6 +581,7 @@ fn enforcement_report() -> Report {
             peak_backoff: 60.0,
             backoff_intervals: 140,
             closed: false,
+            iface: Some("ens5".to_string()),
         })
         .collect();
 

@@ -5,9 +5,14 @@
 //! rate divides by wire packets, never by the driver's skb count: with TSO/GSO
 //! one skb can carry dozens of wire packets (see [`wire_packets`]).
 //!
-//! Flow-derived signals (retransmits, RTT, failed retransmits) come from every
-//! flow of the snapshot: a `FlowSample` does not say which interface it uses,
-//! so an interface shares them with the other interfaces of its namespace.
+//! Flow-derived signals (segments, retransmits, RTT inflation, failed
+//! retransmits) of an interface come from the flows that use it: those whose
+//! `iface` names it (the egress device of the socket's cached route, see
+//! [`flow_uses`]). A loopback flow so counts for `lo` only, and retransmits
+//! on one ENI do not make another look lossy. A flow whose interface is not
+//! known (`iface: None`: flows of other network namespaces, recordings
+//! older than format 1.2) is shared by every interface of the snapshot, as
+//! all flows were before, so an old recording is judged the same again.
 
 use serde::{Deserialize, Serialize};
 
@@ -122,6 +127,15 @@ fn weighted_percentile(sorted: &[(f64, f64)], q: f64) -> Option<f64> {
     sorted.last().map(|(v, _)| *v)
 }
 
+/// Do `f`'s signals count for interface `iface`? Yes when it uses it, or
+/// when its interface is unknown (shared by all).
+pub(crate) fn flow_uses(f: &FlowSample, iface: &str) -> bool {
+    match &f.iface {
+        Some(name) => name == iface,
+        None => true,
+    }
+}
+
 /// Did the flow send anything in the interval?
 pub(crate) fn flow_sent(f: &FlowSample) -> bool {
     f.delta.bytes_sent > 0 || f.delta.segs_out > 0
@@ -185,7 +199,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     }
 
     let mut inflations: Vec<(f64, f64)> = Vec::new();
-    for f in &snap.flows {
+    for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
         r.failed_retransmits += f.delta.retrans_failed;

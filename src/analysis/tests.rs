@@ -169,6 +169,7 @@ fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 
@@ -805,4 +806,94 @@ fn failed_or_zeroed_allowance_reads_are_no_data() {
         judge_one(&[prev, s], &next).verdict,
         Verdict::HypervisorQueuing
     );
+}
+
+/// Two ENIs with the same bulk traffic; `eth1_retrans_pct` of eth1's flows'
+/// segments retransmitted, eth0's flows clean. Flows name their interface
+/// when `named`, else they carry none (a recording older than format 1.2).
+fn two_enis(eth1_retrans_pct: f64, named: bool) -> Snapshot {
+    let eth0 = Build::new(0, 10).tx_bulk(1e9, 16).flows(4, 0.0, 1.1).done();
+    let eth1 = Build::new(0, 10)
+        .tx_bulk(1e9, 16)
+        .flows(4, eth1_retrans_pct, 1.1)
+        .done();
+    let mut s = eth0.clone();
+    s.flows.clear();
+    let mut second = eth1.interfaces[0].clone();
+    second.name = "eth1".into();
+    s.interfaces.push(second);
+    for (mut f, iface) in eth0
+        .flows
+        .into_iter()
+        .map(|f| (f, "eth0"))
+        .chain(eth1.flows.into_iter().map(|f| (f, "eth1")))
+    {
+        f.id = s.flows.len() as u64 + 1;
+        f.iface = named.then(|| iface.to_string());
+        s.flows.push(f);
+    }
+    s
+}
+
+#[test]
+fn retransmits_on_one_eni_are_not_loss_on_the_other() {
+    let s = two_enis(2.0, true);
+    let a = analyze(&[], &s, &Thresholds::default());
+    let (eth0, eth1) = (&a.interfaces[0], &a.interfaces[1]);
+    assert_eq!((eth0.iface.as_str(), eth1.iface.as_str()), ("eth0", "eth1"));
+    assert_eq!(eth1.verdict, Verdict::NetworkLoss, "{:#?}", eth1.evidence);
+    assert!((eth1.rates.retransmit_pct.unwrap() - 2.0).abs() < 0.01);
+    assert_eq!(eth0.rates.retrans_segs, 0);
+    assert_eq!(eth0.rates.retransmit_pct, Some(0.0));
+    assert_eq!(eth0.rates.active_flows, 4);
+    assert_eq!(eth0.verdict, Verdict::FreeFlow, "{:#?}", eth0.evidence);
+
+    // eth0 with no flows of its own: no retransmit rate at all, not eth1's.
+    let mut lonely = s.clone();
+    lonely.flows.retain(|f| f.iface.as_deref() == Some("eth1"));
+    let a = analyze(&[], &lonely, &Thresholds::default());
+    assert_eq!(a.interfaces[0].rates.retransmit_pct, None);
+    assert_eq!(a.interfaces[0].rates.active_flows, 0);
+    assert_ne!(a.interfaces[0].verdict, Verdict::NetworkLoss);
+}
+
+#[test]
+fn flows_without_an_interface_count_for_every_interface() {
+    // The same traffic without names (an old recording): today's shared
+    // judgement, retransmits of eth1 diluted over all 8 flows on both.
+    let a = analyze(&[], &two_enis(2.0, false), &Thresholds::default());
+    for v in &a.interfaces {
+        assert_eq!(v.rates.active_flows, 8, "{}", v.iface);
+        assert!((v.rates.retransmit_pct.unwrap() - 1.0).abs() < 0.01);
+        assert_eq!(v.verdict, Verdict::NetworkLoss, "{}", v.iface);
+    }
+    // One unnamed flow among named ones counts for both interfaces.
+    let mut s = two_enis(0.0, true);
+    s.flows[0].iface = None;
+    s.flows[0].delta.retrans_segs = 500;
+    let a = analyze(&[], &s, &Thresholds::default());
+    assert_eq!(a.interfaces[0].rates.retrans_segs, 500);
+    assert_eq!(a.interfaces[1].rates.retrans_segs, 500);
+    assert_eq!(a.interfaces[1].rates.active_flows, 5);
+}
+
+#[test]
+fn a_loopback_flow_does_not_count_for_the_real_interface() {
+    // A broker talking to its local agent over 127.0.0.1: inflated RTT,
+    // retransmits and failed retransmits, all on lo.
+    let mut s = Build::new(0, 10).tx_bulk(1e9, 16).flows(2, 0.0, 1.1).done();
+    for f in &mut s.flows {
+        f.iface = Some("eth0".into());
+    }
+    let mut lo = flow(99, 50_000_000, 10_000, 6.0);
+    lo.iface = Some("lo".into());
+    lo.delta.retrans_segs = 1_000;
+    lo.delta.retrans_failed = 200;
+    s.flows.push(lo);
+    let v = judge_one(&[], &s);
+    assert_eq!(v.rates.active_flows, 2);
+    assert_eq!(v.rates.retrans_segs, 0);
+    assert_eq!(v.rates.failed_retransmits, 0);
+    assert!(v.rates.rtt_inflation_max.unwrap() < 1.2, "{:?}", v.rates);
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
 }

@@ -236,6 +236,7 @@ struct FlowAcc {
     peak_backoff: f64,
     backoff_intervals: u64,
     closed: bool,
+    iface: Option<String>,
     /// (seconds since start, srtt/min_rtt): 8 bytes per point.
     points: Vec<(f32, f32)>,
 }
@@ -666,6 +667,7 @@ impl ReportBuilder {
                 peak_backoff: 0.0,
                 backoff_intervals: 0,
                 closed: false,
+                iface: None,
                 points: Vec::new(),
             });
             acc.intervals += 1;
@@ -673,6 +675,9 @@ impl ReportBuilder {
                 acc.owner.clone_from(&f.owner);
             }
             acc.closed |= f.closed;
+            if f.iface.is_some() && acc.iface != f.iface {
+                acc.iface.clone_from(&f.iface);
+            }
             if f.min_rtt_us > 0 && (acc.min_rtt_us == 0 || f.min_rtt_us < acc.min_rtt_us) {
                 acc.min_rtt_us = f.min_rtt_us;
             }
@@ -829,6 +834,7 @@ impl ReportBuilder {
                 peak_backoff: f.peak_backoff,
                 backoff_intervals: f.backoff_intervals,
                 closed: f.closed,
+                iface: f.iface.clone(),
             })
             .collect();
         let flow_series = ranked

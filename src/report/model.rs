@@ -154,6 +154,10 @@ pub struct FlowSummary {
     /// Intervals whose backoff score was above 0.
     pub backoff_intervals: u64,
     pub closed: bool,
+    /// The interface the flow used, as last known; None when the recording
+    /// does not say (other namespaces, files older than format 1.2).
+    #[serde(default)]
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

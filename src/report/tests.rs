@@ -102,6 +102,7 @@ fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> 
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 
@@ -414,4 +415,35 @@ fn time_starts_at_the_first_interval_when_the_header_is_written_later() {
     assert_eq!(r.span.first_seq, Some(2));
     assert_eq!(r.series[0].t_secs, 3.0);
     assert_eq!(r.episodes[0].start_offset_secs, 2.0);
+}
+
+#[test]
+fn flows_carry_their_interface_into_the_report() {
+    let mut snaps = burst_then_enforcement();
+    for s in &mut snaps {
+        s.flows[0].iface = Some("eth0".into());
+        // Flow 2's interface is unknown at first (an older segment), then known.
+        if s.seq >= 5 {
+            s.flows[1].iface = Some("eth1".into());
+        }
+    }
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let by_id = |id: u64| r.flows.iter().find(|f| f.flow_id == id).unwrap();
+    assert_eq!(by_id(1).iface.as_deref(), Some("eth0"));
+    assert_eq!(by_id(2).iface.as_deref(), Some("eth1"));
+    let text = crate::report::text::render(&r);
+    let line = |peer: &str| text.lines().find(|l| l.contains(peer)).unwrap().to_string();
+    assert!(line("10.0.0.2:5201").contains(" eth0 "), "{text}");
+    assert!(line("10.0.0.3:80").contains(" eth1 "), "{text}");
+
+    // An old recording: no interface anywhere, and the text says so.
+    let r = build(
+        &burst_then_enforcement(),
+        ReportFilters::default(),
+        Thresholds::default(),
+    )
+    .unwrap();
+    assert!(r.flows.iter().all(|f| f.iface.is_none()));
+    let text = crate::report::text::render(&r);
+    assert!(text.contains(" iface "), "{text}");
 }

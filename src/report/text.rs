@@ -262,10 +262,27 @@ fn flows(out: &mut String, r: &Report) {
         let _ = writeln!(out, "  none");
         return;
     }
+    // Which interface a flow used matters when there are several.
+    let iface_col = r.interfaces.len() > 1;
+    let iface = |name: Option<&str>| {
+        if iface_col {
+            format!(" {:<10}", name.unwrap_or("-"))
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "  {:>4} {:<40} {:>6} {:<16} {:>10} {:>8} {:>12} {:>16}",
-        "rank", "peer", "lport", "owner", "sent", "retrans", "rtt infl", "backoff"
+        "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>8} {:>12} {:>16}",
+        "rank",
+        "peer",
+        "lport",
+        iface(Some("iface")),
+        "owner",
+        "sent",
+        "retrans",
+        "rtt infl",
+        "backoff"
     );
     for f in &r.flows {
         let owner = f
@@ -278,10 +295,11 @@ fn flows(out: &mut String, r: &Report) {
         };
         let _ = writeln!(
             out,
-            "  {:>4} {:<40} {:>6} {:<16} {:>10} {:>8} {:>12} {:>16}{}",
+            "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>8} {:>12} {:>16}{}",
             f.rank,
             f.peer.to_string(),
             f.local.port(),
+            iface(f.iface.as_deref()),
             owner,
             bytes(f.bytes_sent),
             f.retransmits,

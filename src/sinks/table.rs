@@ -54,17 +54,42 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             );
         }
     }
+    // With several interfaces, which one a flow uses says whose signals it
+    // feeds; with one it says nothing.
+    let iface_col = snap.interfaces.len() > 1;
+    let iface_of = |f: &FlowSample| {
+        if iface_col {
+            format!(" {:<10}", f.iface.as_deref().unwrap_or("-"))
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<40} {:>6} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
-        "peer", "lport", "owner", "tx", "srtt", "min_rtt", "infl", "cwnd", "retrans", "state"
+        "{:<40} {:>6}{} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+        "peer",
+        "lport",
+        if iface_col {
+            format!(" {:<10}", "iface")
+        } else {
+            String::new()
+        },
+        "owner",
+        "tx",
+        "srtt",
+        "min_rtt",
+        "infl",
+        "cwnd",
+        "retrans",
+        "state"
     );
     for f in busiest(&snap.flows).into_iter().take(top) {
         let _ = writeln!(
             out,
-            "{:<40} {:>6} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
             f.peer.to_string(),
             f.local.port(),
+            iface_of(f),
             owner_label(f),
             rate_bits(f.delta.bytes_sent as f64 * 8.0 / secs),
             micros(f.srtt_us),
@@ -136,6 +161,7 @@ fn micros(us: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::{FlowCounters, Health, InterfaceSample, LinkCounters};
 
     #[test]
     fn rates_have_units() {
@@ -143,5 +169,75 @@ mod tests {
         assert_eq!(rate_bits(16e9), "16.00Gb/s");
         assert_eq!(micros(250), "250us");
         assert_eq!(micros(25_000), "25.0ms");
+    }
+
+    fn iface(name: &str) -> InterfaceSample {
+        InterfaceSample {
+            name: name.into(),
+            driver: None,
+            totals: LinkCounters::default(),
+            delta: LinkCounters::default(),
+            offloads: None,
+            mtu: 1500,
+            allowance: AllowanceStatus::Unavailable {
+                reason: "test".into(),
+            },
+            host_queue: None,
+        }
+    }
+
+    fn flow(id: u64, iface: Option<&str>) -> FlowSample {
+        FlowSample {
+            id,
+            netns: 1,
+            local: "10.0.0.1:9092".parse().unwrap(),
+            peer: format!("10.0.0.{id}:40000").parse().unwrap(),
+            state: "ESTAB".into(),
+            ca_state: "open".into(),
+            owner: None,
+            srtt_us: 0,
+            min_rtt_us: 0,
+            rttvar_us: 0,
+            cwnd: 10,
+            ssthresh: 0,
+            mss: 1448,
+            packets_out: 0,
+            retrans_out: 0,
+            lost_out: 0,
+            sacked_out: 0,
+            srtt_mean_us: None,
+            srtt_max_us: None,
+            cwnd_min: None,
+            totals: FlowCounters::default(),
+            delta: FlowCounters {
+                bytes_sent: 1000 * id,
+                ..Default::default()
+            },
+            opened: false,
+            closed: false,
+            iface: iface.map(String::from),
+        }
+    }
+
+    #[test]
+    fn the_interface_column_appears_with_several_interfaces() {
+        let mut snap = Snapshot {
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5"), iface("ens6")],
+            flows: vec![flow(2, Some("ens6")), flow(1, None)],
+            events: vec![],
+            health: Health::default(),
+        };
+        let text = render(&snap, None, 10);
+        let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
+        assert!(line("peer").contains(" iface "), "{text}");
+        assert!(line("10.0.0.2:40000").contains(" ens6 "), "{text}");
+        assert!(line("10.0.0.1:40000").contains(" - "), "{text}");
+        snap.interfaces.pop();
+        let text = render(&snap, None, 10);
+        assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
     }
 }

@@ -184,6 +184,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             delta: counters(1, i),
             opened: seq == 0,
             closed: false,
+            iface: None,
         })
         .collect();
     Snapshot {

@@ -9,8 +9,9 @@
 //! flat at the baseline, `bw_out_allowance_exceeded` at 78-114% of tx
 //! packets, RTT inflated 2-4x, and in the middle of it a stretch where the
 //! hypervisor's queue overflows (retransmits at ~0.5%). Flows open and close
-//! throughout (mean life 10 minutes), with their events; health counters
-//! grow. Same `--seed`, same intervals (the end record carries the time it
+//! throughout (mean life 10 minutes), with their events, each on one
+//! interface (`iface`), so only the first one's flows carry the loss; health
+//! counters grow. Same `--seed`, same intervals (the end record carries the time it
 //! was written).
 //!
 //!     cargo run --release --example gen-trace -- --out /tmp/t.jsonl.zst
@@ -379,6 +380,7 @@ impl Generator {
                 delta,
                 opened: f.opened,
                 closed: closing,
+                iface: Some(self.ifaces[f.iface].name.to_string()),
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;

@@ -188,7 +188,8 @@ pub fn flows(out: &mut String, report: &Report) {
     out.push_str(
         "<p class=\"note\">Ranked by backoff: the sum over intervals of each interval's \
          backoff score (0 to 100).</p>\n<table class=\"flows\" id=\"table-flows\">\n<tr>\
-         <th>rank</th><th>peer</th><th>local port</th><th>owner</th><th>intervals</th>\
+         <th>rank</th><th>peer</th><th>local port</th><th>interface</th><th>owner</th>\
+         <th>intervals</th>\
          <th>sent</th><th>received</th><th>retransmits (failed)</th><th>cwnd reductions</th>\
          <th>recovery</th><th>RTT inflation mean / peak</th><th>min RTT</th>\
          <th>backoff total / peak / intervals</th><th>closed</th></tr>\n",
@@ -201,7 +202,8 @@ pub fn flows(out: &mut String, report: &Report) {
         let _ = writeln!(
             out,
             "<tr class=\"flow\"><td class=\"num\">{rank}</td><td>{peer}</td>\
-             <td class=\"num\">{port}</td><td>{owner}</td><td class=\"num\">{intervals}</td>\
+             <td class=\"num\">{port}</td><td>{iface}</td><td>{owner}</td>\
+             <td class=\"num\">{intervals}</td>\
              <td class=\"num\">{sent}</td><td class=\"num\">{received}</td>\
              <td class=\"num\">{retrans} ({failed})</td><td class=\"num\">{cwnd}</td>\
              <td class=\"num\">{recovery} ms</td><td class=\"num\">{mean} / {peak}</td>\
@@ -211,6 +213,7 @@ pub fn flows(out: &mut String, report: &Report) {
             rank = f.rank,
             peer = Esc(&f.peer.to_string()),
             port = f.local.port(),
+            iface = Esc(f.iface.as_deref().unwrap_or("unknown")),
             intervals = f.intervals,
             sent = format::bytes(f.bytes_sent),
             received = format::bytes(f.bytes_received),

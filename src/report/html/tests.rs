@@ -147,6 +147,13 @@ fn report(n: usize) -> Report {
             peak_backoff: 80.0,
             backoff_intervals: 12,
             closed: f == 1,
+            // An interface name may hold `<` (the kernel refuses only `/`,
+            // `:` and white space).
+            iface: match f {
+                0 => Some("ens5".to_string()),
+                1 => Some(HOSTILE.to_string()),
+                _ => None,
+            },
         })
         .collect();
     Report {
@@ -420,6 +427,10 @@ fn tables_hold_the_report() {
         3
     );
     assert!(flows.contains("1.4× / 3.2×"));
+    assert!(flows.contains("<th>interface</th>"));
+    assert!(flows.contains("<td>ens5</td>"));
+    assert!(flows.contains("<td>&lt;script&gt;alert(1)&lt;/script&gt;</td>"));
+    assert!(flows.contains("<td>unknown</td>"));
     assert!(html.contains("2024-02-29 12:34:56.789 UTC"));
     assert!(html.contains("Read warnings (2)"));
     for info in Thresholds::describe() {

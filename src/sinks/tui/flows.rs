@@ -51,6 +51,8 @@ pub struct FlowRow<'a> {
     pub tx_bps: f64,
     /// Closed during the interval (shown once, then gone).
     pub closed: bool,
+    /// The interface the flow uses, when known.
+    pub iface: Option<String>,
 }
 
 impl FlowRow<'_> {
@@ -110,18 +112,18 @@ pub fn rows<'a>(
     let mut out: Vec<FlowRow<'a>> = analysis
         .flows
         .iter()
-        .map(|attr| FlowRow {
-            attr,
-            tx_bps: if secs > 0.0 {
-                attr.bytes_sent as f64 * 8.0 / secs
-            } else {
-                0.0
-            },
-            closed: snap
-                .flows
-                .iter()
-                .find(|f| f.id == attr.flow_id)
-                .is_some_and(|f| f.closed),
+        .map(|attr| {
+            let sample = snap.flows.iter().find(|f| f.id == attr.flow_id);
+            FlowRow {
+                attr,
+                tx_bps: if secs > 0.0 {
+                    attr.bytes_sent as f64 * 8.0 / secs
+                } else {
+                    0.0
+                },
+                closed: sample.is_some_and(|f| f.closed),
+                iface: sample.and_then(|f| f.iface.clone()),
+            }
         })
         .filter(|r| r.matches(filter))
         .collect();

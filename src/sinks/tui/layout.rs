@@ -65,6 +65,8 @@ pub enum Column {
     Backoff,
     Peer,
     LocalPort,
+    /// Only with several interfaces: which one the flow uses.
+    Iface,
     Owner,
     Tx,
     Rtt,
@@ -75,11 +77,12 @@ pub enum Column {
 
 impl Column {
     /// Left to right.
-    pub const ALL: [Column; 10] = [
+    pub const ALL: [Column; 11] = [
         Column::Rank,
         Column::Backoff,
         Column::Peer,
         Column::LocalPort,
+        Column::Iface,
         Column::Owner,
         Column::Tx,
         Column::Rtt,
@@ -89,7 +92,7 @@ impl Column {
     ];
 
     /// Most wanted first: who, how fast, how delayed, how lossy.
-    const BY_PRIORITY: [Column; 10] = [
+    const BY_PRIORITY: [Column; 11] = [
         Column::Peer,
         Column::LocalPort,
         Column::Tx,
@@ -100,6 +103,7 @@ impl Column {
         Column::Owner,
         Column::State,
         Column::Rank,
+        Column::Iface,
     ];
 
     pub fn title(self) -> &'static str {
@@ -108,6 +112,7 @@ impl Column {
             Column::Backoff => "backoff",
             Column::Peer => "peer",
             Column::LocalPort => "lport",
+            Column::Iface => "iface",
             Column::Owner => "process",
             Column::Tx => "tx",
             Column::Rtt => "srtt/min_rtt",
@@ -125,6 +130,8 @@ impl Column {
             Column::Backoff => 8,
             Column::Peer => peer_width,
             Column::LocalPort => 5,
+            // most names; longer ones are cut
+            Column::Iface => 10,
             // comm (15) / pid
             Column::Owner => 22,
             Column::Tx => 10,
@@ -146,11 +153,16 @@ pub fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
     u16::try_from(longest).unwrap_or(u16::MAX).clamp(15, 47)
 }
 
-/// The most wanted columns that fit in `width`, in display order.
-pub fn columns_for(width: u16, peer_width: u16) -> Vec<Column> {
+/// The most wanted columns that fit in `width`, in display order. The
+/// interface column only when asked (`iface`: the snapshot has several
+/// interfaces), and last in priority.
+pub fn columns_for(width: u16, peer_width: u16, iface: bool) -> Vec<Column> {
     let mut used: u16 = 0;
     let mut chosen = Vec::new();
-    for c in Column::BY_PRIORITY {
+    for c in Column::BY_PRIORITY
+        .into_iter()
+        .filter(|c| iface || *c != Column::Iface)
+    {
         let gap = if chosen.is_empty() { 0 } else { COLUMN_SPACING };
         let need = used.saturating_add(gap).saturating_add(c.width(peer_width));
         if need > width {
@@ -215,19 +227,27 @@ mod tests {
 
     #[test]
     fn columns_fit_the_width() {
-        assert_eq!(columns_for(200, 21), Column::ALL.to_vec());
-        // With peers as short as the lab's (10.77.1.1:47678), 120 is enough.
-        assert_eq!(columns_for(120, 15), Column::ALL.to_vec());
+        let without_iface: Vec<Column> = Column::ALL
+            .into_iter()
+            .filter(|c| *c != Column::Iface)
+            .collect();
+        assert_eq!(columns_for(200, 21, true), Column::ALL.to_vec());
+        assert_eq!(columns_for(200, 21, false), without_iface);
+        // With peers as short as the lab's (10.77.1.1:47678), 120 is enough
+        // for all but the interface, which comes last.
+        assert_eq!(columns_for(120, 15, false), without_iface);
+        assert_eq!(columns_for(120, 15, true), without_iface);
+        assert!(columns_for(131, 15, true).contains(&Column::Iface));
         // Wider peers drop the least wanted columns first.
-        let cols = columns_for(120, 21);
+        let cols = columns_for(120, 21, false);
         assert!(!cols.contains(&Column::Rank) && !cols.contains(&Column::State));
         assert!(cols.contains(&Column::Owner));
         assert_eq!(
-            columns_for(60, 21),
+            columns_for(60, 21, true),
             vec![Column::Peer, Column::LocalPort, Column::Tx, Column::Rtt]
         );
         for w in [0, 10, 40, 59, 61, 80, 100] {
-            let cols = columns_for(w, 47);
+            let cols = columns_for(w, 47, true);
             let used: u16 = cols.iter().map(|c| c.width(47)).sum::<u16>()
                 + COLUMN_SPACING * (cols.len() as u16).saturating_sub(1);
             assert!(used <= w, "{w}: {cols:?}");
@@ -236,6 +256,6 @@ mod tests {
         let v6 = "[2001:db8:aaaa:bbbb:cccc:dddd:eeee:1]:40000";
         assert_eq!(peer_width([v6, "10.0.0.1:1"].into_iter()), 43);
         assert_eq!(peer_width(std::iter::empty()), 15);
-        assert!(columns_for(120, 42).len() < Column::ALL.len());
+        assert!(columns_for(120, 42, false).len() < without_iface.len());
     }
 }

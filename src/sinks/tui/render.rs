@@ -92,7 +92,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
         screen.ui.sort,
         &screen.ui.filter,
     );
-    draw_flows(frame, p.flows, &rows, screen.ui);
+    let several = latest.snap.interfaces.len() > 1;
+    draw_flows(frame, p.flows, &rows, screen.ui, several);
 }
 
 /// The title row, most urgent first (a narrow screen cuts the end): the
@@ -400,6 +401,7 @@ fn cell(c: Column, r: &FlowRow) -> String {
         Column::Backoff => format!("{:.1}", a.backoff_score),
         Column::Peer => a.peer.to_string(),
         Column::LocalPort => a.local.port().to_string(),
+        Column::Iface => clip(r.iface.as_deref().unwrap_or("-"), 10),
         Column::Owner => r.owner_label(),
         Column::Tx => rate_bits(r.tx_bps),
         Column::Rtt => rtt_pair(a.srtt_us, a.min_rtt_us),
@@ -426,13 +428,14 @@ fn sorted_column(k: SortKey) -> Column {
     }
 }
 
-fn draw_flows(frame: &mut Frame, area: Rect, rows: &[FlowRow], ui: &UiState) {
+/// `iface`: show which interface each flow uses (several interfaces).
+fn draw_flows(frame: &mut Frame, area: Rect, rows: &[FlowRow], ui: &UiState, iface: bool) {
     if area.height == 0 {
         return;
     }
     let peers: Vec<String> = rows.iter().map(|r| r.attr.peer.to_string()).collect();
     let peer_width = peer_width(peers.iter().map(String::as_str));
-    let cols = columns_for(area.width, peer_width);
+    let cols = columns_for(area.width, peer_width, iface);
     let sorted = sorted_column(ui.sort);
     let header = Row::new(cols.iter().map(|c| {
         let t = if *c == sorted {

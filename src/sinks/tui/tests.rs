@@ -57,6 +57,7 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
         },
         opened: false,
         closed: false,
+        iface: None,
     }
 }
 
@@ -415,4 +416,32 @@ fn end_of_a_replay_says_so_first_in_the_title() {
     // A narrow screen keeps the notice (it comes first).
     let narrow = render_screen(&m, &ui, true, 60, 20);
     assert!(narrow[0].contains("q quits"), "{}", narrow[0]);
+}
+
+#[test]
+fn with_two_interfaces_a_wide_flow_table_says_which_each_flow_uses() {
+    let th = Thresholds::default();
+    let mut snap = shaped(0);
+    let mut second = snap.interfaces[0].clone();
+    second.name = "b1".into();
+    snap.interfaces.push(second);
+    snap.flows[0].iface = Some("b0".into());
+    snap.flows[1].iface = Some("b1".into());
+    let a = analyze(&[], &snap, &th);
+    let mut m = Model::default();
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 140, 40);
+    let screen = lines.join("\n");
+    let header = find(&lines, "peer").expect(&screen);
+    assert!(lines[header].contains("iface"), "{}", lines[header]);
+    let row = |peer: &str| lines[find(&lines, peer).expect(&screen)].clone();
+    assert!(row("10.77.1.1:41000").contains(" b0 "), "{screen}");
+    assert!(row("10.77.1.1:41001").contains(" b1 "), "{screen}");
+    assert!(row("10.77.1.9:41002").contains(" - "), "{screen}");
+
+    // One interface: no such column, even on a wide screen.
+    let (m, _) = model(1);
+    let lines = render(&m, &UiState::default(), 140, 40);
+    let header = find(&lines, "peer").unwrap();
+    assert!(!lines[header].contains("iface"), "{}", lines[header]);
 }
