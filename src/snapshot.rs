@@ -282,6 +282,40 @@ pub struct FlowSample {
 }
 
 impl FlowSample {
+    /// A quiet established flow (10.0.0.1:9092 to 10.0.0.2:40000+id, no
+    /// counters, owner unknown) for unit tests to change what they need
+    /// with `FlowSample { field, ..FlowSample::example(id) }`.
+    #[cfg(test)]
+    pub(crate) fn example(id: u64) -> Self {
+        FlowSample {
+            id,
+            netns: 1,
+            local: "10.0.0.1:9092".parse().unwrap(),
+            peer: SocketAddr::new([10, 0, 0, 2].into(), 40000 + id as u16),
+            state: "ESTAB".into(),
+            ca_state: "open".into(),
+            owner: None,
+            srtt_us: 0,
+            min_rtt_us: 0,
+            rttvar_us: 0,
+            cwnd: 10,
+            ssthresh: 0,
+            mss: 1448,
+            packets_out: 0,
+            retrans_out: 0,
+            lost_out: 0,
+            sacked_out: 0,
+            srtt_mean_us: None,
+            srtt_max_us: None,
+            cwnd_min: None,
+            totals: FlowCounters::default(),
+            delta: FlowCounters::default(),
+            opened: false,
+            closed: false,
+            iface: None,
+        }
+    }
+
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.
     pub fn rtt_inflation(&self) -> Option<f64> {
         (self.min_rtt_us > 0 && self.srtt_us > 0)

@@ -138,13 +138,6 @@ fn ena_zero() -> AllowanceCounters {
 fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
     let min_rtt = 100u32;
     FlowSample {
-        id,
-        netns: 1,
-        local: "10.0.0.1:9092".parse().unwrap(),
-        peer: format!("10.0.0.2:{}", 40000 + id).parse().unwrap(),
-        state: "ESTAB".into(),
-        ca_state: "open".into(),
-        owner: None,
         srtt_us: (min_rtt as f64 * inflation) as u32,
         min_rtt_us: min_rtt,
         rttvar_us: 10,
@@ -152,13 +145,6 @@ fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
         ssthresh: 1000,
         mss: 8949,
         packets_out: 10,
-        retrans_out: 0,
-        lost_out: 0,
-        sacked_out: 0,
-        srtt_mean_us: None,
-        srtt_max_us: None,
-        cwnd_min: None,
-        totals: FlowCounters::default(),
         delta: FlowCounters {
             bytes_sent,
             bytes_acked: bytes_sent,
@@ -167,9 +153,7 @@ fn flow(id: u64, bytes_sent: u64, segs_out: u64, inflation: f64) -> FlowSample {
             probe_events: segs_out / 2,
             ..Default::default()
         },
-        opened: false,
-        closed: false,
-        iface: None,
+        ..FlowSample::example(id)
     }
 }
 

@@ -70,12 +70,8 @@ fn iface(name: &str, mbit: u64, bw_pct: u64) -> InterfaceSample {
 
 fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> FlowSample {
     FlowSample {
-        id,
-        netns: 1,
         local: local.parse::<SocketAddr>().unwrap(),
         peer: peer.parse::<SocketAddr>().unwrap(),
-        state: "ESTAB".into(),
-        ca_state: "open".into(),
         owner: Some(Owner {
             pid: 10 + id as u32,
             comm: comm.into(),
@@ -83,26 +79,14 @@ fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> 
         }),
         srtt_us: srtt,
         min_rtt_us: 100,
-        rttvar_us: 0,
-        cwnd: 10,
-        ssthresh: 0,
-        mss: 1448,
-        packets_out: 0,
-        retrans_out: 0,
-        lost_out: 0,
-        sacked_out: 0,
         srtt_mean_us: Some(srtt),
         srtt_max_us: Some(srtt),
-        cwnd_min: None,
-        totals: FlowCounters::default(),
         delta: FlowCounters {
             bytes_sent: bytes,
             segs_out: bytes / 1448,
             ..Default::default()
         },
-        opened: false,
-        closed: false,
-        iface: None,
+        ..FlowSample::example(id)
     }
 }
 

@@ -188,34 +188,13 @@ mod tests {
 
     fn flow(id: u64, iface: Option<&str>) -> FlowSample {
         FlowSample {
-            id,
-            netns: 1,
-            local: "10.0.0.1:9092".parse().unwrap(),
             peer: format!("10.0.0.{id}:40000").parse().unwrap(),
-            state: "ESTAB".into(),
-            ca_state: "open".into(),
-            owner: None,
-            srtt_us: 0,
-            min_rtt_us: 0,
-            rttvar_us: 0,
-            cwnd: 10,
-            ssthresh: 0,
-            mss: 1448,
-            packets_out: 0,
-            retrans_out: 0,
-            lost_out: 0,
-            sacked_out: 0,
-            srtt_mean_us: None,
-            srtt_max_us: None,
-            cwnd_min: None,
-            totals: FlowCounters::default(),
             delta: FlowCounters {
                 bytes_sent: 1000 * id,
                 ..Default::default()
             },
-            opened: false,
-            closed: false,
             iface: iface.map(String::from),
+            ..FlowSample::example(id)
         }
     }
 

@@ -206,3 +206,41 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
 pub fn close_to(ours: f64, theirs: f64, rel: f64, abs: f64) -> bool {
     (ours - theirs).abs() <= (theirs.abs() * rel).max(abs)
 }
+
+/// Coarse class of a verdict name, for checks that must never confuse
+/// queuing with loss.
+pub fn verdict_family(verdict: &str) -> &'static str {
+    match verdict {
+        "hypervisor_queuing" | "local_queuing" => "queuing",
+        "hypervisor_drop" | "local_drop" | "network_loss" => "drop",
+        "free_flow" | "idle" => "free",
+        _ => "limit",
+    }
+}
+
+/// A scenario's verdicts after the first interval (a warm-up): `expected`
+/// in >= 60% of them, and none that `wrong` rejects.
+pub fn check_verdicts(
+    scenario: &str,
+    verdicts: &[&str],
+    expected: &str,
+    wrong: impl Fn(&str) -> bool,
+) {
+    let judged = verdicts.get(1..).unwrap_or_default();
+    assert!(
+        judged.len() >= 5,
+        "{scenario}: too few intervals: {verdicts:?}"
+    );
+    let right = judged.iter().filter(|v| **v == expected).count();
+    eprintln!(
+        "{scenario}: {right}/{} intervals judged {expected}",
+        judged.len()
+    );
+    assert!(
+        right * 10 >= judged.len() * 6,
+        "{scenario}: {expected} in only {right} of {} intervals: {judged:?}",
+        judged.len()
+    );
+    let bad: Vec<_> = judged.iter().filter(|v| wrong(v)).collect();
+    assert!(bad.is_empty(), "{scenario}: wrong family: {bad:?}");
+}

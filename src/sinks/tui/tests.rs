@@ -21,12 +21,8 @@ const PAYLOAD: u64 = 1500 + 14 - 66;
 fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64) -> FlowSample {
     let min_rtt = 1_000u32;
     FlowSample {
-        id,
-        netns: 1,
         local: "10.77.2.1:7201".parse().unwrap(),
         peer: peer.parse().unwrap(),
-        state: "ESTAB".into(),
-        ca_state: "open".into(),
         owner: Some(Owner {
             pid: 4000 + id as u32,
             comm: comm.into(),
@@ -37,15 +33,7 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
         rttvar_us: 100,
         cwnd: 10 * id as u32,
         ssthresh: 1000,
-        mss: 1448,
         packets_out: 10,
-        retrans_out: 0,
-        lost_out: 0,
-        sacked_out: 0,
-        srtt_mean_us: None,
-        srtt_max_us: None,
-        cwnd_min: None,
-        totals: FlowCounters::default(),
         delta: FlowCounters {
             bytes_sent: segs * PAYLOAD,
             bytes_acked: segs * PAYLOAD,
@@ -55,9 +43,7 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
             probe_events: segs / 2,
             ..Default::default()
         },
-        opened: false,
-        closed: false,
-        iface: None,
+        ..FlowSample::example(id)
     }
 }
 
