@@ -130,9 +130,14 @@ impl ReportFilters {
         })
     }
 
-    /// A flow passes when no `--flow` was given or any pattern matches.
+    /// A flow passes when no `--flow` was given or any pattern matches,
+    /// and, with `--iface`, when it uses one of those interfaces (a flow
+    /// whose interface is unknown, as in recordings before format 1.2, is
+    /// kept: it may be on any of them).
     pub fn flow_matches(&self, f: &FlowSample) -> bool {
-        self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f))
+        let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
+        let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
+        by_pattern && by_iface
     }
 
     pub fn iface_matches(&self, name: &str) -> bool {
@@ -143,6 +148,23 @@ impl ReportFilters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iface_filter_keeps_the_flows_of_those_interfaces_and_unknown_ones() {
+        let f = ReportFilters {
+            interfaces: vec!["eth0".into()],
+            ..ReportFilters::default()
+        };
+        let on = |iface: Option<&str>| FlowSample {
+            iface: iface.map(String::from),
+            ..FlowSample::example(1)
+        };
+        assert!(f.flow_matches(&on(Some("eth0"))));
+        assert!(!f.flow_matches(&on(Some("eth1"))));
+        assert!(!f.flow_matches(&on(Some("lo"))));
+        assert!(f.flow_matches(&on(None)));
+        assert!(ReportFilters::default().flow_matches(&on(Some("lo"))));
+    }
 
     #[test]
     fn flow_patterns_parse() {
