@@ -3,7 +3,7 @@
 //! itself (segments, retransmits, wire packets), which exist only as
 //! per-interval deltas in the analysis.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::analysis::{IntervalAnalysis, Verdict};
 use crate::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
@@ -42,6 +42,8 @@ pub struct AllowanceState {
 /// One exported flow: the labels and the last interval's values.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FlowSeries {
+    /// The interface the flow uses, `unknown` when not resolved.
+    pub device: String,
     pub peer: String,
     pub local_port: u16,
     pub process: String,
@@ -54,8 +56,9 @@ pub struct FlowSeries {
 }
 
 impl FlowSeries {
-    pub fn labels(&self) -> [(&'static str, String); 3] {
+    pub fn labels(&self) -> [(&'static str, String); 4] {
         [
+            ("device", self.device.clone()),
             ("peer", self.peer.clone()),
             ("local_port", self.local_port.to_string()),
             ("process", self.process.clone()),
@@ -142,8 +145,14 @@ impl ExporterState {
             .collect();
         ranked.sort_by_key(|f| f.rank);
         self.flows.clear();
+        let ifaces: HashMap<u64, &str> = snap
+            .flows
+            .iter()
+            .filter_map(|f| Some((f.id, f.iface.as_deref()?)))
+            .collect();
         for f in ranked {
             let series = FlowSeries {
+                device: ifaces.get(&f.flow_id).unwrap_or(&"unknown").to_string(),
                 peer: f.peer.to_string(),
                 local_port: f.local.port(),
                 process: f

@@ -9,8 +9,8 @@ use crate::analysis::{
     FlowAttribution, InterfaceVerdict, IntervalAnalysis, NormalisedRates, Verdict,
 };
 use crate::snapshot::{
-    AllowanceCounters, AllowanceSample, AllowanceStatus, Health, InterfaceSample, LinkCounters,
-    Owner, ProgramHealth, Snapshot,
+    AllowanceCounters, AllowanceSample, AllowanceStatus, FlowSample, Health, InterfaceSample,
+    LinkCounters, Owner, ProgramHealth, Snapshot,
 };
 
 fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
@@ -150,8 +150,17 @@ fn lines(text: &str) -> Vec<&str> {
 #[test]
 fn exact_names_and_values() {
     let mut st = ExporterState::new(20);
-    st.apply(&snapshot(0), &analysis(0, vec![flow(1, 5000)]));
-    st.apply(&snapshot(1), &analysis(1, vec![flow(1, 5000)]));
+    // The flow's interface comes from the snapshot's flow of the same id.
+    let on_b0 = |seq| {
+        let mut snap = snapshot(seq);
+        snap.flows.push(FlowSample {
+            iface: Some("b0".into()),
+            ..FlowSample::example(5000)
+        });
+        snap
+    };
+    st.apply(&on_b0(0), &analysis(0, vec![flow(1, 5000)]));
+    st.apply(&on_b0(1), &analysis(1, vec![flow(1, 5000)]));
     let text = encode_state(st);
     let l = lines(&text);
     for want in [
@@ -183,12 +192,12 @@ fn exact_names_and_values() {
         "throttlescope_counter_read_failures_total 7",
         "throttlescope_intervals_total 2",
         "throttlescope_last_interval_timestamp_seconds 1762000001.0",
-        r#"throttlescope_flow_backoff_score{peer="10.0.0.2:5000",local_port="9092",process="java"} 99.0"#,
-        r#"throttlescope_flow_rtt_inflation_ratio{peer="10.0.0.2:5000",local_port="9092",process="java"} 1.5"#,
-        r#"throttlescope_flow_srtt_seconds{peer="10.0.0.2:5000",local_port="9092",process="java"} 0.0025"#,
-        r#"throttlescope_flow_cwnd{peer="10.0.0.2:5000",local_port="9092",process="java"} 10"#,
-        r#"throttlescope_flow_retransmits{peer="10.0.0.2:5000",local_port="9092",process="java"} 3"#,
-        r#"throttlescope_flow_tx_bytes_per_second{peer="10.0.0.2:5000",local_port="9092",process="java"} 2000000.0"#,
+        r#"throttlescope_flow_backoff_score{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 99.0"#,
+        r#"throttlescope_flow_rtt_inflation_ratio{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 1.5"#,
+        r#"throttlescope_flow_srtt_seconds{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 0.0025"#,
+        r#"throttlescope_flow_cwnd{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 10"#,
+        r#"throttlescope_flow_retransmits{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 3"#,
+        r#"throttlescope_flow_tx_bytes_per_second{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 2000000.0"#,
         "# EOF",
     ] {
         assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
@@ -310,7 +319,7 @@ fn colliding_flow_labels_are_counted_not_duplicated() {
             .count(),
         1
     );
-    assert!(text.contains("throttlescope_flow_backoff_score{peer=\"10.0.0.2:5000\",local_port=\"9092\",process=\"java\"} 99.0"));
+    assert!(text.contains("throttlescope_flow_backoff_score{device=\"unknown\",peer=\"10.0.0.2:5000\",local_port=\"9092\",process=\"java\"} 99.0"));
     assert!(text
         .lines()
         .any(|l| l == "throttlescope_flow_label_collisions_total 1"));
