@@ -40,20 +40,6 @@ fn report_json(args: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("report JSON: {e}\n{stdout}"))
 }
 
-/// Parses `watch --json` lines into snapshots and their live analyses.
-fn live_lines(stdout: &[u8]) -> Vec<(Snapshot, IntervalAnalysis)> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("JSON line");
-            (
-                serde_json::from_value(v.clone()).expect("snapshot fields"),
-                serde_json::from_value(v["analysis"].clone()).expect("analysis"),
-            )
-        })
-        .collect()
-}
-
 /// (iface, verdict, start_seq, end_seq) of every episode, sorted.
 fn episode_keys(episodes: &[Value]) -> Vec<(String, String, u64, u64)> {
     let mut v: Vec<_> = episodes
@@ -120,7 +106,7 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
     lab.tool(&["traffic", "--time", "10"]);
-    let rows = live_lines(&lab.watch_json_in_broker("9s", &[]));
+    let rows = common::watch_lines(&lab.watch_json_in_broker("9s", &[]));
     assert!(rows.len() >= 6, "only {} intervals", rows.len());
     drop(lab);
 
@@ -214,7 +200,7 @@ fn report_episodes_are_the_live_episodes_of_burst_then_enforcement() {
     let dir = TempDir::new("report-rb");
     let path = dir.join("burst.jsonl");
     let name = path.display().to_string();
-    let rows = live_lines(&lab.watch_json_in_broker("23s", &["--record", &name]));
+    let rows = common::watch_lines(&lab.watch_json_in_broker("23s", &["--record", &name]));
     drop(lab);
 
     let th = Thresholds::default();

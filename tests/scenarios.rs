@@ -8,22 +8,14 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{check_verdicts, run, verdict_family, Lab};
+use common::{check_verdicts, interface_analyses, verdict_family, watch_lines, Lab};
 use serde_json::Value;
 
 /// One interval of the broker interface `b0`: (verdict, tx bits/s).
 fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
-    lines
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| {
-            let i = v["analysis"]["interfaces"]
-                .as_array()?
-                .iter()
-                .find(|i| i["iface"] == "b0")?
-                .clone();
+    interface_analyses(lines, "b0")
+        .iter()
+        .filter_map(|i| {
             Some((
                 i["verdict"].as_str()?.to_string(),
                 i["rates"]["tx_bps"].as_f64().unwrap_or(0.0),
@@ -37,25 +29,12 @@ fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
 fn watch_scenario(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> String {
     lab.tool(&["shape", scenario]);
     lab.tool(&["emulator", "start"]);
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
     let time = secs.to_string();
     let mut args = vec!["traffic", "--time", &time];
     args.extend_from_slice(traffic);
     lab.tool(&args);
-    let out = run(Command::new("ip")
-        .args(["netns", "exec", &lab.broker()])
-        .args([
-            common::binary().to_str().unwrap(),
-            "watch",
-            "--json",
-            "--interval",
-            "1s",
-            "--duration",
-            &format!("{}s", secs - 1),
-            "--counters",
-            &format!("b0={counters}"),
-        ]));
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let out = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Runs SCENARIO (see `watch_scenario`); returns b0's verdicts per interval.
@@ -113,25 +92,6 @@ fn free_flow_is_judged_free() {
     check("free_flow", &v, "free_flow");
 }
 
-/// Parses `watch --json` lines into snapshots and their analyses.
-fn snapshots_and_analyses(
-    lines: &str,
-) -> Vec<(
-    throttlescope::snapshot::Snapshot,
-    throttlescope::analysis::IntervalAnalysis,
-)> {
-    lines
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("JSON line");
-            (
-                serde_json::from_value(v.clone()).expect("snapshot fields"),
-                serde_json::from_value(v["analysis"].clone()).expect("analysis"),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn burst_then_enforcement_is_one_episode_at_the_baseline() {
     use throttlescope::analysis::{EpisodeTracker, Thresholds};
@@ -142,19 +102,7 @@ fn burst_then_enforcement_is_one_episode_at_the_baseline() {
     // drains at 200 Mbit/s, so enforcement at the 100 Mbit/s baseline
     // starts ~15 s in.
     lab.tool(&["traffic", "--time", "24", "--bitrate", "300M"]);
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
-    let out = run(Command::new("ip")
-        .args(["netns", "exec", &lab.broker()])
-        .args([
-            common::binary().to_str().unwrap(),
-            "watch",
-            "--json",
-            "--duration",
-            "23s",
-            "--counters",
-            &format!("b0={counters}"),
-        ]));
-    let rows = snapshots_and_analyses(&String::from_utf8_lossy(&out.stdout));
+    let rows = watch_lines(&lab.watch_json_in_broker("23s", &[]));
     let th = Thresholds::default();
     let mut tracker = EpisodeTracker::new(&th);
     let mut tx = Vec::new();

@@ -21,7 +21,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{check_verdicts, verdict_family, Lab};
+use common::{check_verdicts, interface_analyses, verdict_family, Lab};
 use serde_json::Value;
 
 /// What `watch --json` said about the broker interface `b0` in one interval.
@@ -36,15 +36,9 @@ struct B0Interval {
 }
 
 fn b0_intervals(lines: &str) -> Vec<B0Interval> {
-    lines
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| {
-            let i = v["analysis"]["interfaces"]
-                .as_array()?
-                .iter()
-                .find(|i| i["iface"] == "b0")?
-                .clone();
+    interface_analyses(lines, "b0")
+        .iter()
+        .filter_map(|i| {
             let r = &i["rates"];
             Some(B0Interval {
                 verdict: i["verdict"].as_str()?.to_string(),

@@ -244,3 +244,37 @@ pub fn check_verdicts(
     let bad: Vec<_> = judged.iter().filter(|v| wrong(v)).collect();
     assert!(bad.is_empty(), "{scenario}: wrong family: {bad:?}");
 }
+
+/// The analysis of interface `iface` in each `watch --json` line, in order.
+pub fn interface_analyses(lines: &str, iface: &str) -> Vec<serde_json::Value> {
+    lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            v["analysis"]["interfaces"]
+                .as_array()?
+                .iter()
+                .find(|i| i["iface"] == iface)
+                .cloned()
+        })
+        .collect()
+}
+
+/// `watch --json` output parsed back: each line's snapshot and analysis.
+pub fn watch_lines(
+    stdout: &[u8],
+) -> Vec<(
+    throttlescope::snapshot::Snapshot,
+    throttlescope::analysis::IntervalAnalysis,
+)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON line");
+            (
+                serde_json::from_value(v.clone()).expect("snapshot fields"),
+                serde_json::from_value(v["analysis"].clone()).expect("analysis"),
+            )
+        })
+        .collect()
+}
