@@ -53,29 +53,49 @@ pub fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// A UTC instant split into its fields (year, month, day, hour, minute,
+/// second, millisecond): what every printed form below is made of.
+pub struct UtcFields {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u64,
+    pub minute: u64,
+    pub second: u64,
+    pub milli: u64,
+}
+
+pub fn utc_fields(unix_ms: u64) -> UtcFields {
+    let ms = unix_ms as i64;
+    let (year, month, day) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+    let in_day = ms.rem_euclid(MS_PER_DAY) as u64;
+    let s = in_day / 1000;
+    UtcFields {
+        year,
+        month,
+        day,
+        hour: s / 3600,
+        minute: s / 60 % 60,
+        second: s % 60,
+        milli: in_day % 1000,
+    }
+}
+
 /// `20261121T030405Z`: a UTC time for file names (sorts as it reads).
 pub fn compact_utc(unix_ms: u64) -> String {
-    let ms = unix_ms as i64;
-    let (y, mo, d) = civil_from_days(ms.div_euclid(MS_PER_DAY));
-    let s = ms.rem_euclid(MS_PER_DAY) / 1000;
+    let t = utc_fields(unix_ms);
     format!(
-        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 
 /// `2026-11-21 03:04:05 UTC` (ms dropped).
 pub fn format_utc(unix_ms: u64) -> String {
-    let ms = unix_ms as i64;
-    let (y, mo, d) = civil_from_days(ms.div_euclid(MS_PER_DAY));
-    let s = ms.rem_euclid(MS_PER_DAY) / 1000;
+    let t = utc_fields(unix_ms);
     format!(
-        "{y:04}-{mo:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second
     )
 }
 

@@ -11,7 +11,8 @@ use anyhow::{anyhow, Context, Result};
 use crate::analysis::{analyze, IntervalAnalysis, Thresholds};
 use crate::cli::{ObserveArgs, RotateArgs};
 use crate::collector::{Collector, CollectorConfig};
-use crate::record::{segments, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
+use crate::record::format::hostname;
+use crate::record::{segments, writer, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
 use crate::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
@@ -41,17 +42,8 @@ impl RecordTarget {
     /// `path` with `{start}` and `{host}` filled in; refused when a file of
     /// that name exists (checked here, before any view takes the terminal).
     pub fn new(path: &Path, rotate: &RotateArgs) -> Result<Self> {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "unknown-host".to_string());
-        let path = segments::expand_name(path, crate::clock::now_unix_ms(), &host);
-        if path.exists() {
-            anyhow::bail!(
-                "{}: already exists; refusing to overwrite a recording (remove it, choose another \
-                 name, or put {{start}} in the name)",
-                path.display()
-            );
-        }
+        let path = segments::expand_name(path, crate::clock::now_unix_ms(), &hostname());
+        writer::refuse_existing(&path)?;
         Ok(RecordTarget {
             path,
             rotate: RotateOptions {
@@ -207,10 +199,10 @@ impl Pipeline {
 /// Observes live until the duration ends, the view quits or a signal.
 pub fn run_live(
     observe: &ObserveArgs,
+    thresholds: Thresholds,
     view: Box<dyn View>,
     record: Option<RecordTarget>,
 ) -> Result<Option<(PathBuf, u64)>> {
-    let thresholds = thresholds_over(Thresholds::default(), &observe.thresholds)?;
     signals::install();
     let metrics = match observe.metrics {
         Some(addr) => Some(MetricsServer::start(addr, observe.metrics_flows)?),

@@ -47,12 +47,10 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
                     return Ok(());
                 }
                 prev_mono = Some(snap.mono_ns);
-                let offset = snap.mono_ns.saturating_sub(start_mono) / 1_000_000_000;
+                let offset = snap.mono_ns.saturating_sub(start_mono) as f64 / 1e9;
                 let source = format!(
-                    "replay {name} +{:02}:{:02}:{:02} seq {}",
-                    offset / 3600,
-                    offset / 60 % 60,
-                    offset % 60,
+                    "replay {name} {} seq {}",
+                    crate::clock::format_offset(offset.floor()),
                     snap.seq
                 );
                 shown += 1;

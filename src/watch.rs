@@ -7,26 +7,21 @@ use anyhow::Result;
 
 use crate::analysis::Thresholds;
 use crate::cli::{RecordArgs, WatchArgs};
-use crate::pipeline::{run_live, RecordTarget};
+use crate::pipeline::{run_live, thresholds_over, RecordTarget};
 use crate::sinks::view::SilentView;
 
 pub use crate::sinks::view::WatchLine;
 
-/// The thresholds of `--threshold NAME=VALUE` options over the defaults.
-pub fn thresholds_from(assignments: &[String]) -> Result<Thresholds> {
-    crate::pipeline::thresholds_over(Thresholds::default(), assignments)
-}
-
 pub fn run(args: &WatchArgs) -> Result<()> {
     // Refuse bad options before taking over the terminal.
-    thresholds_from(&args.observe.thresholds)?;
+    let thresholds = thresholds_over(Thresholds::default(), &args.observe.thresholds)?;
     let target = args
         .record
         .as_deref()
         .map(|p| RecordTarget::new(p, &args.rotate))
         .transpose()?;
     let view = crate::sinks::choose_view(&args.view)?;
-    if let Some((path, n)) = run_live(&args.observe, view, target)? {
+    if let Some((path, n)) = run_live(&args.observe, thresholds, view, target)? {
         eprintln!(
             "throttlescope: recorded {n} intervals to {}",
             path.display()
@@ -36,7 +31,7 @@ pub fn run(args: &WatchArgs) -> Result<()> {
 }
 
 pub fn run_record(args: &RecordArgs) -> Result<()> {
-    thresholds_from(&args.observe.thresholds)?;
+    let thresholds = thresholds_over(Thresholds::default(), &args.observe.thresholds)?;
     let target = RecordTarget::new(&args.output, &args.rotate)?;
     let output = target.path.clone();
     let talk = !args.quiet;
@@ -52,7 +47,12 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
             args.observe.interval
         );
     }
-    let done = run_live(&args.observe, Box::new(SilentView), Some(target))?;
+    let done = run_live(
+        &args.observe,
+        thresholds,
+        Box::new(SilentView),
+        Some(target),
+    )?;
     if talk {
         let (path, n) = done.unwrap_or((output, 0));
         eprintln!(

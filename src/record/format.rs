@@ -74,7 +74,7 @@ impl TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: CURRENT_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
-            host: read_proc_line("/proc/sys/kernel/hostname"),
+            host: hostname(),
             kernel: read_proc_line("/proc/sys/kernel/osrelease"),
             interfaces,
             interval_ns,
@@ -94,6 +94,11 @@ impl TraceHeader {
             && self.start_unix_ms == other.start_unix_ms
             && self.start_mono_ns == other.start_mono_ns
     }
+}
+
+/// This machine's host name, as a header records it.
+pub fn hostname() -> String {
+    read_proc_line("/proc/sys/kernel/hostname")
 }
 
 fn read_proc_line(path: &str) -> String {

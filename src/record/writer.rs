@@ -30,6 +30,20 @@ pub struct RotateOptions {
     pub keep: usize,
 }
 
+/// A recording is never overwritten by accident: an existing `path` is an
+/// error. (`record` checks before it starts observing, the writer again
+/// when it creates the file.)
+pub fn refuse_existing(path: &Path) -> Result<()> {
+    if path.exists() {
+        bail!(
+            "{}: already exists; refusing to overwrite a recording (remove it, choose another \
+             name, or put {{start}} in the name)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Records snapshots to `FILE` (`.zst` suffix: zstd-compressed).
 pub struct TraceWriter {
     base: PathBuf,
@@ -70,12 +84,7 @@ impl TraceWriter {
     /// Creates `path` and writes its header. Refuses to replace an existing
     /// file: a recording is never overwritten by accident.
     pub fn create(path: &Path, header: TraceHeader, opts: RotateOptions) -> Result<Self> {
-        if path.exists() {
-            bail!(
-                "{}: already exists; refusing to overwrite a recording (remove it or choose another name)",
-                path.display()
-            );
-        }
+        refuse_existing(path)?;
         let compress = path.extension().is_some_and(|e| e == "zst");
         let mut w = TraceWriter {
             base: path.to_path_buf(),

@@ -92,11 +92,11 @@ pub fn significant(value: f64, digits: usize) -> String {
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
 pub fn utc(unix_ms: u64) -> String {
-    let ms = unix_ms % 1000;
-    let secs = unix_ms / 1000;
-    let (h, m, s) = (secs / 3600 % 24, secs / 60 % 60, secs % 60);
-    let (year, month, day) = crate::clock::civil_from_days((secs / 86_400) as i64);
-    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}:{s:02}.{ms:03} UTC")
+    let t = crate::clock::utc_fields(unix_ms);
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli
+    )
 }
 
 #[cfg(test)]
