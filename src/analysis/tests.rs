@@ -1,5 +1,5 @@
 //! Verdicts on hand-built snapshots, most of them shaped after the field
-//! figures of seed 000 (DOMAIN.md section 2).
+//! figures of seed 000 (docs/field-data.md).
 
 use std::collections::BTreeMap;
 

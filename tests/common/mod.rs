@@ -33,7 +33,7 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// A client <-> hv <-> broker lab (DOMAIN.md section 4) with a unique prefix.
+/// A client <-> hv <-> broker lab (docs/lab.md) with a unique prefix.
 pub struct Lab {
     pub prefix: String,
 }
