@@ -10,6 +10,7 @@ mod common;
 
 use common::{check_verdicts, interface_analyses, verdict_family, watch_lines, Lab};
 use serde_json::Value;
+use throttlescope::analysis::VerdictFamily;
 
 /// One interval of the broker interface `b0`: (verdict, tx bits/s).
 fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
@@ -50,7 +51,8 @@ fn check(scenario: &str, verdicts: &[(String, f64)], expected: &str) {
     let want = verdict_family(expected);
     check_verdicts(scenario, &names, expected, |v| {
         let f = verdict_family(v);
-        (f == "queuing" && want == "drop") || (f == "drop" && want == "queuing")
+        (f == VerdictFamily::Queuing && want == VerdictFamily::Drop)
+            || (f == VerdictFamily::Drop && want == VerdictFamily::Queuing)
     });
 }
 

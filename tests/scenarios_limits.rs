@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use common::{check_verdicts, interface_analyses, verdict_family, Lab};
 use serde_json::Value;
+use throttlescope::analysis::VerdictFamily;
 
 /// What `watch --json` said about the broker interface `b0` in one interval.
 #[derive(Debug)]
@@ -56,7 +57,10 @@ fn b0_intervals(lines: &str) -> Vec<B0Interval> {
 fn check(scenario: &str, intervals: &[B0Interval], expected: &str) {
     let names: Vec<&str> = intervals.iter().map(|i| i.verdict.as_str()).collect();
     check_verdicts(scenario, &names, expected, |v| {
-        matches!(verdict_family(v), "queuing" | "drop")
+        matches!(
+            verdict_family(v),
+            VerdictFamily::Queuing | VerdictFamily::Drop
+        )
     });
 }
 
