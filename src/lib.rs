@@ -25,3 +25,4 @@ pub mod signals;
 pub mod sinks;
 pub mod snapshot;
 pub mod watch;
+pub mod workload;
