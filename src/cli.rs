@@ -106,6 +106,40 @@ pub struct ObserveArgs {
     /// bounds the series count. 0 exports none.
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub metrics_flows: usize,
+
+    #[command(flatten)]
+    pub workloads: WorkloadArgs,
+
+    /// Where the kubelet keeps one directory per pod, named
+    /// `<namespace>_<name>_<uid>`: pod names come from there.
+    #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
+    pub pod_logs: PathBuf,
+}
+
+/// Flows kept by owner: `--pod`, `--cgroup`, `--service` (any match keeps
+/// a flow). Interface counters and allowance rates stay the interface's.
+#[derive(Debug, Args, Clone, Default)]
+pub struct WorkloadArgs {
+    /// Only flows of this pod: its name, `namespace/name` or UID (repeatable).
+    #[arg(long = "pod", value_name = "POD")]
+    pub pods: Vec<String>,
+
+    /// Only flows whose owner is in this cgroup v2 path or below it, e.g.
+    /// `/system.slice/kafka.service` (repeatable).
+    #[arg(long = "cgroup", value_name = "PATH")]
+    pub cgroups: Vec<String>,
+
+    /// Only flows of this systemd service, e.g. `kafka` or `kafka.service`
+    /// (repeatable).
+    #[arg(long = "service", value_name = "UNIT")]
+    pub services: Vec<String>,
+}
+
+impl WorkloadArgs {
+    pub fn filter(&self) -> anyhow::Result<crate::workload::WorkloadFilter> {
+        crate::workload::WorkloadFilter::new(&self.pods, &self.cgroups, &self.services)
+            .map_err(anyhow::Error::msg)
+    }
 }
 
 /// Where and how to rotate a recording.
@@ -230,6 +264,9 @@ pub struct ReportArgs {
     /// Only these interfaces (repeatable).
     #[arg(long = "iface", value_name = "IFACE")]
     pub interfaces: Vec<String>,
+
+    #[command(flatten)]
+    pub workloads: WorkloadArgs,
 
     /// Flows listed in the backoff table.
     #[arg(long, default_value_t = 10)]

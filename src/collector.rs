@@ -17,6 +17,7 @@ use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
 use crate::probes::hostq::HostQueueProbes;
 use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
+use crate::workload::{WorkloadFilter, WorkloadResolver};
 
 /// What to observe.
 #[derive(Debug, Clone)]
@@ -31,6 +32,10 @@ pub struct CollectorConfig {
     pub counter_files: Vec<(String, PathBuf)>,
     /// Attach the host-queue probes (qdisc and kfree_skb).
     pub host_queue: bool,
+    /// Flows kept, by owner (`--pod`, `--cgroup`, `--service`).
+    pub workloads: WorkloadFilter,
+    /// The kubelet's pod log directory (pod names).
+    pub pod_logs: PathBuf,
 }
 
 impl Default for CollectorConfig {
@@ -41,6 +46,8 @@ impl Default for CollectorConfig {
             events: true,
             counter_files: Vec::new(),
             host_queue: true,
+            workloads: WorkloadFilter::default(),
+            pod_logs: PathBuf::from("/var/log/pods"),
         }
     }
 }
@@ -53,6 +60,7 @@ pub struct Collector {
     drivers: HashMap<String, Option<String>>,
     flows: FlowTable,
     owners: OwnerIndex,
+    workloads: WorkloadResolver,
     /// The observer's own netns inode: only its flows' ifindexes name one
     /// of its interfaces (`if_names` answers for this namespace).
     own_netns: u32,
@@ -106,6 +114,7 @@ impl Collector {
             drivers: HashMap::new(),
             flows: FlowTable::new(start_ns),
             owners: OwnerIndex::default(),
+            workloads: WorkloadResolver::for_host(config.pod_logs.clone()),
             own_netns: netns,
             if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
@@ -183,6 +192,11 @@ impl Collector {
                     .flatten()
             },
         );
+        self.workloads.resolve(&mut flows, seq);
+        if !self.config.workloads.is_empty() {
+            let keep = &self.config.workloads;
+            flows.retain(|f| keep.matches(f));
+        }
         flows.sort_by(|a, b| {
             b.delta
                 .bytes_sent

@@ -114,6 +114,8 @@ impl FlowTable {
                 pid: rec.st.owner_tgid,
                 comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
                 cgroup_id: rec.st.owner_cgroup_id,
+                cgroup: None,
+                workload: None,
             })
         } else {
             resolve_owner(rec)

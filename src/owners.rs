@@ -69,6 +69,8 @@ impl OwnerIndex {
                         pid,
                         comm: comm.clone(),
                         cgroup_id: 0,
+                        cgroup: None,
+                        workload: None,
                     });
                 }
             }

@@ -203,6 +203,7 @@ pub fn run_live(
     view: Box<dyn View>,
     record: Option<RecordTarget>,
 ) -> Result<Option<(PathBuf, u64)>> {
+    let workloads = observe.workloads.filter()?;
     signals::install();
     let metrics = match observe.metrics {
         Some(addr) => Some(MetricsServer::start(addr, observe.metrics_flows)?),
@@ -222,6 +223,8 @@ pub fn run_live(
         events: !observe.no_events,
         counter_files: observe.counters.clone(),
         host_queue: !observe.no_host_queue,
+        workloads,
+        pod_logs: observe.pod_logs.clone(),
     });
     let mut collector = match collector {
         Ok(c) => c,

@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::workload::Workload;
+
 /// One interval of observation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -179,6 +181,13 @@ pub struct Owner {
     pub comm: String,
     /// cgroup v2 id; 0 when found through /proc.
     pub cgroup_id: u64,
+    /// The cgroup v2 path (from the id, or /proc/<pid>/cgroup), where known.
+    /// Absent in recordings older than format 1.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// The pod, container or service that path names (docs/workloads.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
 }
 
 /// A value per TCP congestion-control state (`icsk_ca_state`).

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::FlowSample;
+
 /// Where the cgroup v2 hierarchy is mounted, from the text of /proc/mounts:
 /// /sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a hybrid one.
 /// The first cgroup2 mount wins (the host's, when the observer runs there).
@@ -69,6 +71,12 @@ pub struct Workload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_uid: Option<String>,
     /// `guaranteed`, `burstable` or `besteffort`.
+    /// Namespace and name of that pod, where the kubelet's log directory
+    /// shows them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
     /// Container id as the runtime wrote it (usually 64 hex digits).
@@ -306,6 +314,204 @@ impl CgroupPaths {
     }
 }
 
+/// Fills in each flow owner's cgroup path and workload, once per interval.
+///
+/// An owner the kernel probe saw carries the cgroup id of its first send:
+/// its path comes from [`CgroupPaths`]. An owner found through /proc (the
+/// socket's inode, when the probe never saw it send, or on kernels without
+/// `tcp_sendmsg_locked`) has no id: its path is read from
+/// `/proc/<pid>/cgroup`, once per process and interval, so it follows a
+/// process that moves. Pod names come from the kubelet's log directory,
+/// re-read when a pod UID is not in it, at most once per interval.
+pub struct WorkloadResolver {
+    paths: Option<CgroupPaths>,
+    pod_logs: PathBuf,
+    pods: HashMap<String, PodName>,
+    pods_read_at: Option<u64>,
+    by_path: HashMap<String, Workload>,
+    proc_paths: HashMap<u32, Option<String>>,
+    proc_paths_at: u64,
+}
+
+impl WorkloadResolver {
+    /// `cgroup_root`: the cgroup v2 mount (None where there is none: then
+    /// only /proc-found owners get a path). `pod_logs`: the kubelet's
+    /// `/var/log/pods`, or another directory laid out like it.
+    pub fn new(cgroup_root: Option<PathBuf>, pod_logs: PathBuf) -> Self {
+        WorkloadResolver {
+            paths: cgroup_root.map(CgroupPaths::new),
+            pod_logs,
+            pods: HashMap::new(),
+            pods_read_at: None,
+            by_path: HashMap::new(),
+            proc_paths: HashMap::new(),
+            proc_paths_at: 0,
+        }
+    }
+
+    /// This host's: the cgroup v2 mount from /proc/mounts and `pod_logs`.
+    pub fn for_host(pod_logs: PathBuf) -> Self {
+        let root = fs::read_to_string("/proc/mounts")
+            .ok()
+            .and_then(|m| cgroup2_mount(&m));
+        WorkloadResolver::new(root, pod_logs)
+    }
+
+    /// Sets `owner.cgroup` and `owner.workload` of every owned flow.
+    pub fn resolve(&mut self, flows: &mut [FlowSample], generation: u64) {
+        if self.proc_paths_at != generation {
+            self.proc_paths.clear();
+            self.proc_paths_at = generation;
+        }
+        for f in flows.iter_mut() {
+            let Some(owner) = f.owner.as_mut() else {
+                continue;
+            };
+            let path = if owner.cgroup_id != 0 {
+                self.paths
+                    .as_mut()
+                    .and_then(|p| p.lookup(owner.cgroup_id, generation))
+                    .map(str::to_string)
+            } else {
+                self.proc_paths
+                    .entry(owner.pid)
+                    .or_insert_with(|| {
+                        fs::read_to_string(format!("/proc/{}/cgroup", owner.pid))
+                            .ok()
+                            .and_then(|t| proc_cgroup_path(&t))
+                    })
+                    .clone()
+            };
+            let Some(path) = path else {
+                continue;
+            };
+            let mut w = self
+                .by_path
+                .entry(path.clone())
+                .or_insert_with(|| Workload::from_cgroup_path(&path))
+                .clone();
+            if let Some(uid) = &w.pod_uid {
+                if !self.pods.contains_key(uid) && self.pods_read_at != Some(generation) {
+                    self.pods = read_pod_log_dirs(&self.pod_logs);
+                    self.pods_read_at = Some(generation);
+                }
+                if let Some(p) = self.pods.get(uid) {
+                    w.pod_namespace = Some(p.namespace.clone());
+                    w.pod_name = Some(p.name.clone());
+                }
+            }
+            owner.cgroup = Some(path);
+            owner.workload = (!w.is_empty()).then_some(w);
+        }
+    }
+
+    /// Walks of the cgroup hierarchy since start, and directories in the last.
+    pub fn cgroup_scans(&self) -> (u64, usize) {
+        self.paths
+            .as_ref()
+            .map(|p| (p.scans, p.last_scan_dirs))
+            .unwrap_or((0, 0))
+    }
+}
+
+/// `--pod`, `--cgroup` and `--service`: which flows to keep, by owner.
+/// A flow passes when no such option was given, or when any one matches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadFilter {
+    /// Pod name, `namespace/name` or UID.
+    pub pods: Vec<String>,
+    /// cgroup v2 paths: the cgroup and everything below it.
+    pub cgroups: Vec<String>,
+    /// systemd units; `kafka` means `kafka.service`.
+    pub services: Vec<String>,
+}
+
+impl WorkloadFilter {
+    /// Checks each value; the errors name the option.
+    pub fn new(pods: &[String], cgroups: &[String], services: &[String]) -> Result<Self, String> {
+        let clean = |opt: &str, v: &String| -> Result<String, String> {
+            let t = v.trim();
+            if t.is_empty() || t.chars().any(|c| c.is_control()) {
+                return Err(format!("{opt} {v:?}: empty, or holds control characters"));
+            }
+            Ok(t.to_string())
+        };
+        let mut f = WorkloadFilter::default();
+        for p in pods {
+            f.pods.push(clean("--pod", p)?);
+        }
+        for c in cgroups {
+            let c = clean("--cgroup", c)?;
+            if !c.starts_with('/') {
+                return Err(format!(
+                    "--cgroup {c:?}: give the path from the cgroup v2 root, starting with / (e.g. /system.slice/kafka.service)"
+                ));
+            }
+            let c = c.trim_end_matches('/');
+            f.cgroups
+                .push(if c.is_empty() { "/".into() } else { c.into() });
+        }
+        for s in services {
+            let s = clean("--service", s)?;
+            if s.contains('/') {
+                return Err(format!("--service {s:?}: a unit name, not a path"));
+            }
+            f.services.push(if s.contains('.') {
+                s
+            } else {
+                format!("{s}.service")
+            });
+        }
+        Ok(f)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty() && self.cgroups.is_empty() && self.services.is_empty()
+    }
+
+    pub fn matches(&self, f: &FlowSample) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        let Some(owner) = &f.owner else {
+            return false;
+        };
+        let w = owner.workload.as_ref();
+        let pod = |p: &String| {
+            w.is_some_and(|w| {
+                w.pod_uid.as_ref() == Some(p)
+                    || w.pod_name.as_ref() == Some(p)
+                    || matches!((&w.pod_namespace, &w.pod_name),
+                        (Some(ns), Some(n)) if p.split_once('/') == Some((ns.as_str(), n.as_str())))
+            })
+        };
+        let cgroup = |c: &String| {
+            owner.cgroup.as_deref().is_some_and(|path| {
+                c == "/"
+                    || path == c
+                    || path
+                        .strip_prefix(c.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+            })
+        };
+        let service = |s: &String| w.is_some_and(|w| w.service.as_ref() == Some(s));
+        self.pods.iter().any(pod)
+            || self.cgroups.iter().any(cgroup)
+            || self.services.iter().any(service)
+    }
+}
+
+fn read_pod_log_dirs(dir: &Path) -> HashMap<String, PodName> {
+    let names: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    pod_log_dirs(names)
+}
+
 /// The cgroup v2 path of a process, from `/proc/<pid>/cgroup`'s `0::` line:
 /// how flows whose owner was found through /proc (not by the probe) get one.
 pub fn proc_cgroup_path(proc_pid_cgroup: &str) -> Option<String> {
@@ -455,6 +661,67 @@ mod tests {
                 name: "broker-0".into()
             }
         );
+    }
+
+    fn owned(cgroup: &str, w: Workload) -> FlowSample {
+        FlowSample {
+            owner: Some(crate::snapshot::Owner {
+                pid: 1,
+                comm: "java".into(),
+                cgroup_id: 0,
+                cgroup: Some(cgroup.into()),
+                workload: Some(w),
+            }),
+            ..FlowSample::example(1)
+        }
+    }
+
+    #[test]
+    fn filter_by_pod_cgroup_and_service() {
+        let pod = Workload {
+            pod_uid: Some(UID.into()),
+            pod_namespace: Some("kafka".into()),
+            pod_name: Some("broker-0".into()),
+            ..Workload::default()
+        };
+        let path = format!("/kubepods.slice/kubepods-pod{UID_US}.slice/cri-containerd-{CID}.scope");
+        let in_pod = owned(&path, pod);
+        let svc = owned(
+            "/system.slice/kafka.service",
+            Workload::from_cgroup_path("/system.slice/kafka.service"),
+        );
+        let nobody = FlowSample::example(3);
+        let f = |p: &[&str], c: &[&str], s: &[&str]| {
+            let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+            WorkloadFilter::new(&v(p), &v(c), &v(s)).unwrap()
+        };
+
+        for by in ["broker-0", "kafka/broker-0", UID] {
+            let only = f(&[by], &[], &[]);
+            assert!(only.matches(&in_pod), "{by}");
+            assert!(!only.matches(&svc) && !only.matches(&nobody), "{by}");
+        }
+        assert!(!f(&["kafka/broker-1"], &[], &[]).matches(&in_pod));
+        assert!(f(&[], &["/kubepods.slice"], &[]).matches(&in_pod));
+        assert!(
+            !f(&[], &["/kubepods.sl"], &[]).matches(&in_pod),
+            "whole components only"
+        );
+        assert!(f(&[], &["/system.slice/kafka.service/"], &[]).matches(&svc));
+        for unit in ["kafka", "kafka.service"] {
+            assert!(f(&[], &[], &[unit]).matches(&svc));
+            assert!(!f(&[], &[], &[unit]).matches(&in_pod));
+        }
+        // Any one matching option keeps a flow; none given keeps all.
+        let either = f(&["broker-0"], &[], &["kafka"]);
+        assert!(either.matches(&in_pod) && either.matches(&svc) && !either.matches(&nobody));
+        assert!(WorkloadFilter::default().matches(&nobody));
+
+        let s = |a: &str| vec![a.to_string()];
+        assert!(WorkloadFilter::new(&s(""), &[], &[]).is_err());
+        assert!(WorkloadFilter::new(&[], &s("system.slice"), &[]).is_err());
+        assert!(WorkloadFilter::new(&[], &[], &s("a/b")).is_err());
+        assert!(WorkloadFilter::new(&s("x\x1b[2J"), &[], &[]).is_err());
     }
 
     #[test]

@@ -566,6 +566,8 @@ fn enforcement_report() -> Report {
                 pid: 3100 + f as u32,
                 comm: if f == 2 { HOSTILE } else { "iperf3" }.to_string(),
                 cgroup_id: 7,
+                cgroup: None,
+                workload: None,
             }),
             intervals: 240,
             bytes_sent: 40_000_000_000 / (f as u64 + 1),

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 use crate::cli::ReportArgs;
 use crate::clock::{parse_time, TimeSpec};
 use crate::snapshot::FlowSample;
+use crate::workload::WorkloadFilter;
 
 /// Longest process name the kernel keeps (`TASK_COMM_LEN` - 1).
 const COMM_MAX: usize = 15;
@@ -88,6 +89,8 @@ pub struct ReportFilters {
     pub flow_texts: Vec<String>,
     pub flows: Vec<FlowPattern>,
     pub interfaces: Vec<String>,
+    /// `--pod`, `--cgroup`, `--service`.
+    pub workloads: WorkloadFilter,
     pub since: Option<TimeSpec>,
     pub until: Option<TimeSpec>,
 }
@@ -125,6 +128,7 @@ impl ReportFilters {
             flow_texts: args.flows.clone(),
             flows,
             interfaces,
+            workloads: args.workloads.filter()?,
             since,
             until,
         })
@@ -137,7 +141,7 @@ impl ReportFilters {
     pub fn flow_matches(&self, f: &FlowSample) -> bool {
         let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
         let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
-        by_pattern && by_iface
+        by_pattern && by_iface && self.workloads.matches(f)
     }
 
     pub fn iface_matches(&self, name: &str) -> bool {

@@ -76,6 +76,8 @@ fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> 
             pid: 10 + id as u32,
             comm: comm.into(),
             cgroup_id: 0,
+            cgroup: None,
+            workload: None,
         }),
         srtt_us: srtt,
         min_rtt_us: 100,

@@ -166,6 +166,8 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 pid: 4242,
                 comm: "iperf3".into(),
                 cgroup_id: 77,
+                cgroup: None,
+                workload: None,
             }),
             srtt_us: 200 + (seq as u32 + i as u32) % 50,
             min_rtt_us: 180,

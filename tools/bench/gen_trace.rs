@@ -362,6 +362,8 @@ impl Generator {
                     pid: 2211,
                     comm: "java".into(),
                     cgroup_id: 9421,
+                    cgroup: None,
+                    workload: None,
                 }),
                 srtt_us: srtt,
                 min_rtt_us: f.min_rtt_us,

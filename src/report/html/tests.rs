@@ -125,6 +125,8 @@ fn report(n: usize) -> Report {
         pid: 4242,
         comm: HOSTILE.to_string(),
         cgroup_id: 1,
+        cgroup: None,
+        workload: None,
     };
     let flows = (0..3)
         .map(|f| FlowSummary {

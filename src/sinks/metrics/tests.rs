@@ -111,6 +111,8 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
             pid: 1,
             comm: "java".into(),
             cgroup_id: 0,
+            cgroup: None,
+            workload: None,
         }),
         state: "ESTAB".into(),
         ca_state: "open".into(),

@@ -27,6 +27,8 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
             pid: 4000 + id as u32,
             comm: comm.into(),
             cgroup_id: 1,
+            cgroup: None,
+            workload: None,
         }),
         srtt_us: (min_rtt as f64 * inflation) as u32,
         min_rtt_us: min_rtt,
