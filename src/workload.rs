@@ -317,11 +317,12 @@ impl CgroupPaths {
 /// Fills in each flow owner's cgroup path and workload, once per interval.
 ///
 /// An owner the kernel probe saw carries the cgroup id of its first send:
-/// its path comes from [`CgroupPaths`]. An owner found through /proc (the
-/// socket's inode, when the probe never saw it send, or on kernels without
-/// `tcp_sendmsg_locked`) has no id: its path is read from
-/// `/proc/<pid>/cgroup`, once per process and interval, so it follows a
-/// process that moves. Pod names come from the kubelet's log directory,
+/// its path comes from [`CgroupPaths`], even after the cgroup is removed.
+/// An owner found through /proc (the socket's inode, when the probe never
+/// saw it send, or on kernels without `tcp_sendmsg_locked`) has no id, and
+/// where the hierarchy is not visible the id cannot be looked up: then the
+/// path is read from `/proc/<pid>/cgroup`, once per process and interval,
+/// and follows a process that moves. Pod names come from the kubelet's log directory,
 /// re-read when a pod UID is not in it, at most once per interval.
 pub struct WorkloadResolver {
     paths: Option<CgroupPaths>,
@@ -349,11 +350,21 @@ impl WorkloadResolver {
         }
     }
 
-    /// This host's: the cgroup v2 mount from /proc/mounts and `pod_logs`.
+    /// This host's: the cgroup v2 mount from /proc/self/mounts, else the
+    /// one of pid 1's mount namespace reached through /proc/1/root (`ip
+    /// netns exec` gives its command a fresh /sys without the cgroup
+    /// mounts); and `pod_logs`.
     pub fn for_host(pod_logs: PathBuf) -> Self {
-        let root = fs::read_to_string("/proc/mounts")
+        let own = fs::read_to_string("/proc/self/mounts")
             .ok()
-            .and_then(|m| cgroup2_mount(&m));
+            .and_then(|m| cgroup2_mount(&m))
+            .filter(|p| p.join("cgroup.procs").exists());
+        let root = own.or_else(|| {
+            let init = fs::read_to_string("/proc/1/mounts").ok()?;
+            let p = cgroup2_mount(&init)?;
+            let via_init = Path::new("/proc/1/root").join(p.strip_prefix("/").unwrap_or(&p));
+            via_init.join("cgroup.procs").exists().then_some(via_init)
+        });
         WorkloadResolver::new(root, pod_logs)
     }
 
@@ -367,12 +378,11 @@ impl WorkloadResolver {
             let Some(owner) = f.owner.as_mut() else {
                 continue;
             };
-            let path = if owner.cgroup_id != 0 {
-                self.paths
-                    .as_mut()
-                    .and_then(|p| p.lookup(owner.cgroup_id, generation))
-                    .map(str::to_string)
-            } else {
+            let by_id = (owner.cgroup_id != 0)
+                .then(|| self.paths.as_mut()?.lookup(owner.cgroup_id, generation))
+                .flatten()
+                .map(str::to_string);
+            let path = by_id.or_else(|| {
                 self.proc_paths
                     .entry(owner.pid)
                     .or_insert_with(|| {
@@ -381,7 +391,7 @@ impl WorkloadResolver {
                             .and_then(|t| proc_cgroup_path(&t))
                     })
                     .clone()
-            };
+            });
             let Some(path) = path else {
                 continue;
             };
