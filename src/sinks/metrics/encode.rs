@@ -324,7 +324,7 @@ fn flow_families(state: &ExporterState) -> Vec<Family> {
         Kind::Gauge,
     );
     for f in &state.flows {
-        let labels = || f.labels().to_vec();
+        let labels = || f.labels();
         backoff.float(labels(), f.backoff_score);
         if let Some(i) = f.rtt_inflation {
             inflation.float(labels(), i);

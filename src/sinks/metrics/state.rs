@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::analysis::{IntervalAnalysis, Verdict};
 use crate::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
+use crate::workload::Workload;
 
 /// The allowance kinds of `throttlescope_allowance_exceeded_percent`.
 pub const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];
@@ -47,6 +48,10 @@ pub struct FlowSeries {
     pub peer: String,
     pub local_port: u16,
     pub process: String,
+    /// The owner's workload (docs/workloads.md), where known: pod namespace
+    /// and name (the UID where the name is not known), container id (12
+    /// digits, as `docker ps` and `crictl ps` print it), systemd service.
+    pub workload: Vec<(&'static str, String)>,
     pub backoff_score: f64,
     pub rtt_inflation: Option<f64>,
     pub srtt_seconds: f64,
@@ -56,13 +61,17 @@ pub struct FlowSeries {
 }
 
 impl FlowSeries {
-    pub fn labels(&self) -> [(&'static str, String); 4] {
-        [
+    /// The identifying labels, then the workload's (only those known: an
+    /// absent label and an empty one are the same to Prometheus).
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut l = vec![
             ("device", self.device.clone()),
             ("peer", self.peer.clone()),
             ("local_port", self.local_port.to_string()),
             ("process", self.process.clone()),
-        ]
+        ];
+        l.extend(self.workload.iter().cloned());
+        l
     }
 }
 
@@ -159,6 +168,12 @@ impl ExporterState {
                     .owner
                     .as_ref()
                     .map_or_else(|| "unknown".to_string(), |o| o.comm.clone()),
+                workload: f
+                    .owner
+                    .as_ref()
+                    .and_then(|o| o.workload.as_ref())
+                    .map(workload_labels)
+                    .unwrap_or_default(),
                 backoff_score: f.backoff_score,
                 rtt_inflation: f.rtt_inflation,
                 srtt_seconds: f64::from(f.srtt_us) / 1e6,
@@ -185,4 +200,22 @@ impl ExporterState {
         self.intervals += 1;
         self.last_unix_ms = Some(snap.unix_ms);
     }
+}
+
+/// `namespace`, `pod`, `container`, `service` labels of a workload.
+fn workload_labels(w: &Workload) -> Vec<(&'static str, String)> {
+    let mut l = Vec::new();
+    if let Some(ns) = &w.pod_namespace {
+        l.push(("namespace", ns.clone()));
+    }
+    if let Some(pod) = w.pod_name.as_ref().or(w.pod_uid.as_ref()) {
+        l.push(("pod", pod.clone()));
+    }
+    if let Some(id) = &w.container_id {
+        l.push(("container", id.chars().take(12).collect()));
+    }
+    if let Some(s) = &w.service {
+        l.push(("service", s.clone()));
+    }
+    l
 }

@@ -343,3 +343,60 @@ fn departed_device_vanishes_and_before_first_interval_is_valid() {
     assert!(!text.contains("device=\"b0\""));
     assert!(text.contains("device=\"lo\""));
 }
+
+/// A flow ranked `rank` owned by pod `n` of 500 (each its own pod).
+fn pod_flow(rank: usize, n: u16) -> FlowAttribution {
+    let mut f = flow(rank, 10_000 + n);
+    if let Some(o) = f.owner.as_mut() {
+        o.workload = Some(crate::workload::Workload {
+            pod_uid: Some(format!("00000000-0000-0000-0000-{n:012}")),
+            pod_namespace: Some("kafka".into()),
+            pod_name: Some(format!("consumer-{n}")),
+            container_id: Some(format!("{n:064x}")),
+            runtime: Some(crate::workload::Runtime::Containerd),
+            ..Default::default()
+        });
+    }
+    f
+}
+
+#[test]
+fn flow_series_carry_the_workload_and_stay_bounded_with_500_pods() {
+    let mut st = ExporterState::new(20);
+    let flows: Vec<FlowAttribution> = (0..500).map(|n| pod_flow(n as usize + 1, n)).collect();
+    st.apply(&snapshot(0), &analysis(0, flows));
+    let text = encode_state(st);
+    let cwnd: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("throttlescope_flow_cwnd{"))
+        .collect();
+    assert_eq!(cwnd.len(), 20, "500 pods, top 20 exported");
+    assert!(
+        cwnd[0].contains(",namespace=\"kafka\",pod=\"consumer-0\",container=\"000000000000\"}"),
+        "{}",
+        cwnd[0]
+    );
+    // Every flow family together: 6 per exported flow, whatever the pod count.
+    let flow_series = text
+        .lines()
+        .filter(|l| l.starts_with("throttlescope_flow_") && l.contains("pod=\""))
+        .count();
+    assert_eq!(flow_series, 20 * 6);
+
+    // A pod known only by UID is labelled with it; a service with its unit.
+    let mut f = flow(1, 6000);
+    f.owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+        pod_uid: Some("0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8".into()),
+        ..Default::default()
+    });
+    let mut g = flow(2, 6001);
+    g.owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+        service: Some("kafka.service".into()),
+        ..Default::default()
+    });
+    let mut st = ExporterState::new(5);
+    st.apply(&snapshot(1), &analysis(1, vec![f, g]));
+    let text = encode_state(st);
+    assert!(text.contains("process=\"java\",pod=\"0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8\"}"));
+    assert!(text.contains("process=\"java\",service=\"kafka.service\"}"));
+}
