@@ -646,6 +646,7 @@ fn enforcement_report() -> Report {
             ),
         ],
         flows,
+        workloads: Vec::new(),
         health: HealthSummary {
             read_warnings: vec![format!("segment 2: cut tail, 1 line skipped {HOSTILE}")],
             ..HealthSummary::default()

@@ -270,6 +270,19 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         &["--pod-logs", &pod_logs_arg, "--pod", "kafka/broker-0"],
     );
     let only_kafka = lab.watch_json_in_broker("2s", &["--service", "kafka"]);
+    // A recording, reviewed by workload.
+    let trace = pod_logs.with_extension("jsonl");
+    let _ = fs::remove_file(&trace);
+    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    common::run(
+        Command::new("ip")
+            .args(["netns", "exec", &lab.broker()])
+            .arg(common::binary())
+            .args(["record", "--quiet", "--duration", "2s", "-o"])
+            .arg(&trace)
+            .args(["--counters", &format!("b0={counters}")])
+            .args(["--pod-logs", &pod_logs_arg]),
+    );
 
     let flows: Vec<Value> = flows_of(&all).into_iter().chain(flows_of(&by_id)).collect();
     for (c, want_pids) in cases.iter().zip(&procs) {
@@ -330,6 +343,62 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         |lines: &[u8]| -> BTreeSet<u16> { flows_of(lines).iter().map(local_port).collect() };
     assert_eq!(ports(&only_broker0), BTreeSet::from([7101]));
     assert_eq!(ports(&only_kafka), BTreeSet::from([7105]));
+
+    // The report adds the flows up per workload, and --pod keeps one pod.
+    let report = |extra: &[&str]| -> Value {
+        let out = common::run(
+            Command::new(common::binary())
+                .arg("report")
+                .arg(&trace)
+                .arg("--json")
+                .args(extra),
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let r = report(&[]);
+    let names: BTreeSet<String> = r["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            format!(
+                "{} {}",
+                w["kind"].as_str().unwrap(),
+                w["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let short = &CID[..12];
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "pod kafka/broker-0".to_string(),
+            "pod tenant-a/consumer-7".to_string(),
+            format!("pod {uid_c}"),
+            format!("container {short}"),
+            "service kafka.service".to_string(),
+        ]),
+        "{}",
+        r["workloads"]
+    );
+    let r = report(&["--pod", "broker-0"]);
+    let kept: BTreeSet<u16> = r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["local"]
+                .as_str()
+                .unwrap()
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(kept, BTreeSet::from([7101]));
+    let _ = fs::remove_file(&trace);
 
     for mut ch in children {
         let _ = ch.kill();

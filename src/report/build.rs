@@ -15,6 +15,7 @@ use anyhow::{bail, Result};
 
 use super::filters::ReportFilters;
 use super::model::*;
+use super::workloads::WorkloadTotals;
 use crate::analysis::{
     analyze, EpisodeTracker, Evidence, FlowAttribution, InterfaceVerdict, IntervalAnalysis,
     Thresholds, Verdict,
@@ -809,6 +810,15 @@ impl ReportBuilder {
             );
         }
         let ranked = self.flows_ranked();
+        let mut workloads = WorkloadTotals::default();
+        for (_, f) in &ranked {
+            workloads.add(
+                f.owner.as_ref(),
+                f.bytes_sent,
+                f.retransmits,
+                f.backoff_total,
+            );
+        }
         let flows = ranked
             .iter()
             .take(self.top)
@@ -887,6 +897,7 @@ impl ReportBuilder {
             episodes: self.episodes(),
             interfaces: self.interfaces.iter().map(IfaceAcc::summary).collect(),
             flows,
+            workloads: workloads.finish(),
             health,
             series: self.series,
             flow_series,

@@ -75,6 +75,7 @@ pub fn render(report: &Report) -> String {
     tables::episodes(&mut out, report);
     tables::interfaces(&mut out, report);
     tables::flows(&mut out, report);
+    tables::workloads(&mut out, report);
     tables::health(&mut out, report);
     tables::recording(&mut out, report);
     tables::thresholds(&mut out, report);

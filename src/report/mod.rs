@@ -8,6 +8,7 @@ pub mod filters;
 pub mod html;
 pub mod model;
 pub mod text;
+pub mod workloads;
 
 #[cfg(test)]
 mod tests;

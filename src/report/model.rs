@@ -11,6 +11,8 @@ use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
 use crate::record::InterfaceInfo;
 use crate::snapshot::Owner;
 
+pub use super::workloads::WorkloadSummary;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The files read, as given.
@@ -28,6 +30,10 @@ pub struct Report {
     pub interfaces: Vec<InterfaceSummary>,
     /// Flows ranked by total backoff (the top `--top`).
     pub flows: Vec<FlowSummary>,
+    /// Every flow's backoff added up by its pod, container or service
+    /// (none where no owner's workload is known, and in older recordings).
+    #[serde(default)]
+    pub workloads: Vec<WorkloadSummary>,
     pub health: HealthSummary,
     /// One point per interval, for charts.
     pub series: Vec<IntervalPoint>,

@@ -51,6 +51,7 @@ pub fn render(r: &Report) -> String {
     episodes(&mut out, r);
     interfaces(&mut out, r);
     flows(&mut out, r);
+    workloads(&mut out, r);
     health(&mut out, r);
     out
 }
@@ -315,6 +316,34 @@ fn flows(out: &mut String, r: &Report) {
         out,
         "  rtt infl: srtt/min_rtt mean/peak; backoff: summed score (intervals backing off/seen)"
     );
+}
+
+/// Backoff by pod, container or service; only when some flow's owner had one.
+fn workloads(out: &mut String, r: &Report) {
+    if r.workloads.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nworkloads backing off (their flows' backoff added up)"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<9} {:<40} {:>6} {:>10} {:>8} {:>10}",
+        "kind", "name", "flows", "sent", "retrans", "backoff"
+    );
+    for w in &r.workloads {
+        let _ = writeln!(
+            out,
+            "  {:<9} {:<40} {:>6} {:>10} {:>8} {:>10.0}",
+            w.kind,
+            w.name,
+            w.flows,
+            bytes(w.bytes_sent),
+            w.retransmits,
+            w.backoff_total
+        );
+    }
 }
 
 fn health(out: &mut String, r: &Report) {

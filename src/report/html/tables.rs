@@ -233,6 +233,34 @@ pub fn flows(out: &mut String, report: &Report) {
     out.push_str("</table>\n</section>\n");
 }
 
+/// Backoff by pod, container or service; absent when no owner had one.
+pub fn workloads(out: &mut String, report: &Report) {
+    if report.workloads.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<section id=\"workloads\">\n<h2>Workloads</h2>\n<p class=\"note\">Each pod, \
+         container or service: its flows' backoff added up.</p>\n\
+         <table class=\"workloads\" id=\"table-workloads\">\n<tr><th>kind</th><th>name</th>\
+         <th>flows</th><th>sent</th><th>retransmits</th><th>backoff total</th></tr>\n",
+    );
+    for w in &report.workloads {
+        let _ = writeln!(
+            out,
+            "<tr class=\"workload\"><td>{kind}</td><td>{name}</td><td class=\"num\">{flows}</td>\
+             <td class=\"num\">{sent}</td><td class=\"num\">{retrans}</td>\
+             <td class=\"num\">{total}</td></tr>",
+            kind = Esc(&w.kind),
+            name = Esc(&w.name),
+            flows = w.flows,
+            sent = format::bytes(w.bytes_sent),
+            retrans = w.retransmits,
+            total = format::significant(w.backoff_total, 4),
+        );
+    }
+    out.push_str("</table>\n</section>\n");
+}
+
 fn counts(map: &BTreeMap<String, u64>) -> String {
     if map.is_empty() {
         return "none".to_string();

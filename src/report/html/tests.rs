@@ -198,6 +198,7 @@ fn report(n: usize) -> Report {
         ],
         interfaces: vec![iface("eth0"), iface("eth1")],
         flows,
+        workloads: Vec::new(),
         health: HealthSummary {
             read_warnings: vec![
                 format!("line 7: skipped {HOSTILE}"),
