@@ -93,6 +93,25 @@ impl Drop for CgroupTree {
     }
 }
 
+/// A scratch directory (the fake `/var/log/pods`, the recording), removed
+/// on drop, also when the test fails.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        let dir = std::env::temp_dir().join(format!("ts-wl-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// An iperf3 server in the broker namespace, moved into its cgroup before
 /// any client connects (so before its first send). The test writes the pid:
 /// `ip netns exec` gives its command a fresh /sys without the cgroup mounts.
@@ -235,8 +254,8 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         },
     ];
     // The kubelet's log directory: pods a and b are named there, c is not.
-    let pod_logs = std::env::temp_dir().join(format!("ts-wl-pods-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&pod_logs);
+    let scratch = Scratch::new();
+    let pod_logs = scratch.0.join("pods");
     for (uid, ns, name) in [
         (uid_a, "kafka", "broker-0"),
         (uid_b, "tenant-a", "consumer-7"),
@@ -271,8 +290,7 @@ fn flows_are_attributed_to_pods_containers_and_services() {
     );
     let only_kafka = lab.watch_json_in_broker("2s", &["--service", "kafka"]);
     // A recording, reviewed by workload.
-    let trace = pod_logs.with_extension("jsonl");
-    let _ = fs::remove_file(&trace);
+    let trace = scratch.0.join("trace.jsonl");
     let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
     common::run(
         Command::new("ip")
@@ -398,13 +416,11 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         })
         .collect();
     assert_eq!(kept, BTreeSet::from([7101]));
-    let _ = fs::remove_file(&trace);
 
     for mut ch in children {
         let _ = ch.kill();
         let _ = ch.wait();
     }
-    let _ = fs::remove_dir_all(&pod_logs);
 }
 
 #[test]
