@@ -117,8 +117,7 @@ fn snap(seq: u64, eth0: (u64, u64), eth1: (u64, u64), events: u64) -> Snapshot {
                 name: "tcp_probe".into(),
                 events,
                 missed: 0,
-                run_cnt: 0,
-                run_time_ns: 0,
+                ..Default::default()
             }],
             ..Default::default()
         },
