@@ -417,7 +417,51 @@ impl Health {
         self.programs.iter().filter(|p| !p.attached)
     }
 
+    /// The names of the programs not attached, comma-separated; empty when
+    /// every program is attached.
+    pub fn not_attached_text(&self) -> String {
+        self.not_attached()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_of_files_before_1_3_read_as_attached() {
+        let p: ProgramHealth = serde_json::from_str(
+            r#"{"name":"tcp_probe","events":3,"missed":0,"run_cnt":0,"run_time_ns":0}"#,
+        )
+        .unwrap();
+        assert!(p.attached);
+        assert_eq!(p.not_attached, None);
+    }
+
+    #[test]
+    fn a_program_not_attached_says_why_and_what_is_lost() {
+        let p = ProgramHealth {
+            name: "tcp_sendmsg_locked".into(),
+            attached: false,
+            not_attached: Some("tracepoint tcp_sendmsg_locked does not exist".into()),
+            lost: Some("owners from the kernel".into()),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""attached":false"#), "{json}");
+        let back: ProgramHealth = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, p);
+        let h = Health {
+            programs: vec![p, ProgramHealth::default()],
+            ..Default::default()
+        };
+        assert_eq!(h.not_attached_text(), "tcp_sendmsg_locked");
     }
 }

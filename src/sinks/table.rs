@@ -114,6 +114,15 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         h.untracked_flows,
         h.counter_read_failures
     );
+    for p in h.not_attached() {
+        let _ = writeln!(
+            out,
+            "health: program {} NOT attached ({}); missing: {}",
+            p.name,
+            p.not_attached.as_deref().unwrap_or("unknown reason"),
+            p.lost.as_deref().unwrap_or("unknown")
+        );
+    }
     out
 }
 
