@@ -69,6 +69,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_tcp_probe",
         tracepoint: Some("tcp_probe"),
         required: true,
+        args: (2, 2),
         gives: "srtt, min_rtt, cwnd per incoming segment",
         lost: "",
     },
@@ -76,6 +77,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_tcp_retransmit_skb",
         tracepoint: Some("tcp_retransmit_skb"),
         required: true,
+        args: (2, 3),
         gives: "retransmits per flow (and failed attempts, on kernels whose tracepoint has `err`)",
         lost: "",
     },
@@ -83,6 +85,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_tcp_cong_state_set",
         tracepoint: Some("tcp_cong_state_set"),
         required: false,
+        args: (2, 2),
         gives: "each congestion-state change as it happens",
         lost: "exact congestion-state changes: time per state and entries are sampled \
                from incoming segments instead (changes between two segments are missed)",
@@ -91,6 +94,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_inet_sock_set_state",
         tracepoint: Some("inet_sock_set_state"),
         required: true,
+        args: (3, 3),
         gives: "flow open and state changes",
         lost: "",
     },
@@ -98,6 +102,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_tcp_destroy_sock",
         tracepoint: Some("tcp_destroy_sock"),
         required: true,
+        args: (1, 1),
         gives: "flow close with final counters",
         lost: "",
     },
@@ -105,6 +110,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "on_tcp_sendmsg_locked",
         tracepoint: Some("tcp_sendmsg_locked"),
         required: false,
+        args: (1, 4),
         gives: "owner process and cgroup of each flow, seen by the kernel",
         lost: "owners from the kernel: they come from /proc socket inodes instead \
                (no cgroup id; a flow whose socket is gone from /proc has none)",
@@ -113,6 +119,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "seed_flows",
         tracepoint: None,
         required: true,
+        args: (0, 0),
         gives: "flows already open at start (TCP iterator)",
         lost: "",
     },
@@ -120,6 +127,7 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
         name: "dump_flows",
         tracepoint: None,
         required: true,
+        args: (0, 0),
         gives: "each interval's flow records (socket-storage iterator)",
         lost: "",
     },
@@ -151,6 +159,7 @@ impl FlowProbes {
     /// Open, load and attach; then seed the flows that already exist in the
     /// observer's own network namespace.
     pub fn attach(filter: NetnsFilter, emit_events: bool) -> Result<Self> {
+        load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_program();
         let (mut skel, dropped) =

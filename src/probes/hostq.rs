@@ -33,6 +33,7 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         name: "on_qdisc_enqueue",
         tracepoint: Some("qdisc_enqueue"),
         required: false,
+        args: (3, 3),
         gives: "packets into each tx qdisc, queue peaks, sojourn samples",
         lost: "host queue: enqueued packets, peak backlog and sojourn time \
                (dequeues and the backlog they see remain)",
@@ -41,6 +42,7 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         name: "on_qdisc_dequeue",
         tracepoint: Some("qdisc_dequeue"),
         required: false,
+        args: (4, 4),
         gives: "packets out of each tx qdisc, backlog, sojourn samples",
         lost: "host queue: dequeued packets and sojourn time",
     },
@@ -48,6 +50,7 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         name: "on_kfree_skb",
         tracepoint: Some("kfree_skb"),
         required: false,
+        args: (2, 4),
         gives: "the stack's drops by interface and drop reason",
         lost: "host drops by reason (qdisc drops still show in tc -s qdisc)",
     },

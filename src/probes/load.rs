@@ -27,10 +27,46 @@ pub struct ProgramSpec {
     /// observing is refused. Optional ones are dropped when the kernel lacks
     /// or rejects them.
     pub required: bool,
+    /// The argument counts of the tracepoint the program handles (kernels
+    /// differ; later arguments are read only under CO-RE type matches).
+    pub args: (usize, usize),
     /// What it gives.
     pub gives: &'static str,
     /// What is missing without it, and any fallback that replaces it.
     pub lost: &'static str,
+}
+
+/// The oldest kernel the required programs load on, and why: tracing
+/// programs call `bpf_sk_storage_get` (5.11) and the flow iterators call
+/// `bpf_get_socket_cookie` (5.12). Tested: 6.1, 6.12, 6.18 (docs/kernels.md).
+pub const KERNEL_FLOOR: (u32, u32) = (5, 12);
+pub const KERNEL_FLOOR_WHY: &str = "tracing programs cannot call bpf_sk_storage_get before 5.11, \
+     and BPF iterators cannot call bpf_get_socket_cookie before 5.12";
+
+/// `major.minor` of a kernel release string (`6.1.0-28-amd64` -> (6, 1)).
+pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// The running kernel's release string.
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Refuses, with the missing features named, a kernel below the floor:
+/// better than libbpf's rejection of a helper call without context.
+pub fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
+    match parse_kernel_version(release) {
+        Some(v) if v < KERNEL_FLOOR => anyhow::bail!(
+            "kernel {release} is too old: throttlescope needs Linux {}.{} or newer ({KERNEL_FLOOR_WHY})",
+            KERNEL_FLOOR.0,
+            KERNEL_FLOOR.1
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The name of the test-only switch. Setting it to a program's name (with or
@@ -294,6 +330,17 @@ mod tests {
             tail.contains("failed to find kernel BTF type ID of 'tcp_sendmsg_locked'"),
             "{tail}"
         );
+    }
+
+    #[test]
+    fn kernels_below_the_floor_are_refused_with_the_reason() {
+        let e = check_kernel_floor("5.10.0-30-amd64").unwrap_err().to_string();
+        assert!(e.contains("5.10.0-30-amd64") && e.contains("5.12"), "{e}");
+        assert!(e.contains("bpf_sk_storage_get"), "{e}");
+        assert!(check_kernel_floor("5.12.0").is_ok());
+        assert!(check_kernel_floor("6.1.0-28-amd64").is_ok());
+        assert_eq!(parse_kernel_version("6.18.44-fc-v595"), Some((6, 18)));
+        assert_eq!(parse_kernel_version("garbage"), None);
     }
 
     #[test]
