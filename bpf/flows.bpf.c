@@ -30,16 +30,16 @@ const volatile bool emit_events = true; /* ring-buffer events for recordings */
  * segment granularity. Off, the verifier prunes the branch: the normal hot
  * path is unchanged. */
 const volatile bool ca_from_probe = false;
-/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): 1 + the health counter of the
- * optional program the verifier must reject, as an older kernel would; 0 (the
- * only value outside tests) and the check is pruned at load. */
+/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
+ * reject the optional program whose health counter is N, as an older kernel
+ * would; 0 (the only value outside tests) and the check is pruned at load. */
 const volatile __u32 test_reject = 0;
 
 /* An invalid load (of a scalar, not a pointer): the verifier rejects the
  * program that contains it. Only reachable when test_reject says so. */
 #define TEST_REJECT(counter)                                                   \
 	do {                                                                   \
-		if (test_reject == (counter) + 1)                              \
+		if (test_reject & (1U << (counter)))                              \
 			return *(volatile int *)(long)bpf_ktime_get_ns();      \
 	} while (0)
 

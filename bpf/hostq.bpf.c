@@ -28,13 +28,14 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 target_netns = 0; /* netns inode to observe */
 const volatile bool all_netns = false;  /* observe every netns */
 
-/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): 1 + the health counter of the
- * program the verifier must reject; 0 outside tests, and pruned at load. */
+/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
+ * reject the program whose health counter is N; 0 outside tests, and pruned
+ * at load. */
 const volatile __u32 test_reject = 0;
 
 #define TEST_REJECT(counter)                                                   \
 	do {                                                                   \
-		if (test_reject == (counter) + 1)                              \
+		if (test_reject & (1U << (counter)))                              \
 			return *(volatile int *)(long)bpf_ktime_get_ns();      \
 	} while (0)
 

@@ -161,7 +161,8 @@ impl FlowProbes {
     pub fn attach(filter: NetnsFilter, emit_events: bool) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
-        let fail = load::test_fail_program();
+        let fail = load::test_fail_programs();
+        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
         let (mut skel, dropped) =
             load::load_with_fallback("flow", FLOW_PROGRAMS, btf.as_ref(), |plan| {
                 // The skeleton borrows its object storage for its whole
@@ -183,9 +184,7 @@ impl FlowProbes {
                 }
                 rodata.emit_events = emit_events;
                 rodata.ca_from_probe = plan.is_dropped("on_tcp_cong_state_set");
-                if let Some(counter) = fail.as_deref().and_then(program_counter) {
-                    rodata.test_reject = counter.0 + 1;
-                }
+                rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 // Iterators are attached by hand below (one needs the map fd).
                 open.progs.seed_flows.set_autoload(true);
                 open.progs.seed_flows.set_autoattach(false);
@@ -330,15 +329,6 @@ impl FlowProbes {
             })
             .collect()
     }
-}
-
-/// The health counter of an optional program (its events; also the value
-/// of the test-only rejection switch).
-fn program_counter(name: &str) -> Option<ts_health_counter> {
-    PROGRAM_EVENTS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| *c)
 }
 
 /// The dropped programs of `specs`, in the specs' order.

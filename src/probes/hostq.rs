@@ -96,7 +96,8 @@ impl HostQueueProbes {
     /// Open, load and attach the qdisc and kfree_skb programs.
     pub fn attach(filter: NetnsFilter) -> Result<Self> {
         let btf = Btf::from_vmlinux().ok();
-        let fail = load::test_fail_program();
+        let fail = load::test_fail_programs();
+        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
         let (mut skel, dropped) =
             load::load_with_fallback("host-queue", HOSTQ_PROGRAMS, btf.as_ref(), |plan| {
                 // As for the flow probes: the skeleton borrows its object
@@ -115,12 +116,7 @@ impl HostQueueProbes {
                     NetnsFilter::Only(ino) => rodata.target_netns = ino,
                     NetnsFilter::All => rodata.all_netns = true,
                 }
-                if let Some((_, counter)) = PROGRAM_EVENTS
-                    .iter()
-                    .find(|(n, _)| Some(*n) == fail.as_deref())
-                {
-                    rodata.test_reject = counter.0 + 1;
-                }
+                rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;

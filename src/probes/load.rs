@@ -69,23 +69,36 @@ pub fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
     }
 }
 
-/// The name of the test-only switch. Setting it to a program's name (with or
-/// without the `on_` prefix) makes the verifier reject that optional program
-/// on purpose, as an older kernel would. Tests only: never set it otherwise.
+/// The name of the test-only switch. Setting it to program names (comma
+/// separated, with or without the `on_` prefix) makes the verifier reject
+/// those optional programs on purpose, as an older kernel would. Tests only:
+/// never set it otherwise.
 pub const TEST_FAIL_ENV: &str = "THROTTLESCOPE_TEST_FAIL_PROGRAM";
 
-/// The program named by [`TEST_FAIL_ENV`], if set.
-pub fn test_fail_program() -> Option<String> {
+/// The programs named by [`TEST_FAIL_ENV`] (none when unset).
+pub fn test_fail_programs() -> Vec<String> {
     std::env::var(TEST_FAIL_ENV)
-        .ok()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
             if s.starts_with("on_") {
-                s
+                s.to_string()
             } else {
                 format!("on_{s}")
             }
         })
+        .collect()
+}
+
+/// The `test_reject` bitmask of a BPF object: bit N for each program in
+/// `fail` whose health counter (in `counters`) is N.
+pub fn test_reject_mask(fail: &[String], counters: &[(&str, u32)]) -> u32 {
+    counters
+        .iter()
+        .filter(|(name, _)| fail.iter().any(|f| f == name))
+        .fold(0, |mask, (_, counter)| mask | (1 << counter))
 }
 
 /// Why a program is not attached.
