@@ -13,10 +13,10 @@ use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
 use crate::ifindex::IfIndexNames;
 use crate::ifstats;
 use crate::owners::OwnerIndex;
-use crate::probes::load::{NotLoaded, ProgramSpec};
 use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
 use crate::probes::hostq::HostQueueProbes;
+use crate::probes::load::{NotLoaded, ProgramSpec};
 use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
 
 /// What to observe.

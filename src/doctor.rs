@@ -66,7 +66,11 @@ fn all_programs() -> impl Iterator<Item = &'static ProgramSpec> {
 fn check_tracepoints(r: &mut Report, btf: &Btf<'_>) {
     for spec in all_programs() {
         let Some(tp) = spec.tracepoint else { continue };
-        let kind = if spec.required { "required" } else { "optional" };
+        let kind = if spec.required {
+            "required"
+        } else {
+            "optional"
+        };
         let (min, max) = spec.args;
         match load::tracepoint_args(btf, tp) {
             None if spec.required => r.push(

@@ -13,9 +13,9 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
 use super::flows::{health_of, not_loaded, NetnsFilter};
-use super::load::{self, NotLoaded, ProgramSpec};
 use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
+use super::load::{self, NotLoaded, ProgramSpec};
 use crate::snapshot::{HostQueueSample, ProgramHealth};
 
 /// (program name, the health counter of its observed events).

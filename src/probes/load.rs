@@ -347,7 +347,9 @@ mod tests {
 
     #[test]
     fn kernels_below_the_floor_are_refused_with_the_reason() {
-        let e = check_kernel_floor("5.10.0-30-amd64").unwrap_err().to_string();
+        let e = check_kernel_floor("5.10.0-30-amd64")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("5.10.0-30-amd64") && e.contains("5.12"), "{e}");
         assert!(e.contains("bpf_sk_storage_get"), "{e}");
         assert!(check_kernel_floor("5.12.0").is_ok());

@@ -401,6 +401,7 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         last.float(Vec::new(), ms as f64 / 1000.0);
     }
     vec![
+        attached,
         events,
         missed,
         ringbuf,
