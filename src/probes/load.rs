@@ -359,6 +359,14 @@ mod tests {
     }
 
     #[test]
+    fn the_test_switch_sets_one_bit_per_named_program() {
+        let counters = [("on_a", 1), ("on_b", 4), ("on_c", 0)];
+        let fail = vec!["on_b".to_string(), "on_c".to_string(), "on_x".to_string()];
+        assert_eq!(test_reject_mask(&fail, &counters), (1 << 4) | 1);
+        assert_eq!(test_reject_mask(&[], &counters), 0);
+    }
+
+    #[test]
     fn map_failures_name_no_program() {
         let log = lines("libbpf: map 'flow_state': failed to create: -EPERM");
         assert_eq!(failed_program(&log), None);
