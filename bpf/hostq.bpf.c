@@ -39,6 +39,11 @@ const volatile __u32 test_reject = 0;
 			return *(volatile int *)(long)bpf_ktime_get_ns();      \
 	} while (0)
 
+/* Set when on_qdisc_enqueue is not loaded: on_qdisc_dequeue then keeps the
+ * interval's peak backlog (as seen after each dequeue). Off, the verifier
+ * prunes the branch: the normal dequeue path is unchanged. */
+const volatile bool peaks_at_dequeue = false;
+
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
@@ -154,6 +159,17 @@ static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q
 	st->last_backlog_bytes = q->qstats.backlog;
 }
 
+/* The interval's peak backlog, from the backlog just noted. */
+static __always_inline void note_peaks(struct hq_if_stats *st)
+{
+	__u32 slot = peak_slot(st);
+
+	if (st->last_qlen > st->peak_qlen[slot])
+		st->peak_qlen[slot] = st->last_qlen;
+	if (st->last_backlog_bytes > st->peak_backlog_bytes[slot])
+		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
+}
+
 /* The stats entry of the device behind `txq`, when this event is the one
  * to count (the qdisc the queue points at: each packet once) and the device
  * is in an observed namespace; counts the event under `counter`. */
@@ -180,7 +196,6 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj, fresh = {};
 	__u64 now;
-	__u32 slot;
 
 	TEST_REJECT(HQ_H_ENQUEUE_EVENTS);
 	st = queue_stats(q, txq, HQ_H_ENQUEUE_EVENTS, &key);
@@ -190,11 +205,7 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	st->enqueued += skb_segs(skb);
 	st->enqueued_skbs++;
 	note_backlog(st, q, now);
-	slot = peak_slot(st);
-	if (st->last_qlen > st->peak_qlen[slot])
-		st->peak_qlen[slot] = st->last_qlen;
-	if (st->last_backlog_bytes > st->peak_backlog_bytes[slot])
-		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
+	note_peaks(st);
 
 	/* Start a sojourn sample when none is in progress: this packet leaves
 	 * after the qlen packets ahead of it and itself. */
@@ -249,6 +260,8 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	st->dequeued += segs;
 	st->dequeued_skbs += packets;
 	note_backlog(st, q, now);
+	if (peaks_at_dequeue)
+		note_peaks(st);
 
 	sj = bpf_map_lookup_elem(&sojourn, &key);
 	if (!sj || sj->remaining <= 0 || sj->qdisc != (__u64)q)

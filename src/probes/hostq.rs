@@ -35,8 +35,8 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         required: false,
         args: (3, 3),
         gives: "packets into each tx qdisc, queue peaks, sojourn samples",
-        lost: "host queue: enqueued packets, peak backlog and sojourn time \
-               (dequeues and the backlog they see remain)",
+        lost: "host queue: enqueued packets and sojourn time; the peak backlog \
+               comes from dequeues instead (as left after each dequeue: a little lower)",
     },
     ProgramSpec {
         name: "on_qdisc_dequeue",
@@ -117,6 +117,7 @@ impl HostQueueProbes {
                     NetnsFilter::All => rodata.all_netns = true,
                 }
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
+                rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;
