@@ -228,4 +228,36 @@ mod tests {
         let text = render(&snap, None, 10);
         assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
     }
+
+    #[test]
+    fn programs_not_attached_are_shown_with_what_is_missing() {
+        let snap = Snapshot {
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5")],
+            flows: vec![],
+            events: vec![],
+            health: Health {
+                programs: vec![crate::snapshot::ProgramHealth {
+                    name: "tcp_sendmsg_locked".into(),
+                    attached: false,
+                    not_attached: Some("tracepoint absent".into()),
+                    lost: Some("owners from the kernel".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        };
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains(
+                "program tcp_sendmsg_locked NOT attached (tracepoint absent); missing: owners from the kernel"
+            ),
+            "{text}"
+        );
+        let tui = crate::sinks::tui::render::health_text(&snap.health);
+        assert!(tui.contains("NOT attached: tcp_sendmsg_locked"), "{tui}");
+    }
 }
