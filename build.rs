@@ -41,17 +41,23 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=bpf");
     println!("cargo:rerun-if-env-changed=THROTTLESCOPE_VMLINUX_H");
+    println!("cargo:rerun-if-env-changed=THROTTLESCOPE_VMLINUX_BTF");
     println!("cargo:rerun-if-env-changed=THROTTLESCOPE_CLANG");
 }
 
-/// `THROTTLESCOPE_VMLINUX_H` names a ready header (cross builds); otherwise
-/// bpftool dumps the build host's /sys/kernel/btf/vmlinux.
+/// `THROTTLESCOPE_VMLINUX_H` names a ready header (cross builds);
+/// `THROTTLESCOPE_VMLINUX_BTF` another kernel's BTF (a raw BTF file or a
+/// vmlinux ELF with a .BTF section, e.g. from a Debian 6.1 kernel package)
+/// for bpftool to dump, to check the programs build against that kernel's
+/// types; otherwise bpftool dumps the build host's /sys/kernel/btf/vmlinux.
 fn write_vmlinux_h(dst: &Path) {
     if let Some(src) = env::var_os("THROTTLESCOPE_VMLINUX_H") {
         fs::copy(&src, dst).unwrap_or_else(|e| panic!("copying {src:?}: {e}"));
         return;
     }
-    let btf = "/sys/kernel/btf/vmlinux";
+    let btf = env::var("THROTTLESCOPE_VMLINUX_BTF")
+        .unwrap_or_else(|_| "/sys/kernel/btf/vmlinux".to_string());
+    let btf = btf.as_str();
     let output = Command::new("bpftool")
         .args(["btf", "dump", "file", btf, "format", "c"])
         .output()

@@ -24,6 +24,24 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 target_netns = 0; /* netns inode to observe */
 const volatile bool all_netns = false;  /* observe every netns */
 const volatile bool emit_events = true; /* ring-buffer events for recordings */
+/* Set when on_tcp_cong_state_set is not loaded (tracepoint absent before
+ * 5.19-era kernels, or rejected): on_tcp_probe then samples the congestion
+ * state on each incoming segment, so time per state is still measured, at
+ * segment granularity. Off, the verifier prunes the branch: the normal hot
+ * path is unchanged. */
+const volatile bool ca_from_probe = false;
+/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
+ * reject the optional program whose health counter is N, as an older kernel
+ * would; 0 (the only value outside tests) and the check is pruned at load. */
+const volatile __u32 test_reject = 0;
+
+/* An invalid load (of a scalar, not a pointer): the verifier rejects the
+ * program that contains it. Only reachable when test_reject says so. */
+#define TEST_REJECT(counter)                                                   \
+	do {                                                                   \
+		if (test_reject & (1U << (counter)))                              \
+			return *(volatile int *)(long)bpf_ktime_get_ns();      \
+	} while (0)
 
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct ts_flow_record _abi_flow_record = {};
@@ -216,6 +234,32 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
 }
 
+/* The flow leaves its congestion state for `new_state`: time in the old state
+ * and entries of the new one are counted. */
+static __always_inline void ca_transition(struct sock *sk, struct ts_flow_state *st,
+					  __u32 new_state)
+{
+	__u32 old, idx;
+	__u64 now;
+
+	old = st->ca_state;
+	if (old == new_state)
+		return;
+	now = bpf_ktime_get_ns();
+	/* barrier_var keeps clang from bounds-checking one copy and indexing
+	 * with another, which the verifier rejects. */
+	barrier_var(old);
+	if (old < TS_CA_STATES)
+		st->ca_time_ns[old] += now - st->ca_since_ns;
+	st->ca_since_ns = now;
+	st->ca_state = new_state;
+	idx = new_state;
+	barrier_var(idx);
+	if (idx < TS_CA_STATES)
+		st->ca_entries[idx]++;
+	emit(TS_EV_CONG, sk, old, new_state);
+}
+
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 {
@@ -240,15 +284,31 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	if (cwnd < st->cwnd_min || !st->cwnd_min)
 		st->cwnd_min = cwnd;
 	st->last_cwnd = cwnd;
+	if (ca_from_probe)
+		ca_transition(sk, st, current_ca_state(sk));
 	return 0;
 }
 
+/*
+ * tcp_retransmit_skb gained a third argument, `err`, in 2025 (6.18 has it;
+ * 6.1 and 6.12 pass only (sk, skb)). The program reads its arguments from the
+ * raw context, and `err` only when the kernel's own prototype of the
+ * tracepoint has it: the CO-RE type match below is resolved by libbpf at load
+ * time, so on older kernels the read is dead code the verifier never walks
+ * (an access to an argument the tracepoint lacks is a rejection).
+ * Without `err` the tracepoint fires only for retransmits that went out.
+ */
+typedef void (*btf_trace_tcp_retransmit_skb___err)(void *, const struct sock *,
+						    const struct sk_buff *, int);
+
 SEC("tp_btf/tcp_retransmit_skb")
-int BPF_PROG(on_tcp_retransmit_skb, const struct sock *csk, const struct sk_buff *skb, int err)
+int on_tcp_retransmit_skb(__u64 *ctx)
 {
-	struct sock *sk = (struct sock *)csk;
+	struct sock *sk = (struct sock *)ctx[0];
+	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
 	struct skb_shared_info *shinfo;
 	struct ts_flow_state *st;
+	int err = 0;
 	__u16 segs;
 
 	if (!observed(sk))
@@ -257,6 +317,8 @@ int BPF_PROG(on_tcp_retransmit_skb, const struct sock *csk, const struct sk_buff
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
+	if (bpf_core_type_matches(btf_trace_tcp_retransmit_skb___err))
+		err = (int)ctx[2];
 	if (err) {
 		st->retrans_failed++;
 		emit(TS_EV_RETRANS, sk, err, 0);
@@ -272,35 +334,21 @@ int BPF_PROG(on_tcp_retransmit_skb, const struct sock *csk, const struct sk_buff
 	return 0;
 }
 
+/* Optional: congestion-state transitions as they happen. Without it (no
+ * tracepoint before 5.19-era kernels) on_tcp_probe samples the state. */
 SEC("tp_btf/tcp_cong_state_set")
 int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 {
 	struct ts_flow_state *st;
-	__u32 old, idx;
-	__u64 now;
 
+	TEST_REJECT(TS_H_CONG_EVENTS);
 	if (!observed(sk))
 		return 0;
 	health_inc(TS_H_CONG_EVENTS);
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
-	old = st->ca_state;
-	if (old == new_state)
-		return 0;
-	now = bpf_ktime_get_ns();
-	/* barrier_var keeps clang from bounds-checking one copy and indexing
-	 * with another, which the verifier rejects. */
-	barrier_var(old);
-	if (old < TS_CA_STATES)
-		st->ca_time_ns[old] += now - st->ca_since_ns;
-	st->ca_since_ns = now;
-	st->ca_state = new_state;
-	idx = new_state;
-	barrier_var(idx);
-	if (idx < TS_CA_STATES)
-		st->ca_entries[idx]++;
-	emit(TS_EV_CONG, sk, old, new_state);
+	ca_transition(sk, st, new_state);
 	return 0;
 }
 
@@ -366,6 +414,8 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 	return 0;
 }
 
+/* Optional: the tracepoint is new in 6.16. Without it owners come from the
+ * socket-inode index user space builds from /proc (src/owners.rs). */
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 {
@@ -373,6 +423,7 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	struct ts_flow_state *st;
 	__u64 pid_tgid;
 
+	TEST_REJECT(TS_H_SENDMSG_EVENTS);
 	if (!observed(sk))
 		return 0;
 	health_inc(TS_H_SENDMSG_EVENTS);

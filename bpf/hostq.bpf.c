@@ -28,6 +28,22 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u32 target_netns = 0; /* netns inode to observe */
 const volatile bool all_netns = false;  /* observe every netns */
 
+/* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
+ * reject the program whose health counter is N; 0 outside tests, and pruned
+ * at load. */
+const volatile __u32 test_reject = 0;
+
+#define TEST_REJECT(counter)                                                   \
+	do {                                                                   \
+		if (test_reject & (1U << (counter)))                              \
+			return *(volatile int *)(long)bpf_ktime_get_ns();      \
+	} while (0)
+
+/* Set when on_qdisc_enqueue is not loaded: on_qdisc_dequeue then keeps the
+ * interval's peak backlog (as seen after each dequeue). Off, the verifier
+ * prunes the branch: the normal dequeue path is unchanged. */
+const volatile bool peaks_at_dequeue = false;
+
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
@@ -143,6 +159,17 @@ static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q
 	st->last_backlog_bytes = q->qstats.backlog;
 }
 
+/* The interval's peak backlog, from the backlog just noted. */
+static __always_inline void note_peaks(struct hq_if_stats *st)
+{
+	__u32 slot = peak_slot(st);
+
+	if (st->last_qlen > st->peak_qlen[slot])
+		st->peak_qlen[slot] = st->last_qlen;
+	if (st->last_backlog_bytes > st->peak_backlog_bytes[slot])
+		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
+}
+
 /* The stats entry of the device behind `txq`, when this event is the one
  * to count (the qdisc the queue points at: each packet once) and the device
  * is in an observed namespace; counts the event under `counter`. */
@@ -169,8 +196,8 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj, fresh = {};
 	__u64 now;
-	__u32 slot;
 
+	TEST_REJECT(HQ_H_ENQUEUE_EVENTS);
 	st = queue_stats(q, txq, HQ_H_ENQUEUE_EVENTS, &key);
 	if (!st)
 		return 0;
@@ -178,11 +205,7 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	st->enqueued += skb_segs(skb);
 	st->enqueued_skbs++;
 	note_backlog(st, q, now);
-	slot = peak_slot(st);
-	if (st->last_qlen > st->peak_qlen[slot])
-		st->peak_qlen[slot] = st->last_qlen;
-	if (st->last_backlog_bytes > st->peak_backlog_bytes[slot])
-		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
+	note_peaks(st);
 
 	/* Start a sojourn sample when none is in progress: this packet leaves
 	 * after the qlen packets ahead of it and itself. */
@@ -216,6 +239,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	__u32 slot;
 	int i;
 
+	TEST_REJECT(HQ_H_DEQUEUE_EVENTS);
 	/* Fires with skb == NULL when the qdisc had nothing to send. */
 	if (!skb || packets <= 0)
 		return 0;
@@ -236,6 +260,8 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	st->dequeued += segs;
 	st->dequeued_skbs += packets;
 	note_backlog(st, q, now);
+	if (peaks_at_dequeue)
+		note_peaks(st);
 
 	sj = bpf_map_lookup_elem(&sojourn, &key);
 	if (!sj || sj->remaining <= 0 || sj->qdisc != (__u64)q)
@@ -252,18 +278,52 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	return 0;
 }
 
+/*
+ * kfree_skb's arguments differ by kernel: (skb, location) before 5.17,
+ * + `reason` from 5.17 (6.1 has (skb, location, reason)), + `rx_sk` from 6.11.
+ * The program reads the raw context and each later argument only when the
+ * kernel's prototype of the tracepoint has it (CO-RE type matches on local
+ * prototype flavours, resolved at load time): the verifier rejects an access
+ * to an argument the tracepoint lacks, and the dead branch is never walked.
+ */
+/* Stand-ins for enum skb_drop_reason, so nothing here depends on the
+ * enumerators of the build host's kernel. A type match on an enum needs every
+ * local enumerator to exist in the kernel: the prototype's stand-in holds the
+ * one every kernel with the enum has (5.17+); SKB_CONSUMED (6.0+) has its own,
+ * used only by value relocation. */
+enum skb_drop_reason___proto {
+	SKB_DROP_REASON_NOT_SPECIFIED___proto = 2,
+};
+enum skb_drop_reason___ts {
+	SKB_CONSUMED___ts = 1,
+};
+typedef void (*btf_trace_kfree_skb___reason)(void *, struct sk_buff *, void *,
+					     enum skb_drop_reason___proto);
+typedef void (*btf_trace_kfree_skb___rx_sk)(void *, struct sk_buff *, void *,
+					    enum skb_drop_reason___proto, struct sock *);
+
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(on_kfree_skb, struct sk_buff *skb, void *location, enum skb_drop_reason reason,
-	     struct sock *sk)
+int on_kfree_skb(__u64 *ctx)
 {
-	struct net_device *dev = skb->dev;
+	struct sk_buff *skb = (struct sk_buff *)ctx[0];
+	struct sock *sk = NULL;
+	__u32 reason = 0;
+	struct net_device *dev;
 	struct hq_drop_key key = {};
 	__u64 one = 1, *cnt;
 
+	TEST_REJECT(HQ_H_DROP_EVENTS);
+	if (bpf_core_type_matches(btf_trace_kfree_skb___rx_sk)) {
+		reason = (__u32)ctx[2];
+		sk = (struct sock *)ctx[3];
+	} else if (bpf_core_type_matches(btf_trace_kfree_skb___reason)) {
+		reason = (__u32)ctx[2];
+	}
 	/* Older kernels traced frees that were not drops with this reason. */
-	if (bpf_core_enum_value_exists(enum skb_drop_reason, SKB_CONSUMED) &&
-	    reason == bpf_core_enum_value(enum skb_drop_reason, SKB_CONSUMED))
+	if (bpf_core_enum_value_exists(enum skb_drop_reason___ts, SKB_CONSUMED___ts) &&
+	    reason == bpf_core_enum_value(enum skb_drop_reason___ts, SKB_CONSUMED___ts))
 		return 0;
+	dev = skb->dev;
 	if (dev) {
 		key.netns = dev_netns(dev);
 		key.ifindex = dev->ifindex;

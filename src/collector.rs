@@ -16,6 +16,7 @@ use crate::owners::OwnerIndex;
 use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
 use crate::probes::hostq::HostQueueProbes;
+use crate::probes::load::{NotLoaded, ProgramSpec};
 use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
 use crate::workload::{WorkloadFilter, WorkloadResolver};
 
@@ -91,6 +92,16 @@ pub fn own_netns() -> Result<u32> {
 }
 
 impl Collector {
+    /// Optional programs this kernel lacks or rejected (flow and host-queue
+    /// probes), with why: their figures are missing or degraded.
+    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+        let mut out = self.probes.not_loaded();
+        if let Some(hq) = &self.host_queue {
+            out.extend(hq.not_loaded());
+        }
+        out
+    }
+
     /// Attaches the probes and reads the starting values. The first
     /// [`Collector::collect`] covers the time from here.
     pub fn start(config: CollectorConfig) -> Result<Self> {

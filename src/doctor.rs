@@ -4,27 +4,16 @@ use std::fs;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use libbpf_rs::btf::types::Typedef;
 use libbpf_rs::btf::Btf;
 
 use crate::allowance::{AllowanceReader, CounterSource};
 use crate::cli::DoctorArgs;
 use crate::collector::{own_netns, CollectorConfig};
 use crate::ifstats;
+use crate::probes::flows::FLOW_PROGRAMS;
+use crate::probes::hostq::HOSTQ_PROGRAMS;
+use crate::probes::load::{self, NotLoaded, ProgramSpec};
 use crate::snapshot::AllowanceStatus;
-
-/// The tracepoints the flow probes attach to, with what each one gives.
-pub const TRACEPOINTS: &[(&str, &str)] = &[
-    ("tcp_probe", "srtt, min_rtt, cwnd per incoming segment"),
-    (
-        "tcp_retransmit_skb",
-        "retransmits (and failed retransmit attempts)",
-    ),
-    ("tcp_cong_state_set", "time in each congestion state"),
-    ("inet_sock_set_state", "flow open and state changes"),
-    ("tcp_destroy_sock", "flow close with final counters"),
-    ("tcp_sendmsg_locked", "owner process of each flow"),
-];
 
 /// Linux capabilities the observer uses (bit numbers from capability.h).
 const CAPS: &[(&str, u32, &str)] = &[
@@ -36,28 +25,99 @@ const CAPS: &[(&str, u32, &str)] = &[
 // and CAP_PERFMON, see docs/fleet.md).
 const CAP_SYS_ADMIN: u32 = 21;
 
+/// How one line of the report counts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Ok,
+    /// Observing is not possible.
+    Fail,
+    /// Observing works, with this feature missing or degraded.
+    Lost,
+    /// Worth knowing; nothing missing for sure.
+    Warn,
+}
+
 struct Report {
-    lines: Vec<(bool, String)>,
+    lines: Vec<(Mark, String)>,
 }
 
 impl Report {
     fn check(&mut self, ok: bool, what: impl Into<String>) -> bool {
-        self.lines.push((ok, what.into()));
+        self.push(if ok { Mark::Ok } else { Mark::Fail }, what);
         ok
+    }
+
+    fn push(&mut self, mark: Mark, what: impl Into<String>) {
+        self.lines.push((mark, what.into()));
+    }
+
+    fn count(&self, mark: Mark) -> usize {
+        self.lines.iter().filter(|(m, _)| *m == mark).count()
+    }
+}
+
+/// Every program with a tracepoint: flow probes, then host-queue probes.
+fn all_programs() -> impl Iterator<Item = &'static ProgramSpec> {
+    FLOW_PROGRAMS.iter().chain(HOSTQ_PROGRAMS.iter())
+}
+
+/// Each program's tracepoint, checked by name and by signature (the
+/// argument count of the kernel's `btf_trace_<tp>` prototype).
+fn check_tracepoints(r: &mut Report, btf: &Btf<'_>) {
+    for spec in all_programs() {
+        let Some(tp) = spec.tracepoint else { continue };
+        let kind = if spec.required {
+            "required"
+        } else {
+            "optional"
+        };
+        let (min, max) = spec.args;
+        match load::tracepoint_args(btf, tp) {
+            None if spec.required => r.push(
+                Mark::Fail,
+                format!("tracepoint {tp} ({kind}): absent from this kernel, so no {}", spec.gives),
+            ),
+            None => r.push(
+                Mark::Lost,
+                format!("tracepoint {tp} ({kind}): absent from this kernel; missing: {}", spec.lost),
+            ),
+            Some(n) if n < min => r.push(
+                if spec.required { Mark::Fail } else { Mark::Lost },
+                format!(
+                    "tracepoint {tp} ({kind}): {n} arguments, the program reads {min}: it will be rejected{}",
+                    if spec.required { String::new() } else { format!("; missing: {}", spec.lost) }
+                ),
+            ),
+            Some(n) if n > max => r.push(
+                Mark::Warn,
+                format!(
+                    "tracepoint {tp} ({kind}): {n} arguments, newer than the {max} this build knows; \
+                     it loads, but figures from the new arguments are not read"
+                ),
+            ),
+            Some(n) => r.push(
+                Mark::Ok,
+                format!("tracepoint {tp} ({kind}, {n} arguments): {}", spec.gives),
+            ),
+        }
     }
 }
 
 pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
     let mut r = Report { lines: Vec::new() };
 
-    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let version = parse_kernel_version(release.trim());
-    r.check(
-        version.is_some_and(|v| v >= (5, 11)),
-        format!(
-            "kernel {} (tp_btf, sk_storage in tracing and BPF iterators need 5.11+)",
-            release.trim()
-        ),
+    let release = load::kernel_release();
+    let floor_ok = r.check(
+        load::check_kernel_floor(&release).is_ok(),
+        match load::check_kernel_floor(&release) {
+            Ok(()) => format!(
+                "kernel {release} (floor {}.{}: {}; tested on 6.1, 6.12, 6.18)",
+                load::KERNEL_FLOOR.0,
+                load::KERNEL_FLOOR.1,
+                load::KERNEL_FLOOR_WHY
+            ),
+            Err(e) => format!("{e:#}"),
+        },
     );
 
     let btf = Btf::from_vmlinux();
@@ -68,51 +128,36 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
             Err(e) => format!("no kernel BTF ({e}): CO-RE programs cannot load"),
         },
     );
-    let mut all_tp = btf_ok;
     if let Ok(btf) = &btf {
-        for (tp, gives) in TRACEPOINTS {
-            let found = btf
-                .type_by_name::<Typedef<'_>>(&format!("btf_trace_{tp}"))
-                .is_some();
-            all_tp &= r.check(
-                found,
-                format!(
-                    "tracepoint {tp}: {}",
-                    if found { *gives } else { "missing, so no " }
-                ) + if found { "" } else { gives },
-            );
-        }
+        check_tracepoints(&mut r, btf);
     }
 
     let caps = effective_caps();
     let root_like = caps & (1 << CAP_SYS_ADMIN) != 0;
-    let mut caps_ok = true;
     for (name, bit, why) in CAPS {
         let has = caps & (1u64 << bit) != 0 || root_like;
-        caps_ok &= r.check(has, format!("{name}: {why}"));
+        r.check(has, format!("{name}: {why}"));
     }
 
     let bpf_stats = fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
         .map(|s| s.trim() == "1")
         .unwrap_or(false);
-    r.lines.push((
-        true,
+    r.push(
+        Mark::Ok,
         format!(
             "kernel.bpf_stats_enabled = {} (1 adds per-program run time to the health block; optional)",
             u8::from(bpf_stats)
         ),
-    ));
+    );
 
     match own_netns() {
-        Ok(ino) => r
-            .lines
-            .push((true, format!("observing network namespace {ino}"))),
+        Ok(ino) => r.push(Mark::Ok, format!("observing network namespace {ino}")),
         Err(e) => {
             r.check(false, format!("cannot read this network namespace: {e}"));
         }
     }
     match ifstats::interfaces(&[]) {
-        Ok(names) if names.is_empty() => r.lines.push((true, "no interfaces besides lo".into())),
+        Ok(names) if names.is_empty() => r.push(Mark::Ok, "no interfaces besides lo"),
         Ok(names) => {
             for n in names {
                 let driver = ifstats::driver(&n).unwrap_or_else(|| "unknown".into());
@@ -139,30 +184,65 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
     }
 
     let mut load_ok = true;
-    if !args.no_load && btf_ok {
+    if !args.no_load && btf_ok && floor_ok {
         let trial = crate::collector::Collector::start(CollectorConfig {
             events: false,
             ..Default::default()
         });
-        load_ok = r.check(
-            trial.is_ok(),
-            match &trial {
-                Ok(_) => "trial load and attach of the flow probes: ok".to_string(),
-                Err(e) => format!("trial load of the flow probes failed: {e:#}"),
-            },
-        );
+        match &trial {
+            Ok(c) => {
+                let lost = c.not_loaded();
+                r.push(
+                    Mark::Ok,
+                    format!(
+                        "trial load and attach of the probes: ok{}",
+                        if lost.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", without {} optional program(s)", lost.len())
+                        }
+                    ),
+                );
+                for (spec, why) in lost {
+                    if matches!(why, NotLoaded::TracepointAbsent) {
+                        continue; // already said by the tracepoint check
+                    }
+                    r.push(
+                        Mark::Lost,
+                        format!(
+                            "program {} (optional) not loaded: {}; missing: {}",
+                            spec.name,
+                            why.describe(spec),
+                            spec.lost
+                        ),
+                    );
+                }
+            }
+            Err(e) => {
+                load_ok = r.check(false, format!("trial load of the probes failed: {e:#}"));
+            }
+        }
     }
 
-    for (ok, line) in &r.lines {
-        println!("{} {line}", if *ok { "[ok]  " } else { "[FAIL]" });
+    for (mark, line) in &r.lines {
+        let tag = match mark {
+            Mark::Ok => "[ok]  ",
+            Mark::Fail => "[FAIL]",
+            Mark::Lost => "[lost]",
+            Mark::Warn => "[warn]",
+        };
+        println!("{tag} {line}");
     }
-    let possible = btf_ok && all_tp && caps_ok && load_ok;
+    let possible = r.count(Mark::Fail) == 0 && load_ok;
+    let lost = r.count(Mark::Lost);
     println!(
         "\n{}",
-        if possible {
-            "Observing is possible here."
+        if !possible {
+            "Observing is NOT possible here: see the [FAIL] lines above.".to_string()
+        } else if lost > 0 {
+            format!("Observing is possible here, with fewer features: see the {lost} [lost] line(s) above.")
         } else {
-            "Observing is NOT possible here: see the [FAIL] lines above."
+            "Observing is possible here.".to_string()
         }
     );
     Ok(if possible {
@@ -170,11 +250,6 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
-}
-
-fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 /// CapEff from /proc/self/status.
@@ -187,16 +262,4 @@ fn effective_caps() -> u64 {
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         })
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kernel_versions() {
-        assert_eq!(parse_kernel_version("6.18.44-fc-v595"), Some((6, 18)));
-        assert_eq!(parse_kernel_version("5.10.0"), Some((5, 10)));
-        assert_eq!(parse_kernel_version("garbage"), None);
-    }
 }

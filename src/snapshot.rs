@@ -374,10 +374,22 @@ pub struct Health {
     pub host_queue_untracked: u64,
 }
 
-/// One BPF program's run statistics.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// One BPF program's run statistics, or why it is not running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramHealth {
     pub name: String,
+    /// False when the program is not running on this kernel (an optional
+    /// program whose tracepoint is absent or that the kernel rejected): its
+    /// counters are then 0 because nothing ran, not because nothing happened.
+    /// Recordings before trace format 1.3 held attached programs only.
+    #[serde(default = "yes")]
+    pub attached: bool,
+    /// Why it is not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_attached: Option<String>,
+    /// The figures missing (or degraded, and how) because it is not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
     /// Runs on observed sockets, counted by the program itself.
     pub events: u64,
     /// Runs the kernel skipped because the program was already running on
@@ -389,8 +401,76 @@ pub struct ProgramHealth {
     pub run_time_ns: u64,
 }
 
+fn yes() -> bool {
+    true
+}
+
+impl Default for ProgramHealth {
+    fn default() -> Self {
+        ProgramHealth {
+            name: String::new(),
+            attached: true,
+            not_attached: None,
+            lost: None,
+            events: 0,
+            missed: 0,
+            run_cnt: 0,
+            run_time_ns: 0,
+        }
+    }
+}
+
 impl Health {
+    /// Programs that are not running, so some figures are missing.
+    pub fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
+        self.programs.iter().filter(|p| !p.attached)
+    }
+
+    /// The names of the programs not attached, comma-separated; empty when
+    /// every program is attached.
+    pub fn not_attached_text(&self) -> String {
+        self.not_attached()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_of_files_before_1_3_read_as_attached() {
+        let p: ProgramHealth = serde_json::from_str(
+            r#"{"name":"tcp_probe","events":3,"missed":0,"run_cnt":0,"run_time_ns":0}"#,
+        )
+        .unwrap();
+        assert!(p.attached);
+        assert_eq!(p.not_attached, None);
+    }
+
+    #[test]
+    fn a_program_not_attached_says_why_and_what_is_lost() {
+        let p = ProgramHealth {
+            name: "tcp_sendmsg_locked".into(),
+            attached: false,
+            not_attached: Some("tracepoint tcp_sendmsg_locked does not exist".into()),
+            lost: Some("owners from the kernel".into()),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""attached":false"#), "{json}");
+        let back: ProgramHealth = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, p);
+        let h = Health {
+            programs: vec![p, ProgramHealth::default()],
+            ..Default::default()
+        };
+        assert_eq!(h.not_attached_text(), "tcp_sendmsg_locked");
     }
 }

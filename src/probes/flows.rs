@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
     Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder,
@@ -19,6 +20,7 @@ use super::flows_skel::types::{
     ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
+use super::load::{self, NotLoaded, ProgramSpec};
 use crate::snapshot::ProgramHealth;
 
 /// Which sockets to observe.
@@ -54,7 +56,82 @@ pub struct FlowProbes {
     pending: Rc<RefCell<Vec<RawEvent>>>,
     /// Ring-buffer messages we could not decode (never expected; counted).
     malformed: Rc<RefCell<u64>>,
+    /// Optional programs this kernel lacks or rejected.
+    dropped: load::Dropped,
 }
+
+/// Every program of flows.bpf.c. Required: the per-flow figures the verdicts
+/// stand on (RTT/cwnd, retransmits, open/close, the iterators that seed and
+/// read the flows) and which exist on every supported kernel. Optional: those
+/// whose tracepoint is recent and whose figures have a fallback.
+pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
+    ProgramSpec {
+        name: "on_tcp_probe",
+        tracepoint: Some("tcp_probe"),
+        required: true,
+        args: (2, 2),
+        gives: "srtt, min_rtt, cwnd per incoming segment",
+        lost: "",
+    },
+    ProgramSpec {
+        name: "on_tcp_retransmit_skb",
+        tracepoint: Some("tcp_retransmit_skb"),
+        required: true,
+        args: (2, 3),
+        gives: "retransmits per flow (and failed attempts, on kernels whose tracepoint has `err`)",
+        lost: "",
+    },
+    ProgramSpec {
+        name: "on_tcp_cong_state_set",
+        tracepoint: Some("tcp_cong_state_set"),
+        required: false,
+        args: (2, 2),
+        gives: "each congestion-state change as it happens",
+        lost: "exact congestion-state changes: time per state and entries are sampled \
+               from incoming segments instead (changes between two segments are missed)",
+    },
+    ProgramSpec {
+        name: "on_inet_sock_set_state",
+        tracepoint: Some("inet_sock_set_state"),
+        required: true,
+        args: (3, 3),
+        gives: "flow open and state changes",
+        lost: "",
+    },
+    ProgramSpec {
+        name: "on_tcp_destroy_sock",
+        tracepoint: Some("tcp_destroy_sock"),
+        required: true,
+        args: (1, 1),
+        gives: "flow close with final counters",
+        lost: "",
+    },
+    ProgramSpec {
+        name: "on_tcp_sendmsg_locked",
+        tracepoint: Some("tcp_sendmsg_locked"),
+        required: false,
+        args: (1, 4),
+        gives: "owner process and cgroup of each flow, seen by the kernel",
+        lost: "owners from the kernel: they come from /proc socket inodes instead \
+               (no cgroup id; a flow whose socket is gone from /proc has none)",
+    },
+    ProgramSpec {
+        name: "seed_flows",
+        tracepoint: None,
+        required: true,
+        args: (0, 0),
+        gives: "flows already open at start (TCP iterator)",
+        lost: "",
+    },
+    ProgramSpec {
+        name: "dump_flows",
+        tracepoint: None,
+        required: true,
+        args: (0, 0),
+        gives: "each interval's flow records (socket-storage iterator)",
+        lost: "",
+    },
+];
 
 /// The (program name, health counter) pairs: the events each program counts.
 /// `on_tcp_probe` is not here: its runs are the flows' `probe_events`.
@@ -82,30 +159,39 @@ impl FlowProbes {
     /// Open, load and attach; then seed the flows that already exist in the
     /// observer's own network namespace.
     pub fn attach(filter: NetnsFilter, emit_events: bool) -> Result<Self> {
-        // The skeleton borrows its object storage for its whole life; one
-        // observer per process, so leaking this small block is the simple way.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = FlowsSkelBuilder::default()
-            .open(storage)
-            .context("opening the BPF object")?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .context("BPF object has no .rodata")?;
-        match filter {
-            NetnsFilter::Only(ino) => rodata.target_netns = ino,
-            NetnsFilter::All => rodata.all_netns = true,
-        }
-        rodata.emit_events = emit_events;
-        // Iterators are attached by hand below (one needs the map fd).
-        open.progs.seed_flows.set_autoload(true);
-        open.progs.seed_flows.set_autoattach(false);
-        open.progs.dump_flows.set_autoattach(false);
-        let mut skel = open.load().context(
-            "loading the BPF programs into the kernel (needs root or CAP_BPF+CAP_PERFMON, and BTF; try `throttlescope doctor`)",
-        )?;
+        load::check_kernel_floor(&load::kernel_release())?;
+        let btf = Btf::from_vmlinux().ok();
+        let fail = load::test_fail_programs();
+        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
+        let (mut skel, dropped) =
+            load::load_with_fallback("flow", FLOW_PROGRAMS, btf.as_ref(), |plan| {
+                // The skeleton borrows its object storage for its whole
+                // life; one observer per process (and a retry or two at
+                // start), so leaking this small block is the simple way.
+                let storage: &'static mut MaybeUninit<OpenObject> =
+                    Box::leak(Box::new(MaybeUninit::uninit()));
+                let mut open = FlowsSkelBuilder::default()
+                    .open(storage)
+                    .context("opening the BPF object")?;
+                let rodata = open
+                    .maps
+                    .rodata_data
+                    .as_deref_mut()
+                    .context("BPF object has no .rodata")?;
+                match filter {
+                    NetnsFilter::Only(ino) => rodata.target_netns = ino,
+                    NetnsFilter::All => rodata.all_netns = true,
+                }
+                rodata.emit_events = emit_events;
+                rodata.ca_from_probe = plan.is_dropped("on_tcp_cong_state_set");
+                rodata.test_reject = load::test_reject_mask(&fail, &counters);
+                // Iterators are attached by hand below (one needs the map fd).
+                open.progs.seed_flows.set_autoload(true);
+                open.progs.seed_flows.set_autoattach(false);
+                open.progs.dump_flows.set_autoattach(false);
+                plan.apply(open.open_object_mut());
+                Ok(open.load()?)
+            })?;
         skel.attach()
             .context("attaching the BPF programs to their tracepoints")?;
 
@@ -139,6 +225,7 @@ impl FlowProbes {
             ringbuf,
             pending,
             malformed,
+            dropped,
         };
         probes.seed().context("seeding pre-existing flows")?;
         Ok(probes)
@@ -211,23 +298,68 @@ impl FlowProbes {
         Ok(out)
     }
 
+    /// Optional programs this kernel lacks or rejected, with why.
+    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+        not_loaded(FLOW_PROGRAMS, &self.dropped)
+    }
+
     /// Per-program health: events (our counter; for `on_tcp_probe`, the
     /// flows' `probe_events` summed by the caller), recursion misses and,
-    /// when `kernel.bpf_stats_enabled` is on, run count and time.
+    /// when `kernel.bpf_stats_enabled` is on, run count and time; for a
+    /// program not attached, why and what is missing.
     pub fn program_health(
         &self,
         counters: &ProbeCounters,
         probe_events: u64,
     ) -> Vec<ProgramHealth> {
-        std::iter::once(program_health(
-            self.skel.object(),
-            "on_tcp_probe",
-            probe_events,
-        ))
-        .chain(PROGRAM_EVENTS.iter().map(|(name, counter)| {
-            program_health(self.skel.object(), name, counters.get(*counter))
-        }))
+        std::iter::once(("on_tcp_probe", probe_events))
+            .chain(
+                PROGRAM_EVENTS
+                    .iter()
+                    .map(|(name, counter)| (*name, counters.get(*counter))),
+            )
+            .map(|(name, events)| {
+                health_of(
+                    self.skel.object(),
+                    FLOW_PROGRAMS,
+                    &self.dropped,
+                    name,
+                    events,
+                )
+            })
+            .collect()
+    }
+}
+
+/// The dropped programs of `specs`, in the specs' order.
+pub fn not_loaded<'d>(
+    specs: &'static [ProgramSpec],
+    dropped: &'d load::Dropped,
+) -> Vec<(&'static ProgramSpec, &'d NotLoaded)> {
+    specs
+        .iter()
+        .filter_map(|s| dropped.get(s.name).map(|why| (s, why)))
         .collect()
+}
+
+/// A program's health: its stats when attached; when dropped, why and what
+/// is missing.
+pub fn health_of(
+    object: &libbpf_rs::Object,
+    specs: &[ProgramSpec],
+    dropped: &load::Dropped,
+    name: &str,
+    events: u64,
+) -> ProgramHealth {
+    match (dropped.get(name), specs.iter().find(|s| s.name == name)) {
+        (Some(why), Some(spec)) => ProgramHealth {
+            name: name.trim_start_matches("on_").to_string(),
+            attached: false,
+            not_attached: Some(why.describe(spec)),
+            lost: Some(spec.lost.to_string()),
+            ..Default::default()
+        },
+        _ => program_health(object, name, events),
     }
 }
 
@@ -241,6 +373,9 @@ pub fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> Pr
     ProgramHealth {
         name: name.trim_start_matches("on_").to_string(),
         events,
+        attached: true,
+        not_attached: None,
+        lost: None,
         missed: info.map(|i| i.recursion_misses).unwrap_or(0),
         run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
         run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),

@@ -12,9 +12,10 @@ use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
-use super::flows::{program_health, NetnsFilter};
+use super::flows::{health_of, not_loaded, NetnsFilter};
 use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
+use super::load::{self, NotLoaded, ProgramSpec};
 use crate::snapshot::{HostQueueSample, ProgramHealth};
 
 /// (program name, the health counter of its observed events).
@@ -22,6 +23,37 @@ const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
     ("on_qdisc_enqueue", hq_health_counter::HQ_H_ENQUEUE_EVENTS),
     ("on_qdisc_dequeue", hq_health_counter::HQ_H_DEQUEUE_EVENTS),
     ("on_kfree_skb", hq_health_counter::HQ_H_DROP_EVENTS),
+];
+
+/// Every program of hostq.bpf.c. All optional: the host queue adds to the
+/// verdicts (host queuing is not blamed on the hypervisor) but observing
+/// flows and allowance counters works without it; each one missing is shown.
+pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
+    ProgramSpec {
+        name: "on_qdisc_enqueue",
+        tracepoint: Some("qdisc_enqueue"),
+        required: false,
+        args: (3, 3),
+        gives: "packets into each tx qdisc, queue peaks, sojourn samples",
+        lost: "host queue: enqueued packets and sojourn time; the peak backlog \
+               comes from dequeues instead (as left after each dequeue: a little lower)",
+    },
+    ProgramSpec {
+        name: "on_qdisc_dequeue",
+        tracepoint: Some("qdisc_dequeue"),
+        required: false,
+        args: (4, 4),
+        gives: "packets out of each tx qdisc, backlog, sojourn samples",
+        lost: "host queue: dequeued packets and sojourn time",
+    },
+    ProgramSpec {
+        name: "on_kfree_skb",
+        tracepoint: Some("kfree_skb"),
+        required: false,
+        args: (2, 4),
+        gives: "the stack's drops by interface and drop reason",
+        lost: "host drops by reason (qdisc drops still show in tc -s qdisc)",
+    },
 ];
 
 /// Key under which drops with no device (attributed by socket) are reported.
@@ -56,30 +88,39 @@ pub struct HostQueueProbes {
     prev_if: HashMap<(u32, u32), IfTotals>,
     prev_drops: HashMap<(u32, u32, u32), u64>,
     reason_names: HashMap<u32, String>,
+    /// Programs this kernel lacks or rejected.
+    dropped: load::Dropped,
 }
 
 impl HostQueueProbes {
     /// Open, load and attach the qdisc and kfree_skb programs.
     pub fn attach(filter: NetnsFilter) -> Result<Self> {
-        // As for the flow probes: the skeleton borrows its object storage
-        // for its whole life, and there is one observer per process.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = HostqSkelBuilder::default()
-            .open(storage)
-            .context("opening the host-queue BPF object")?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .context("host-queue BPF object has no .rodata")?;
-        match filter {
-            NetnsFilter::Only(ino) => rodata.target_netns = ino,
-            NetnsFilter::All => rodata.all_netns = true,
-        }
-        let mut skel = open.load().context(
-            "loading the host-queue BPF programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)",
-        )?;
+        let btf = Btf::from_vmlinux().ok();
+        let fail = load::test_fail_programs();
+        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
+        let (mut skel, dropped) =
+            load::load_with_fallback("host-queue", HOSTQ_PROGRAMS, btf.as_ref(), |plan| {
+                // As for the flow probes: the skeleton borrows its object
+                // storage for its whole life, one observer per process.
+                let storage: &'static mut MaybeUninit<OpenObject> =
+                    Box::leak(Box::new(MaybeUninit::uninit()));
+                let mut open = HostqSkelBuilder::default()
+                    .open(storage)
+                    .context("opening the host-queue BPF object")?;
+                let rodata = open
+                    .maps
+                    .rodata_data
+                    .as_deref_mut()
+                    .context("host-queue BPF object has no .rodata")?;
+                match filter {
+                    NetnsFilter::Only(ino) => rodata.target_netns = ino,
+                    NetnsFilter::All => rodata.all_netns = true,
+                }
+                rodata.test_reject = load::test_reject_mask(&fail, &counters);
+                rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
+                plan.apply(open.open_object_mut());
+                Ok(open.load()?)
+            })?;
         skel.attach()
             .context("attaching the host-queue programs to qdisc and kfree_skb tracepoints")?;
         Ok(HostQueueProbes {
@@ -87,6 +128,7 @@ impl HostQueueProbes {
             prev_if: HashMap::new(),
             prev_drops: HashMap::new(),
             reason_names: drop_reason_names().unwrap_or_default(),
+            dropped,
         })
     }
 
@@ -220,8 +262,21 @@ impl HostQueueProbes {
     pub fn program_health(&self) -> Vec<ProgramHealth> {
         PROGRAM_EVENTS
             .iter()
-            .map(|(name, counter)| program_health(self.skel.object(), name, self.counter(*counter)))
+            .map(|(name, counter)| {
+                health_of(
+                    self.skel.object(),
+                    HOSTQ_PROGRAMS,
+                    &self.dropped,
+                    name,
+                    self.counter(*counter),
+                )
+            })
             .collect()
+    }
+
+    /// Programs this kernel lacks or rejected, with why.
+    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+        not_loaded(HOSTQ_PROGRAMS, &self.dropped)
     }
 }
 

@@ -16,3 +16,4 @@ pub mod hostq_skel {
 
 pub mod flows;
 pub mod hostq;
+pub mod load;

@@ -64,6 +64,8 @@ impl Cumulative {
 struct HealthAcc {
     program_events: BTreeMap<String, Cumulative>,
     program_missed: BTreeMap<String, Cumulative>,
+    /// Programs not attached: (why, what is lost).
+    program_absent: BTreeMap<String, (String, String)>,
     ringbuf_drops: Cumulative,
     untracked_flows: Cumulative,
     counter_read_failures: Cumulative,
@@ -503,6 +505,15 @@ impl ReportBuilder {
         let h = &snap.health;
         let acc = &mut self.health;
         for p in &h.programs {
+            if !p.attached {
+                acc.program_absent.insert(
+                    p.name.clone(),
+                    (
+                        p.not_attached.clone().unwrap_or_default(),
+                        p.lost.clone().unwrap_or_default(),
+                    ),
+                );
+            }
             acc.program_events
                 .entry(p.name.clone())
                 .or_default()
@@ -873,6 +884,8 @@ impl ReportBuilder {
                         ProgramSummary {
                             events: ev.total,
                             missed,
+                            not_attached: h.program_absent.get(name).map(|a| a.0.clone()),
+                            lost: h.program_absent.get(name).map(|a| a.1.clone()),
                         },
                     )
                 })

@@ -188,6 +188,12 @@ pub struct HealthSummary {
 pub struct ProgramSummary {
     pub events: u64,
     pub missed: u64,
+    /// Why the program was not attached (the latest interval that said so);
+    /// its figures are missing from the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_attached: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

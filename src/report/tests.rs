@@ -119,8 +119,7 @@ fn snap(seq: u64, eth0: (u64, u64), eth1: (u64, u64), events: u64) -> Snapshot {
                 name: "tcp_probe".into(),
                 events,
                 missed: 0,
-                run_cnt: 0,
-                run_time_ns: 0,
+                ..Default::default()
             }],
             ..Default::default()
         },
@@ -432,4 +431,39 @@ fn flows_carry_their_interface_into_the_report() {
     assert!(r.flows.iter().all(|f| f.iface.is_none()));
     let text = crate::report::text::render(&r);
     assert!(text.contains(" iface "), "{text}");
+}
+
+#[test]
+fn a_program_not_attached_is_reported_as_such_not_as_idle() {
+    let snaps: Vec<Snapshot> = (0..3)
+        .map(|i| {
+            let mut s = snap(i, (300, 0), (0, 0), 10 * i);
+            s.health.programs.push(ProgramHealth {
+                name: "tcp_sendmsg_locked".into(),
+                attached: false,
+                not_attached: Some(
+                    "tracepoint tcp_sendmsg_locked does not exist in this kernel".into(),
+                ),
+                lost: Some("owners from the kernel".into()),
+                ..Default::default()
+            });
+            s
+        })
+        .collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let p = &r.health.programs["tcp_sendmsg_locked"];
+    assert!(p
+        .not_attached
+        .as_deref()
+        .unwrap()
+        .contains("does not exist"));
+    assert_eq!(r.health.programs["tcp_probe"].not_attached, None);
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains("tcp_sendmsg_locked NOT attached (tracepoint tcp_sendmsg_locked does not exist in this kernel; missing: owners from the kernel)"),
+        "{text}"
+    );
+    assert!(!text.contains("tcp_sendmsg_locked 0 events"), "{text}");
+    let html = crate::report::html::render(&r);
+    assert!(html.contains("NOT attached"), "html says it");
 }

@@ -352,7 +352,13 @@ fn health(out: &mut String, r: &Report) {
     let programs: Vec<String> = h
         .programs
         .iter()
-        .map(|(n, p)| format!("{n} {} events, {} missed", p.events, p.missed))
+        .map(|(n, p)| match &p.not_attached {
+            Some(why) => format!(
+                "{n} NOT attached ({why}; missing: {})",
+                p.lost.as_deref().unwrap_or("unknown")
+            ),
+            None => format!("{n} {} events, {} missed", p.events, p.missed),
+        })
         .collect();
     if !programs.is_empty() {
         let _ = writeln!(out, "  programs: {}", programs.join("; "));

@@ -114,6 +114,15 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         h.untracked_flows,
         h.counter_read_failures
     );
+    for p in h.not_attached() {
+        let _ = writeln!(
+            out,
+            "health: program {} NOT attached ({}); missing: {}",
+            p.name,
+            p.not_attached.as_deref().unwrap_or("unknown reason"),
+            p.lost.as_deref().unwrap_or("unknown")
+        );
+    }
     out
 }
 
@@ -218,5 +227,37 @@ mod tests {
         snap.interfaces.pop();
         let text = render(&snap, None, 10);
         assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
+    }
+
+    #[test]
+    fn programs_not_attached_are_shown_with_what_is_missing() {
+        let snap = Snapshot {
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5")],
+            flows: vec![],
+            events: vec![],
+            health: Health {
+                programs: vec![crate::snapshot::ProgramHealth {
+                    name: "tcp_sendmsg_locked".into(),
+                    attached: false,
+                    not_attached: Some("tracepoint absent".into()),
+                    lost: Some("owners from the kernel".into()),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
+        };
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains(
+                "program tcp_sendmsg_locked NOT attached (tracepoint absent); missing: owners from the kernel"
+            ),
+            "{text}"
+        );
+        let tui = crate::sinks::tui::render::health_text(&snap.health);
+        assert!(tui.contains("NOT attached: tcp_sendmsg_locked"), "{tui}");
     }
 }

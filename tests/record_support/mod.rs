@@ -218,8 +218,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 name: "tcp_probe".into(),
                 events: seq * 500,
                 missed: seq / 100,
-                run_cnt: 0,
-                run_time_ns: 0,
+                ..Default::default()
             }],
             untracked_flows: 0,
             ringbuf_drops: seq / 50,

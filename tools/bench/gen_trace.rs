@@ -445,9 +445,7 @@ impl Generator {
                     .map(|(name, events)| ProgramHealth {
                         name: name.to_string(),
                         events,
-                        missed: 0,
-                        run_cnt: 0,
-                        run_time_ns: 0,
+                        ..Default::default()
                     })
                     .collect(),
                 untracked_flows: 0,

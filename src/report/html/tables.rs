@@ -280,6 +280,16 @@ pub fn health(out: &mut String, report: &Report) {
              <th>missed (skipped by the kernel)</th></tr>\n",
         );
         for (name, p) in &h.programs {
+            if let Some(why) = &p.not_attached {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{}</td><td colspan=\"2\">NOT attached: {}; missing: {}</td></tr>",
+                    Esc(name),
+                    Esc(why),
+                    Esc(p.lost.as_deref().unwrap_or("unknown"))
+                );
+                continue;
+            }
             let _ = writeln!(
                 out,
                 "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",

@@ -354,9 +354,19 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         "Runs of the BPF program the kernel skipped (recursion misses): events lost.",
         Kind::Counter,
     );
+    let mut attached = Family::new(
+        "throttlescope_bpf_attached",
+        "1 when the BPF program runs; 0 when this kernel lacks or rejected it (its figures are missing, see the health block).",
+        Kind::Gauge,
+    );
     for p in &state.programs {
-        events.int(vec![("program", p.name.clone())], p.events);
-        missed.int(vec![("program", p.name.clone())], p.missed);
+        attached.int(vec![("program", p.name.clone())], u64::from(p.attached));
+        // A program that is not attached has no events: no series, rather
+        // than a 0 that reads as attached and idle.
+        if p.attached {
+            events.int(vec![("program", p.name.clone())], p.events);
+            missed.int(vec![("program", p.name.clone())], p.missed);
+        }
     }
     let mut ringbuf = Family::new(
         "throttlescope_ringbuf_drops",
@@ -391,6 +401,7 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         last.float(Vec::new(), ms as f64 / 1000.0);
     }
     vec![
+        attached,
         events,
         missed,
         ringbuf,

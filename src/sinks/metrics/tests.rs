@@ -189,6 +189,7 @@ fn exact_names_and_values() {
         r#"throttlescope_allowance_counter_resets_total{device="b0"} 1"#,
         r#"throttlescope_bpf_events_total{program="tcp_probe"} 42"#,
         r#"throttlescope_bpf_missed_total{program="tcp_probe"} 1"#,
+        r#"throttlescope_bpf_attached{program="tcp_probe"} 1"#,
         "throttlescope_ringbuf_drops_total 5",
         "throttlescope_untracked_flows_total 6",
         "throttlescope_counter_read_failures_total 7",
@@ -228,6 +229,26 @@ fn exact_names_and_values() {
             assert!(!name.ends_with("_total"), "{line}");
         }
     }
+}
+
+#[test]
+fn a_program_not_attached_is_0_and_has_no_event_series() {
+    let mut st = ExporterState::new(20);
+    let mut snap = snapshot(0);
+    snap.health.programs.push(ProgramHealth {
+        name: "tcp_sendmsg_locked".into(),
+        attached: false,
+        not_attached: Some("tracepoint tcp_sendmsg_locked does not exist in this kernel".into()),
+        lost: Some("owners from the kernel".into()),
+        ..Default::default()
+    });
+    st.apply(&snap, &analysis(0, vec![]));
+    let text = encode_state(st);
+    let l = lines(&text);
+    assert!(l.contains(&r#"throttlescope_bpf_attached{program="tcp_sendmsg_locked"} 0"#));
+    assert!(l.contains(&r#"throttlescope_bpf_attached{program="tcp_probe"} 1"#));
+    assert!(!text.contains(r#"throttlescope_bpf_events_total{program="tcp_sendmsg_locked"}"#));
+    assert!(!text.contains(r#"throttlescope_bpf_missed_total{program="tcp_sendmsg_locked"}"#));
 }
 
 #[test]

@@ -181,17 +181,23 @@ fn status_line(screen: &Screen) -> Line<'static> {
 
 /// What the observer missed: shown always, never hidden.
 pub fn health_text(h: &Health) -> String {
-    format!(
+    let mut text = format!(
         "health: missed runs {} | ringbuf drops {} | untracked flows {} | read failures {}",
         h.missed_total(),
         h.ringbuf_drops,
         h.untracked_flows + h.host_queue_untracked,
         h.counter_read_failures
-    )
+    );
+    let absent = h.not_attached_text();
+    if !absent.is_empty() {
+        text.push_str(&format!(" | NOT attached: {absent}"));
+    }
+    text
 }
 
 fn health_ok(h: &Health) -> bool {
     h.missed_total() == 0
+        && h.not_attached().next().is_none()
         && h.ringbuf_drops == 0
         && h.untracked_flows == 0
         && h.host_queue_untracked == 0
