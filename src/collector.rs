@@ -12,6 +12,7 @@ use crate::allowance::{AllowanceReader, CounterSource};
 use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
 use crate::ifindex::IfIndexNames;
 use crate::ifstats;
+use crate::netns::NetnsNames;
 use crate::owners::OwnerIndex;
 use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
@@ -62,6 +63,7 @@ pub struct Collector {
     flows: FlowTable,
     owners: OwnerIndex,
     workloads: WorkloadResolver,
+    netns_names: NetnsNames,
     /// The observer's own netns inode: only its flows' ifindexes name one
     /// of its interfaces (`if_names` answers for this namespace).
     own_netns: u32,
@@ -126,6 +128,7 @@ impl Collector {
             flows: FlowTable::new(start_ns),
             owners: OwnerIndex::default(),
             workloads: WorkloadResolver::for_host(config.pod_logs.clone()),
+            netns_names: NetnsNames::for_host(),
             own_netns: netns,
             if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
@@ -204,6 +207,13 @@ impl Collector {
             },
         );
         self.workloads.resolve(&mut flows, seq);
+        for f in flows.iter_mut().filter(|f| f.netns != own_netns) {
+            f.netns_name = self.netns_names.name(f.netns, seq).or_else(|| {
+                let w = f.owner.as_ref()?.workload.as_ref()?;
+                w.pod_uid.as_ref()?;
+                Some(format!("pod {}", w.label()?))
+            });
+        }
         if !self.config.workloads.is_empty() {
             let keep = &self.config.workloads;
             flows.retain(|f| keep.matches(f));

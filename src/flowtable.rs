@@ -150,6 +150,7 @@ impl FlowTable {
             opened,
             closed,
             iface: resolve_iface(rec),
+            netns_name: None,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod duration;
 pub mod flowtable;
 pub mod ifindex;
 pub mod ifstats;
+pub mod netns;
 pub mod owners;
 pub mod pipeline;
 pub mod probes;

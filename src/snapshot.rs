@@ -288,6 +288,12 @@ pub struct FlowSample {
     /// The analysis counts a flow without one for every interface.
     #[serde(default)]
     pub iface: Option<String>,
+    /// For a flow of another network namespace (`--all-netns`): that
+    /// namespace's `ip netns` name, else `pod NAMESPACE/NAME` of the pod
+    /// that owns the flow; None for the observer's own namespace, when
+    /// neither is known, and in recordings older than format 1.3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_name: Option<String>,
 }
 
 impl FlowSample {
@@ -322,7 +328,19 @@ impl FlowSample {
             opened: false,
             closed: false,
             iface: None,
+            netns_name: None,
         }
+    }
+
+    /// What the views show of who the flow belongs to on a container host:
+    /// the owner's pod, container or service, else (a flow of another
+    /// namespace) `netns NAME`.
+    pub fn workload_label(&self) -> Option<String> {
+        self.owner
+            .as_ref()
+            .and_then(|o| o.workload.as_ref())
+            .and_then(|w| w.label())
+            .or_else(|| self.netns_name.as_ref().map(|n| format!("netns {n}")))
     }
 
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.

@@ -176,6 +176,33 @@ impl Workload {
         self.runtime = Some(runtime);
     }
 
+    /// What the workload is called in summaries: (`pod`, `namespace/name`
+    /// or the UID where the name is not known), (`container`, the id's
+    /// first 12 digits, as `crictl ps` and `docker ps` print it) for a
+    /// container outside any pod, or (`service`, the unit).
+    pub fn key(&self) -> Option<(&'static str, String)> {
+        if let Some(uid) = &self.pod_uid {
+            let name = match (&self.pod_namespace, &self.pod_name) {
+                (Some(ns), Some(n)) => format!("{ns}/{n}"),
+                _ => uid.clone(),
+            };
+            return Some(("pod", name));
+        }
+        if let Some(id) = &self.container_id {
+            return Some(("container", id.chars().take(12).collect()));
+        }
+        self.service.as_ref().map(|s| ("service", s.clone()))
+    }
+
+    /// The short name tables show: a pod's `namespace/name` (or UID), `ctr`
+    /// and the short id of a container outside pods, a service's unit.
+    pub fn label(&self) -> Option<String> {
+        self.key().map(|(kind, name)| match kind {
+            "container" => format!("ctr {name}"),
+            _ => name,
+        })
+    }
+
     /// Nothing known: the path names no pod, container or service.
     pub fn is_empty(&self) -> bool {
         self.pod_uid.is_none() && self.container_id.is_none() && self.service.is_none()

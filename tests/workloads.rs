@@ -289,6 +289,14 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         &["--pod-logs", &pod_logs_arg, "--pod", "kafka/broker-0"],
     );
     let only_kafka = lab.watch_json_in_broker("2s", &["--service", "kafka"]);
+    // From the root namespace with --all-netns: the broker's flows are
+    // named after their namespace (its `ip netns` name).
+    let all_netns = common::run(
+        Command::new(common::binary())
+            .args(["watch", "--json", "--all-netns", "--duration", "2s"])
+            .args(["--pod-logs", &pod_logs_arg]),
+    )
+    .stdout;
     // A recording, reviewed by workload.
     let trace = scratch.0.join("trace.jsonl");
     let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
@@ -361,6 +369,16 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         |lines: &[u8]| -> BTreeSet<u16> { flows_of(lines).iter().map(local_port).collect() };
     assert_eq!(ports(&only_broker0), BTreeSet::from([7101]));
     assert_eq!(ports(&only_kafka), BTreeSet::from([7105]));
+
+    let broker_ino = lab.netns_inode(&lab.broker());
+    let named: Vec<Value> = flows_of(&all_netns)
+        .into_iter()
+        .filter(|f| f["netns"].as_u64() == Some(u64::from(broker_ino)))
+        .collect();
+    assert!(!named.is_empty(), "no broker flow seen with --all-netns");
+    for f in &named {
+        assert_eq!(f["netns_name"].as_str(), Some(lab.broker().as_str()), "{f}");
+    }
 
     // The report adds the flows up per workload, and --pod keeps one pod.
     let report = |extra: &[&str]| -> Value {

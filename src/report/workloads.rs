@@ -26,18 +26,7 @@ pub struct WorkloadSummary {
 /// What a flow owner's workload is called in the summary; None when the
 /// owner names no pod, container or service.
 pub fn workload_key(owner: Option<&Owner>) -> Option<(&'static str, String)> {
-    let w = owner?.workload.as_ref()?;
-    if let Some(uid) = &w.pod_uid {
-        let name = match (&w.pod_namespace, &w.pod_name) {
-            (Some(ns), Some(n)) => format!("{ns}/{n}"),
-            _ => uid.clone(),
-        };
-        return Some(("pod", name));
-    }
-    if let Some(id) = &w.container_id {
-        return Some(("container", id.chars().take(12).collect()));
-    }
-    w.service.as_ref().map(|s| ("service", s.clone()))
+    owner?.workload.as_ref()?.key()
 }
 
 /// Adds up flows by workload, most backoff first.

@@ -64,9 +64,18 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         }
     };
+    // Who the flow belongs to on a container host, when anyone knows.
+    let workload_col = snap.flows.iter().any(|f| f.workload_label().is_some());
+    let workload_of = |f: &FlowSample| {
+        if workload_col {
+            format!(" {:<24}", f.workload_label().unwrap_or_else(|| "-".into()))
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<40} {:>6}{} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+        "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
         "peer",
         "lport",
         if iface_col {
@@ -75,6 +84,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         },
         "owner",
+        if workload_col {
+            format!(" {:<24}", "workload")
+        } else {
+            String::new()
+        },
         "tx",
         "srtt",
         "min_rtt",
@@ -86,11 +100,12 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     for f in busiest(&snap.flows).into_iter().take(top) {
         let _ = writeln!(
             out,
-            "{:<40} {:>6}{} {:<16} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
             f.peer.to_string(),
             f.local.port(),
             iface_of(f),
             owner_label(f),
+            workload_of(f),
             rate_bits(f.delta.bytes_sent as f64 * 8.0 / secs),
             micros(f.srtt_us),
             micros(f.min_rtt_us),
@@ -227,6 +242,40 @@ mod tests {
         snap.interfaces.pop();
         let text = render(&snap, None, 10);
         assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
+    }
+
+    #[test]
+    fn the_workload_column_appears_when_a_flow_has_one() {
+        let mut snap = Snapshot {
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5")],
+            flows: vec![flow(2, None), flow(1, None)],
+            events: vec![],
+            health: Health::default(),
+        };
+        let text = render(&snap, None, 10);
+        assert!(!text.contains("workload"), "{text}");
+        snap.flows[0].owner = Some(crate::snapshot::Owner {
+            pid: 7,
+            comm: "java".into(),
+            cgroup_id: 0,
+            cgroup: Some("/system.slice/kafka.service".into()),
+            workload: Some(crate::workload::Workload::from_cgroup_path(
+                "/system.slice/kafka.service",
+            )),
+        });
+        snap.flows[1].netns_name = Some("tenant-b".into());
+        let text = render(&snap, None, 10);
+        let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
+        assert!(line("peer").contains(" workload "), "{text}");
+        assert!(line("10.0.0.2:40000").contains(" kafka.service "), "{text}");
+        assert!(
+            line("10.0.0.1:40000").contains(" netns tenant-b "),
+            "{text}"
+        );
     }
 
     #[test]

@@ -187,6 +187,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             opened: seq == 0,
             closed: false,
             iface: None,
+            netns_name: None,
         })
         .collect();
     Snapshot {

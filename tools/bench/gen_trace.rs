@@ -383,6 +383,7 @@ impl Generator {
                 opened: f.opened,
                 closed: closing,
                 iface: Some(self.ifaces[f.iface].name.to_string()),
+                netns_name: None,
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;

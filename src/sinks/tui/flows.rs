@@ -53,6 +53,8 @@ pub struct FlowRow<'a> {
     pub closed: bool,
     /// The interface the flow uses, when known.
     pub iface: Option<String>,
+    /// Its pod, container, service or namespace (`FlowSample::workload_label`).
+    pub workload: Option<String>,
 }
 
 impl FlowRow<'_> {
@@ -80,7 +82,8 @@ impl FlowRow<'_> {
     }
 
     /// Does the filter match this flow's peer address (or `addr:port`), its
-    /// local port (`:9092`) or its owner's process name? Case-insensitive;
+    /// local port (`:9092`), its owner's process name or its workload (pod,
+    /// container, service, namespace)? Case-insensitive;
     /// an empty filter matches every flow.
     pub fn matches(&self, filter: &str) -> bool {
         let filter = filter.trim().to_lowercase();
@@ -97,6 +100,10 @@ impl FlowRow<'_> {
             || a.owner
                 .as_ref()
                 .is_some_and(|o| o.comm.to_lowercase().contains(&filter))
+            || self
+                .workload
+                .as_ref()
+                .is_some_and(|w| w.to_lowercase().contains(&filter))
     }
 }
 
@@ -123,6 +130,7 @@ pub fn rows<'a>(
                 },
                 closed: sample.is_some_and(|f| f.closed),
                 iface: sample.and_then(|f| f.iface.clone()),
+                workload: sample.and_then(|f| f.workload_label()),
             }
         })
         .filter(|r| r.matches(filter))

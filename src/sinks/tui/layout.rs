@@ -68,6 +68,8 @@ pub enum Column {
     /// Only with several interfaces: which one the flow uses.
     Iface,
     Owner,
+    /// Only when some flow's pod, container, service or namespace is known.
+    Workload,
     Tx,
     Rtt,
     Cwnd,
@@ -77,13 +79,14 @@ pub enum Column {
 
 impl Column {
     /// Left to right.
-    pub const ALL: [Column; 11] = [
+    pub const ALL: [Column; 12] = [
         Column::Rank,
         Column::Backoff,
         Column::Peer,
         Column::LocalPort,
         Column::Iface,
         Column::Owner,
+        Column::Workload,
         Column::Tx,
         Column::Rtt,
         Column::Cwnd,
@@ -92,7 +95,7 @@ impl Column {
     ];
 
     /// Most wanted first: who, how fast, how delayed, how lossy.
-    const BY_PRIORITY: [Column; 11] = [
+    const BY_PRIORITY: [Column; 12] = [
         Column::Peer,
         Column::LocalPort,
         Column::Tx,
@@ -101,6 +104,7 @@ impl Column {
         Column::Backoff,
         Column::Cwnd,
         Column::Owner,
+        Column::Workload,
         Column::State,
         Column::Rank,
         Column::Iface,
@@ -114,6 +118,7 @@ impl Column {
             Column::LocalPort => "lport",
             Column::Iface => "iface",
             Column::Owner => "process",
+            Column::Workload => "workload",
             Column::Tx => "tx",
             Column::Rtt => "srtt/min_rtt",
             Column::Cwnd => "cwnd",
@@ -134,6 +139,8 @@ impl Column {
             Column::Iface => 10,
             // comm (15) / pid
             Column::Owner => 22,
+            // namespace/pod names are longer; longer ones are cut
+            Column::Workload => 24,
             Column::Tx => 10,
             Column::Rtt => 20,
             Column::Cwnd => 6,
@@ -155,13 +162,15 @@ pub fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
 
 /// The most wanted columns that fit in `width`, in display order. The
 /// interface column only when asked (`iface`: the snapshot has several
-/// interfaces), and last in priority.
-pub fn columns_for(width: u16, peer_width: u16, iface: bool) -> Vec<Column> {
+/// interfaces), and last in priority; the workload column only when some
+/// flow has one (`workload`).
+pub fn columns_for(width: u16, peer_width: u16, iface: bool, workload: bool) -> Vec<Column> {
     let mut used: u16 = 0;
     let mut chosen = Vec::new();
     for c in Column::BY_PRIORITY
         .into_iter()
         .filter(|c| iface || *c != Column::Iface)
+        .filter(|c| workload || *c != Column::Workload)
     {
         let gap = if chosen.is_empty() { 0 } else { COLUMN_SPACING };
         let need = used.saturating_add(gap).saturating_add(c.width(peer_width));
@@ -229,25 +238,34 @@ mod tests {
     fn columns_fit_the_width() {
         let without_iface: Vec<Column> = Column::ALL
             .into_iter()
-            .filter(|c| *c != Column::Iface)
+            .filter(|c| *c != Column::Iface && *c != Column::Workload)
             .collect();
-        assert_eq!(columns_for(200, 21, true), Column::ALL.to_vec());
-        assert_eq!(columns_for(200, 21, false), without_iface);
+        let with_iface: Vec<Column> = Column::ALL
+            .into_iter()
+            .filter(|c| *c != Column::Workload)
+            .collect();
+        assert_eq!(columns_for(200, 21, true, false), with_iface);
+        assert_eq!(columns_for(230, 21, true, true), Column::ALL.to_vec());
+        // The workload column comes right after the process.
+        let w = columns_for(200, 15, false, true);
+        let owner = w.iter().position(|c| *c == Column::Owner).unwrap();
+        assert_eq!(w[owner + 1], Column::Workload);
+        assert_eq!(columns_for(200, 21, false, false), without_iface);
         // With peers as short as the lab's (10.77.1.1:47678), 120 is enough
         // for all but the interface, which comes last.
-        assert_eq!(columns_for(120, 15, false), without_iface);
-        assert_eq!(columns_for(120, 15, true), without_iface);
-        assert!(columns_for(131, 15, true).contains(&Column::Iface));
+        assert_eq!(columns_for(120, 15, false, false), without_iface);
+        assert_eq!(columns_for(120, 15, true, false), without_iface);
+        assert!(columns_for(131, 15, true, false).contains(&Column::Iface));
         // Wider peers drop the least wanted columns first.
-        let cols = columns_for(120, 21, false);
+        let cols = columns_for(120, 21, false, false);
         assert!(!cols.contains(&Column::Rank) && !cols.contains(&Column::State));
         assert!(cols.contains(&Column::Owner));
         assert_eq!(
-            columns_for(60, 21, true),
+            columns_for(60, 21, true, false),
             vec![Column::Peer, Column::LocalPort, Column::Tx, Column::Rtt]
         );
         for w in [0, 10, 40, 59, 61, 80, 100] {
-            let cols = columns_for(w, 47, true);
+            let cols = columns_for(w, 47, true, false);
             let used: u16 = cols.iter().map(|c| c.width(47)).sum::<u16>()
                 + COLUMN_SPACING * (cols.len() as u16).saturating_sub(1);
             assert!(used <= w, "{w}: {cols:?}");
@@ -256,6 +274,6 @@ mod tests {
         let v6 = "[2001:db8:aaaa:bbbb:cccc:dddd:eeee:1]:40000";
         assert_eq!(peer_width([v6, "10.0.0.1:1"].into_iter()), 43);
         assert_eq!(peer_width(std::iter::empty()), 15);
-        assert!(columns_for(120, 42, false).len() < without_iface.len());
+        assert!(columns_for(120, 42, false, false).len() < without_iface.len());
     }
 }

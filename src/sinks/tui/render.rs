@@ -409,6 +409,7 @@ fn cell(c: Column, r: &FlowRow) -> String {
         Column::LocalPort => a.local.port().to_string(),
         Column::Iface => clip(r.iface.as_deref().unwrap_or("-"), 10),
         Column::Owner => r.owner_label(),
+        Column::Workload => clip(r.workload.as_deref().unwrap_or("-"), 24),
         Column::Tx => rate_bits(r.tx_bps),
         Column::Rtt => rtt_pair(a.srtt_us, a.min_rtt_us),
         Column::Cwnd => a.cwnd.to_string(),
@@ -441,7 +442,8 @@ fn draw_flows(frame: &mut Frame, area: Rect, rows: &[FlowRow], ui: &UiState, ifa
     }
     let peers: Vec<String> = rows.iter().map(|r| r.attr.peer.to_string()).collect();
     let peer_width = peer_width(peers.iter().map(String::as_str));
-    let cols = columns_for(area.width, peer_width, iface);
+    let workload = rows.iter().any(|r| r.workload.is_some());
+    let cols = columns_for(area.width, peer_width, iface, workload);
     let sorted = sorted_column(ui.sort);
     let header = Row::new(cols.iter().map(|c| {
         let t = if *c == sorted {

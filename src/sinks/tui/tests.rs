@@ -433,3 +433,42 @@ fn with_two_interfaces_a_wide_flow_table_says_which_each_flow_uses() {
     let header = find(&lines, "peer").unwrap();
     assert!(!lines[header].contains("iface"), "{}", lines[header]);
 }
+
+#[test]
+fn workloads_get_a_column_and_the_filter_finds_them() {
+    let th = Thresholds::default();
+    let mut snap = shaped(0);
+    snap.flows[0].owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+        pod_uid: Some("0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8".into()),
+        pod_namespace: Some("kafka".into()),
+        pod_name: Some("broker-0".into()),
+        ..Default::default()
+    });
+    snap.flows[1].netns_name = Some("tenant-b".into());
+    let a = analyze(&[], &snap, &th);
+    let mut m = Model::default();
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 160, 40);
+    let screen = lines.join("\n");
+    let header = find(&lines, "peer").expect(&screen);
+    assert!(lines[header].contains("workload"), "{}", lines[header]);
+    let row = |peer: &str| lines[find(&lines, peer).expect(&screen)].clone();
+    assert!(
+        row("10.77.1.1:41000").contains("kafka/broker-0"),
+        "{screen}"
+    );
+    assert!(
+        row("10.77.1.1:41001").contains("netns tenant-b"),
+        "{screen}"
+    );
+
+    // `/` finds flows by pod and by namespace name.
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, "broker-0").len(), 1);
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, "TENANT-B").len(), 1);
+
+    // Nobody known: no column.
+    let (m, _) = model(1);
+    let lines = render(&m, &UiState::default(), 160, 40);
+    let header = find(&lines, "peer").unwrap();
+    assert!(!lines[header].contains("workload"), "{}", lines[header]);
+}
