@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Checks one kernel-matrix guest's serial log (tools/kernels).
+
+check.py LOG EXPECT KERNEL: EXPECT is `observe` (doctor exits 0, each scenario's
+`watch --json` runs and is judged right, per-flow retransmits agree with the
+guest's RetransSegs) or `refuse` (doctor and watch exit non-zero naming the floor).
+Prints one summary line (tab-separated) for the table, then any failures;
+exits 1 when a check failed.
+"""
+import json
+import re
+import sys
+
+# The scenario, the verdict it must get in most intervals, and the share.
+EXPECTED = {"hv_queuing": "hypervisor_queuing", "hv_drop": "hypervisor_drop"}
+MOST = 0.5
+RETRANS_TOLERANCE = 0.05
+
+
+def sections(text):
+    """`=== NAME rest` markers -> {NAME rest: body}; scenarios nest by order."""
+    out, name, body = [], None, []
+    for line in text.splitlines():
+        if line.startswith("=== "):
+            if name is not None:
+                out.append((name, "\n".join(body)))
+            name, body = line[4:].strip(), []
+        elif name is not None:
+            body.append(line)
+    if name is not None:
+        out.append((name, "\n".join(body)))
+    return out
+
+
+def snmp(body):
+    lines = [l for l in body.splitlines() if l.startswith("Tcp:")]
+    if len(lines) < 2:
+        return None
+    return dict(zip(lines[0].split(), lines[1].split()))
+
+
+def main():
+    log, expect, kernel = sys.argv[1:4]
+    text = open(log, errors="replace").read()
+    secs = sections(text)
+    names = [n for n, _ in secs]
+    fails = []
+
+    def value(prefix):
+        for n, _ in secs:
+            if n.startswith(prefix + " "):
+                return n[len(prefix) + 1:]
+        return None
+
+    release = value("KERNEL") or "?"
+    doctor = dict(secs).get("DOCTOR", "")
+    doctor_rc = value("DOCTOR_RC")
+    if "END" not in names:
+        fails.append("the guest did not finish (no END marker): see " + log)
+
+    if expect == "refuse":
+        watch_rc = value("WATCH_RC")
+        watch_out = dict(secs).get("WATCH_ERR", "")
+        for what, rc, out in (("doctor", doctor_rc, doctor), ("watch", watch_rc, watch_out)):
+            if rc in (None, "0"):
+                fails.append(f"{what} did not refuse (exit {rc})")
+            if rc == "101" or "panicked" in out:
+                fails.append(f"{what} panicked")
+            if "5.12" not in out:
+                fails.append(f"{what} does not name the floor (5.12): {out.strip()[:300]!r}")
+            if not re.search(r"bpf_sk_storage_get|bpf_get_socket_cookie", out):
+                fails.append(f"{what} does not name the missing kernel feature")
+            if "libbpf:" in out:
+                fails.append(f"{what} printed libbpf noise: {out.strip()[:300]!r}")
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, watch exit {watch_rc}: refused (floor 5.12)\t-\t-")
+    else:
+        if doctor_rc != "0":
+            fails.append(f"doctor exit {doctor_rc}: {doctor.strip()[-600:]}")
+        attached, verdicts, retrans = "?", [], []
+        current = None
+        by_scenario = {}
+        for n, body in secs:
+            if n.startswith("SCENARIO "):
+                current = n.split()[1]
+                by_scenario[current] = {}
+            elif current is not None:
+                by_scenario[current][n.split()[0]] = (n, body)
+        for scenario, want in EXPECTED.items():
+            got = by_scenario.get(scenario)
+            if got is None:
+                fails.append(f"{scenario}: not run")
+                continue
+            rc = got.get("WATCH_RC", ("WATCH_RC ?", ""))[0].split()[-1]
+            if rc != "0":
+                fails.append(f"{scenario}: watch exit {rc}: {got.get('STDERR', ('', ''))[1][:400]}")
+            rows = []
+            for line in got.get("JSON", ("", ""))[1].splitlines():
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        fails.append(f"{scenario}: a cut JSON line")
+            if not rows:
+                fails.append(f"{scenario}: no interval")
+                continue
+            progs = rows[-1]["health"]["programs"]
+            attached = f"{sum(1 for p in progs if p.get('attached', True))}/{len(progs)}"
+            judged = []
+            for r in rows[1:]:
+                for i in r["analysis"]["interfaces"]:
+                    if i["iface"] == "b0" and i["verdict"] != "idle":
+                        judged.append(i["verdict"])
+            hits = sum(1 for v in judged if v == want)
+            verdicts.append(f"{scenario} {hits}/{len(judged)} {want}")
+            if not judged or hits / len(judged) < MOST:
+                fails.append(f"{scenario}: {want} in {hits} of {len(judged)} busy intervals: {judged}")
+            s0 = snmp(got.get("SNMP0", ("", ""))[1])
+            s1 = snmp(got.get("SNMP1", ("", ""))[1])
+            ours = sum(f["delta"]["retrans_segs"] for r in rows for f in r["flows"])
+            if s0 and s1:
+                theirs = int(s1["RetransSegs"]) - int(s0["RetransSegs"])
+                retrans.append(f"{scenario} {ours}/{theirs}")
+                if abs(ours - theirs) > max(RETRANS_TOLERANCE * theirs, 1):
+                    fails.append(f"{scenario}: per-flow retransmits {ours}, RetransSegs {theirs} (>5% apart)")
+            else:
+                fails.append(f"{scenario}: no /proc/net/snmp readings")
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}\t"
+              f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")
+    for f in fails:
+        print(f"  FAIL {kernel}: {f}")
+    sys.exit(1 if fails else 0)
+
+
+if __name__ == "__main__":
+    main()
