@@ -465,27 +465,61 @@ int seed_flows(struct bpf_iter__tcp *ctx)
 	return 0;
 }
 
+/* One flow's record into the iterator's output; its interval extremes start
+ * again for the next snapshot. */
+static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, struct tcp_sock *tp,
+				     struct ts_flow_state *st)
+{
+	struct ts_flow_record *rec;
+	__u32 zero = 0;
+
+	rec = bpf_map_lookup_elem(&scratch, &zero);
+	if (!rec)
+		return;
+	fill_record(rec, sk, tp, st);
+	bpf_seq_write(seq, rec, sizeof(*rec));
+	health_inc(TS_H_ITER_RECORDS);
+	st->srtt_max_us = 0;
+	st->cwnd_min = 0;
+}
+
 /* Run every interval: one ts_flow_record per tracked socket, every netns. */
 SEC("iter/bpf_sk_storage_map")
 int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
 {
 	struct ts_flow_state *st = ctx->value;
 	struct sock *sk = ctx->sk;
-	struct ts_flow_record *rec;
 	struct tcp_sock *tp;
-	__u32 zero = 0;
 
+	TEST_REJECT(TS_H_ITER_RECORDS);
 	if (!sk || !st)
 		return 0;
 	tp = bpf_skc_to_tcp_sock(sk);
-	rec = bpf_map_lookup_elem(&scratch, &zero);
-	if (!tp || !rec)
+	if (!tp)
 		return 0;
-	fill_record(rec, sk, tp, st);
-	bpf_seq_write(ctx->meta->seq, rec, sizeof(*rec));
-	health_inc(TS_H_ITER_RECORDS);
-	/* Interval extremes start again for the next snapshot. */
-	st->srtt_max_us = 0;
-	st->cwnd_min = 0;
+	dump_one(ctx->meta->seq, sk, tp, st);
+	return 0;
+}
+
+/* The same records through the TCP socket iterator, for kernels or BPF LSM
+ * policies that refuse map iterators: it walks the sockets of the network
+ * namespace the iterator was created in, so user space runs it once per
+ * observed namespace. */
+SEC("iter/tcp")
+int dump_flows_tcp(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct ts_flow_state *st;
+	struct tcp_sock *tp;
+
+	if (!skc)
+		return 0;
+	tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp || !observed((struct sock *)tp))
+		return 0;
+	st = bpf_sk_storage_get(&flow_state, (struct sock *)tp, 0, 0);
+	if (!st)
+		return 0;
+	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st);
 	return 0;
 }

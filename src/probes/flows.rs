@@ -21,6 +21,7 @@ use super::flows_skel::types::{
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
+use super::netns_dump::OtherNamespaces;
 use crate::snapshot::ProgramHealth;
 
 /// Which sockets to observe.
@@ -48,10 +49,23 @@ impl ProbeCounters {
     }
 }
 
+/// How each interval's flow records are read.
+enum FlowDump {
+    /// The socket-storage map iterator: every tracked socket of every
+    /// namespace in one pass.
+    Map(Link),
+    /// The TCP socket iterator, which walks the namespace it is created
+    /// in: this thread's, then (with --all-netns) every other one.
+    PerNetns {
+        link: Link,
+        others: Option<OtherNamespaces>,
+    },
+}
+
 /// The attached flow probes. Dropping it detaches every program.
 pub struct FlowProbes {
     skel: FlowsSkel<'static>,
-    dump_link: Link,
+    dump: RefCell<FlowDump>,
     ringbuf: RingBuffer<'static>,
     pending: Rc<RefCell<Vec<RawEvent>>>,
     /// Ring-buffer messages we could not decode (never expected; counted).
@@ -126,9 +140,20 @@ pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
     ProgramSpec {
         name: "dump_flows",
         tracepoint: None,
+        required: false,
+        args: (0, 0),
+        gives: "each interval's flow records in one pass over every namespace \
+                (socket-storage map iterator)",
+        lost: "the one-pass flow dump: flow records come from the TCP socket iterator \
+               instead, run in each observed network namespace (with --all-netns, every \
+               namespace a process is in or /run/netns names); same figures",
+    },
+    ProgramSpec {
+        name: "dump_flows_tcp",
+        tracepoint: None,
         required: true,
         args: (0, 0),
-        gives: "each interval's flow records (socket-storage iterator)",
+        gives: "each interval's flow records where map iterators are refused (TCP iterator)",
         lost: "",
     },
 ];
@@ -162,7 +187,11 @@ impl FlowProbes {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
-        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
+        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS
+            .iter()
+            .map(|(n, c)| (*n, c.0))
+            .chain([("dump_flows", ts_health_counter::TS_H_ITER_RECORDS.0)])
+            .collect();
         let (mut skel, dropped) =
             load::load_with_fallback("flow", FLOW_PROGRAMS, btf.as_ref(), |plan| {
                 // The skeleton borrows its object storage for its whole
@@ -189,17 +218,33 @@ impl FlowProbes {
                 open.progs.seed_flows.set_autoload(true);
                 open.progs.seed_flows.set_autoattach(false);
                 open.progs.dump_flows.set_autoattach(false);
+                open.progs.dump_flows_tcp.set_autoattach(false);
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;
         skel.attach()
             .context("attaching the BPF programs to their tracepoints")?;
 
-        let dump_link = skel
-            .progs
-            .dump_flows
-            .attach_iter(skel.maps.flow_state.as_fd())
-            .context("attaching the flow-dump iterator")?;
+        let dump = if !dropped.contains_key("dump_flows") {
+            FlowDump::Map(
+                skel.progs
+                    .dump_flows
+                    .attach_iter(skel.maps.flow_state.as_fd())
+                    .context("attaching the flow-dump iterator")?,
+            )
+        } else {
+            FlowDump::PerNetns {
+                link: skel
+                    .progs
+                    .dump_flows_tcp
+                    .attach_iter_with_opts(IterOpts::None)
+                    .context("attaching the per-namespace flow-dump iterator")?,
+                others: match filter {
+                    NetnsFilter::All => Some(OtherNamespaces::default()),
+                    NetnsFilter::Only(_) => None,
+                },
+            }
+        };
 
         let pending = Rc::new(RefCell::new(Vec::new()));
         let malformed = Rc::new(RefCell::new(0u64));
@@ -221,7 +266,7 @@ impl FlowProbes {
 
         let probes = FlowProbes {
             skel,
-            dump_link,
+            dump: RefCell::new(dump),
             ringbuf,
             pending,
             malformed,
@@ -247,10 +292,23 @@ impl FlowProbes {
 
     /// One record per tracked socket, as of now.
     pub fn read_flows(&self) -> Result<Vec<ts_flow_record>> {
-        let mut it = Iter::new(&self.dump_link).context("creating a flow-dump iterator")?;
         let mut buf = Vec::with_capacity(64 * size_of::<ts_flow_record>());
-        it.read_to_end(&mut buf)
-            .context("reading the flow-dump iterator")?;
+        match &mut *self.dump.borrow_mut() {
+            FlowDump::Map(link) => {
+                let mut it = Iter::new(link).context("creating a flow-dump iterator")?;
+                it.read_to_end(&mut buf)
+                    .context("reading the flow-dump iterator")?;
+            }
+            FlowDump::PerNetns { link, others } => {
+                // This thread's namespace first, then the others'.
+                let mut it = Iter::new(link).context("creating a flow-dump iterator")?;
+                it.read_to_end(&mut buf)
+                    .context("reading the flow-dump iterator")?;
+                if let Some(others) = others {
+                    others.read(link.as_fd().as_raw_fd(), &mut buf)?;
+                }
+            }
+        }
         let n = size_of::<ts_flow_record>();
         if buf.len() % n != 0 {
             bail!(
@@ -312,12 +370,16 @@ impl FlowProbes {
         counters: &ProbeCounters,
         probe_events: u64,
     ) -> Vec<ProgramHealth> {
+        // The map iterator is listed only when it is missing, so that the
+        // fallback dump it left to shows.
+        let dump_lost = self.dropped.get("dump_flows").map(|_| ("dump_flows", 0));
         std::iter::once(("on_tcp_probe", probe_events))
             .chain(
                 PROGRAM_EVENTS
                     .iter()
                     .map(|(name, counter)| (*name, counters.get(*counter))),
             )
+            .chain(dump_lost)
             .map(|(name, events)| {
                 health_of(
                     self.skel.object(),

@@ -194,7 +194,13 @@ pub fn load_with_fallback<L>(
             .and_then(|f| specs.iter().find(|s| s.name == f));
         match spec {
             Some(spec) if !spec.required && !dropped.contains_key(spec.name) => {
-                dropped.insert(spec.name, NotLoaded::Rejected(tail));
+                let why = if tail.trim().is_empty() {
+                    // Refused before the verifier said anything: by errno.
+                    format!("{err:#}{}", refusal_hint(&err, &log))
+                } else {
+                    tail
+                };
+                dropped.insert(spec.name, NotLoaded::Rejected(why));
             }
             Some(spec) => {
                 anyhow::bail!(
@@ -228,6 +234,17 @@ fn privilege_hint(err: &anyhow::Error, log: &[String]) -> &'static str {
         "; EPERM: needs root or CAP_BPF+CAP_PERFMON (see `throttlescope doctor`)"
     } else {
         ""
+    }
+}
+
+/// For an optional program refused with EPERM while the others loaded:
+/// the privileges were there, so a policy refused this kind of program.
+fn refusal_hint(err: &anyhow::Error, log: &[String]) -> &'static str {
+    if privilege_hint(err, log).is_empty() {
+        ""
+    } else {
+        " (EPERM before verification while the other programs loaded: a BPF LSM policy \
+         refuses this program type here)"
     }
 }
 

@@ -17,3 +17,4 @@ pub mod hostq_skel {
 pub mod flows;
 pub mod hostq;
 pub mod load;
+pub mod netns_dump;
