@@ -169,13 +169,21 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
                         format!("unavailable ({reason}; give --counters to use a counters file)")
                     }
                 };
+                let version = crate::allowance::ethtool::driver_version(&n);
                 r.check(
                     readable,
                     format!(
-                        "interface {n}: driver {driver}, counters {}; allowance counters: {allowance}",
+                        "interface {n}: driver {driver}{}, counters {}; allowance counters: {allowance}",
+                        version.as_deref().map(|v| format!(" {v}")).unwrap_or_default(),
                         if readable { "readable" } else { "NOT readable" },
                     ),
                 );
+                let known = version.as_deref().and_then(|v| {
+                    crate::allowance::driver_versions::ena_failed_read_behaviour(&driver, v)
+                });
+                if let Some((bad, text)) = known {
+                    r.push(if bad { Mark::Warn } else { Mark::Ok }, text);
+                }
             }
         }
         Err(e) => {

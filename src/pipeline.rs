@@ -2,13 +2,12 @@
 //! snapshots (the live kernel or a recording), the analysis, then the sinks
 //! (a view, the recorder, the metrics endpoint). Data flows one way.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::analysis::{analyze, IntervalAnalysis, Thresholds};
+use crate::analysis::{EpisodeTracker, IntervalAnalysis, Judge, Thresholds};
 use crate::cli::{ObserveArgs, RotateArgs};
 use crate::collector::{Collector, CollectorConfig};
 use crate::record::format::hostname;
@@ -18,8 +17,9 @@ use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
 use crate::snapshot::Snapshot;
 
-/// Snapshots kept for the analysis' look back (throughput plateau).
-pub const HISTORY: usize = 120;
+/// Closed episodes per interface that each interval carries for the views
+/// (the one under way comes on top).
+const RECENT_EPISODES: usize = 3;
 
 /// The thresholds of `--threshold NAME=VALUE` options over `base`.
 pub fn thresholds_over(base: Thresholds, assignments: &[String]) -> Result<Thresholds> {
@@ -74,6 +74,7 @@ impl Recorder {
                 .map(|i| InterfaceInfo {
                     name: i.name.clone(),
                     driver: i.driver.clone(),
+                    driver_version: crate::allowance::ethtool::driver_version(&i.name),
                 })
                 .collect();
             let mut header = TraceHeader::for_this_host(
@@ -114,7 +115,8 @@ impl Recorder {
 /// Analysis plus every sink of one run.
 pub struct Pipeline {
     thresholds: Thresholds,
-    history: VecDeque<Snapshot>,
+    judge: Judge,
+    episodes: EpisodeTracker,
     view: Box<dyn View>,
     recorder: Option<Recorder>,
     metrics: Option<MetricsServer>,
@@ -123,8 +125,9 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(thresholds: Thresholds, view: Box<dyn View>) -> Self {
         Pipeline {
+            judge: Judge::new(thresholds.clone()),
+            episodes: EpisodeTracker::new(&thresholds),
             thresholds,
-            history: VecDeque::with_capacity(HISTORY + 1),
             view,
             recorder: None,
             metrics: None,
@@ -153,8 +156,9 @@ impl Pipeline {
 
     /// Judges `snap` against the history and hands both to every sink.
     pub fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
-        let analysis: IntervalAnalysis =
-            analyze(self.history.make_contiguous(), &snap, &self.thresholds);
+        let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
+        self.episodes.push(&analysis, &snap);
+        analysis.episodes = self.episodes.recent(RECENT_EPISODES);
         // The recording first: it is what survives the incident.
         if let Some(r) = &mut self.recorder {
             r.write(&snap)?;
@@ -162,12 +166,7 @@ impl Pipeline {
         if let Some(m) = &self.metrics {
             m.update(&snap, &analysis);
         }
-        let control = self.view.show(&snap, &analysis, source)?;
-        self.history.push_back(snap);
-        if self.history.len() > HISTORY {
-            self.history.pop_front();
-        }
-        Ok(control)
+        self.view.show(&snap, &analysis, source)
     }
 
     pub fn wait(&mut self, deadline: Instant) -> Result<Control> {

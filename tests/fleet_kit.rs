@@ -35,6 +35,7 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_retransmit_percent",
     "throttlescope_verdict",
     "throttlescope_verdict_confidence",
+    "throttlescope_verdict_held_seconds",
     "throttlescope_bpf_attached",
     "throttlescope_bpf_events_total",
     "throttlescope_bpf_missed_total",

@@ -14,7 +14,7 @@ use std::process::Command;
 use common::Lab;
 use throttlescope::probes::load::TEST_FAIL_ENV;
 
-const FAILED: &str = "tcp_cong_state_set,tcp_sendmsg_locked,qdisc_enqueue";
+const FAILED: &str = "tcp_cong_state_set,tcp_sendmsg_locked,qdisc_enqueue,dump_flows";
 
 #[test]
 fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
@@ -42,8 +42,12 @@ fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
         assert_eq!(p.attached, !failed, "{p:?}");
         if failed {
             let why = p.not_attached.as_deref().unwrap_or_default();
+            // A host whose BPF LSM policy refuses map iterators refuses
+            // dump_flows before the verifier runs: then by errno.
+            let refused_by_policy = p.name == "dump_flows" && why.contains("EPERM");
             assert!(
-                why.contains("rejected") && why.contains("invalid mem access"),
+                why.contains("rejected")
+                    && (why.contains("invalid mem access") || refused_by_policy),
                 "the verifier's own words: {why}"
             );
             assert!(!p.lost.as_deref().unwrap_or_default().is_empty(), "{p:?}");
@@ -98,7 +102,7 @@ fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
     for name in FAILED.split(',') {
         assert!(
             text.lines()
-                .any(|l| l.starts_with("[lost] program on_") && l.contains(name)),
+                .any(|l| l.starts_with("[lost] program ") && l.contains(name)),
             "doctor names {name}: {text}"
         );
     }

@@ -72,14 +72,25 @@ fn series_verdicts(r: &Value) -> Vec<(u64, String, String)> {
     out
 }
 
+/// The held verdicts the live view showed, each dated back to its onset
+/// as the episodes (and so the report's chart points) are.
 fn live_verdicts(rows: &[(Snapshot, IntervalAnalysis)]) -> Vec<(u64, String, String)> {
-    rows.iter()
-        .flat_map(|(_, a)| {
-            a.interfaces
-                .iter()
-                .map(|v| (a.seq, v.iface.clone(), v.verdict.to_string()))
-        })
-        .collect()
+    let mut out: Vec<(u64, String, String)> = Vec::new();
+    for (_, a) in rows {
+        for v in &a.interfaces {
+            let held = v.held.verdict.to_string();
+            for earlier in out.iter_mut().rev() {
+                if earlier.0 < v.held.since_seq {
+                    break;
+                }
+                if earlier.1 == v.iface {
+                    earlier.2.clone_from(&held);
+                }
+            }
+            out.push((a.seq, v.iface.clone(), held));
+        }
+    }
+    out
 }
 
 fn enforcement(r: &Value) -> Vec<&Value> {

@@ -492,6 +492,7 @@ fn enforcement_report() -> Report {
     let episode = |iface: &str, verdict: Verdict, from: usize, to: usize| {
         let enforcement = verdict.is_enforcement().then(|| EnforcementSummary {
             burst_ceiling_bps: Some(4.8e9),
+            stepped_down: true,
             baseline_bps: Some(1.2e9),
             burst_secs: 100.0,
             direction: "out".to_string(),
@@ -510,6 +511,7 @@ fn enforcement_report() -> Report {
                 throughput_before_bps: enforcement.as_ref().and(Some(4.8e9)),
                 throughput_during_bps: enforcement.as_ref().and(Some(1.2e9)),
                 mean_confidence: 0.9,
+                stepped_down: enforcement.is_some(),
                 open: false,
             },
             start_offset_secs: from as f64,
@@ -599,10 +601,12 @@ fn enforcement_report() -> Report {
                 InterfaceInfo {
                     name: "eth0".to_string(),
                     driver: Some("ena".to_string()),
+                    driver_version: None,
                 },
                 InterfaceInfo {
                     name: "eth1".to_string(),
                     driver: Some("ena".to_string()),
+                    driver_version: None,
                 },
             ],
             interval_ns: 1_000_000_000,

@@ -139,7 +139,7 @@ fn client(lab: &Lab, port: u16) -> Child {
             "-c",
             Lab::BROKER_IP,
         ])
-        .args(["-p", &port.to_string(), "-R", "-t", "15", "-b", "4M"])
+        .args(["-p", &port.to_string(), "-R", "-t", "40", "-b", "4M"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

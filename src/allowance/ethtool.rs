@@ -435,13 +435,21 @@ impl Ethtool {
 
     /// The driver name, as `ethtool -i` prints on its `driver:` line.
     pub fn driver(&self) -> Result<String, EthtoolError> {
+        Ok(self.driver_info()?.0)
+    }
+
+    /// The driver's name and version (`ethtool -i`: `driver`, `version`).
+    pub fn driver_info(&self) -> Result<(String, String), EthtoolError> {
         // SAFETY: an all-zero DrvInfo is valid (integers and byte arrays).
         let mut info: DrvInfo = unsafe { std::mem::zeroed() };
         info.cmd = ETHTOOL_GDRVINFO;
         // SAFETY: the kernel writes exactly one struct ethtool_drvinfo.
         unsafe { self.ioctl("GDRVINFO", &mut info as *mut _ as *mut c_void)? };
-        let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
-        Ok(String::from_utf8_lossy(&info.driver[..end]).into_owned())
+        let text = |b: &[u8; 32]| {
+            let end = b.iter().position(|&c| c == 0).unwrap_or(32);
+            String::from_utf8_lossy(&b[..end]).into_owned()
+        };
+        Ok((text(&info.driver), text(&info.version)))
     }
 
     fn flag(&self, op: &'static str, cmd: u32) -> Result<bool, EthtoolError> {
@@ -468,6 +476,13 @@ impl Ethtool {
 /// The driver name of `iface` in this thread's namespace (one-shot).
 pub fn driver_name(iface: &str) -> Result<String, EthtoolError> {
     Ethtool::open(iface)?.driver()
+}
+
+/// The driver version of `iface` in this thread's namespace (one-shot);
+/// None when unknown or empty.
+pub fn driver_version(iface: &str) -> Option<String> {
+    let (_, v) = Ethtool::open(iface).ok()?.driver_info().ok()?;
+    (!v.is_empty()).then_some(v)
 }
 
 /// The offload state of `iface` in this thread's namespace (one-shot).

@@ -7,6 +7,7 @@
 //! emulated device. Both go through the same delta logic ([`delta`]).
 
 pub mod delta;
+pub mod driver_versions;
 pub mod ethtool;
 pub mod parse;
 

@@ -1,6 +1,10 @@
-//! Consecutive intervals with the same verdict on an interface, merged into
-//! one episode: when it started and ended, how bad it got and, for
+//! Consecutive intervals with the same held verdict on an interface, merged
+//! into one episode: when it started and ended, how bad it got and, for
 //! enforcement, the throughput before (burst ceiling) and during (baseline).
+//!
+//! A held verdict is dated back to its onset (src/analysis/hold.rs), a few
+//! intervals before it is first shown: those intervals move from the
+//! episode they were counted in to the new one, so episodes never overlap.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -37,6 +41,12 @@ pub struct Episode {
     pub throughput_during_bps: Option<f64>,
     /// Mean confidence over the episode's intervals.
     pub mean_confidence: f64,
+    /// Enforcement only: throughput stepped down into the episode (the
+    /// mean during it is at most `episode_step_ratio` of the mean before),
+    /// so the mean before is a burst ceiling and the mean during a
+    /// baseline. False: the hypervisor queued at a steady rate.
+    #[serde(default)]
+    pub stepped_down: bool,
     /// Still going at the last interval pushed.
     pub open: bool,
 }
@@ -49,11 +59,24 @@ struct Running {
     confidence_sum: f64,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Past {
+    seq: u64,
+    start_ns: u64,
+    end_ns: u64,
     verdict: Verdict,
     tx_bps: f64,
     rx_bps: f64,
+    confidence: f64,
+}
+
+/// Throughput stepped down into an enforcement episode: the mean during it
+/// is at most `episode_step_ratio` of the mean before.
+fn stepped_down(ep: &Episode, th: &Thresholds) -> bool {
+    match (ep.throughput_before_bps, ep.throughput_during_bps) {
+        (Some(b), Some(d)) => b > 0.0 && d <= b * th.episode_step_ratio,
+        _ => false,
+    }
 }
 
 pub struct EpisodeTracker {
@@ -91,14 +114,15 @@ impl EpisodeTracker {
         }
     }
 
-    fn before(&self, iface: &str, inbound: bool) -> Option<f64> {
+    /// Mean throughput of the non-idle intervals before `seq`.
+    fn before(&self, iface: &str, inbound: bool, seq: u64) -> Option<f64> {
         let n = Thresholds::count(self.th.episode_before_intervals);
         let picked: Vec<f64> = self
             .history
             .get(iface)?
             .iter()
             .rev()
-            .filter(|p| p.verdict != Verdict::Idle)
+            .filter(|p| p.seq < seq && p.verdict != Verdict::Idle)
             .take(n)
             .map(|p| if inbound { p.rx_bps } else { p.tx_bps })
             .collect();
@@ -120,6 +144,77 @@ impl EpisodeTracker {
         now < self.th.episode_shift_ratio * mean
     }
 
+    /// A verdict dated back to `since`: the intervals from `since` on leave
+    /// the episodes they were counted in (the one running, and closed ones
+    /// of this interface that reach that far), and are returned to be
+    /// counted in the new one. An episode left with no interval is gone.
+    fn take_back(&mut self, iface: &str, since: u64) -> Vec<Past> {
+        let moved: Vec<Past> = self
+            .history
+            .get(iface)
+            .map(|h| h.iter().filter(|p| p.seq >= since).cloned().collect())
+            .unwrap_or_default();
+        if moved.is_empty() {
+            return moved;
+        }
+        let kept_end = self
+            .history
+            .get(iface)
+            .and_then(|h| h.iter().rev().find(|p| p.seq < since))
+            .map(|p| (p.seq, p.end_ns));
+        let trim = |ep: &mut Episode, sums: Option<(&mut f64, &mut f64, bool)>| {
+            let gone: Vec<&Past> = moved
+                .iter()
+                .filter(|p| p.seq >= ep.start_seq && p.seq <= ep.end_seq)
+                .collect();
+            let n = gone.len() as u64;
+            if let Some((tp, conf, inbound)) = sums {
+                for p in &gone {
+                    *tp -= if inbound { p.rx_bps } else { p.tx_bps };
+                    *conf -= p.confidence;
+                }
+            }
+            ep.intervals = ep.intervals.saturating_sub(n);
+            if let Some((seq, end)) = kept_end {
+                ep.end_seq = ep.end_seq.min(seq);
+                ep.end_mono_ns = ep.end_mono_ns.min(end);
+            }
+        };
+        if let Some(mut run) = self.open.remove(iface) {
+            let inbound = run.inbound;
+            trim(
+                &mut run.episode,
+                Some((&mut run.throughput_sum, &mut run.confidence_sum, inbound)),
+            );
+            if run.episode.intervals > 0 {
+                let ep = &mut run.episode;
+                ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
+                if ep.verdict.is_enforcement() {
+                    let during = run.throughput_sum / ep.intervals as f64;
+                    ep.throughput_during_bps = Some(during);
+                    ep.stepped_down = stepped_down(ep, &self.th);
+                }
+                self.open.insert(iface.to_string(), run);
+            }
+        }
+        // Closed episodes of this interface that reach into the moved
+        // intervals (newest first; at most a window's worth).
+        while let Some(i) = self.closed.iter().rposition(|e| e.iface == iface) {
+            if self.closed[i].end_seq < since {
+                break;
+            }
+            let mut ep = self.closed.remove(i).expect("found above");
+            // Closed episodes keep no sums: the mean confidence and the
+            // throughput during stay those of the whole episode.
+            trim(&mut ep, None);
+            if ep.intervals > 0 {
+                self.closed.insert(i, ep);
+                break;
+            }
+        }
+        moved
+    }
+
     pub fn push(&mut self, a: &IntervalAnalysis, snap: &Snapshot) {
         let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
         let gone: Vec<String> = self
@@ -132,36 +227,44 @@ impl EpisodeTracker {
             self.close(&k);
         }
         for v in &a.interfaces {
-            let (value, signal) = v
-                .evidence
-                .first()
-                .map_or((0.0, String::new()), |e| (e.value, e.signal.clone()));
+            let held = &v.held;
+            let (value, signal) = (held.value, held.signal.clone());
             let continues = self.open.get(&v.iface).is_some_and(|r| {
-                r.episode.verdict == v.verdict
+                r.episode.verdict == held.verdict
                     && a.seq == r.episode.end_seq + 1
                     && !self.level_shift(r, v)
             });
+            let mut moved = Vec::new();
             if !continues {
+                // Dated back: the intervals from the onset on belong to the
+                // new episode, not the one before.
+                let since = held.since_seq.min(a.seq);
+                if since < a.seq {
+                    moved = self.take_back(&v.iface, since);
+                }
                 self.close(&v.iface);
+                let first = moved.first();
                 let inbound = signal.starts_with("bw_in");
-                let enforcement = v.verdict.is_enforcement();
+                let enforcement = held.verdict.is_enforcement();
+                let start_seq = first.map_or(a.seq, |p| p.seq);
                 let episode = Episode {
                     iface: v.iface.clone(),
-                    verdict: v.verdict,
-                    start_seq: a.seq,
+                    verdict: held.verdict,
+                    start_seq,
                     end_seq: a.seq,
-                    start_mono_ns: start_ns,
+                    start_mono_ns: first.map_or(start_ns, |p| p.start_ns),
                     end_mono_ns: a.mono_ns,
                     intervals: 0,
                     peak: value,
                     peak_signal: signal.clone(),
                     throughput_before_bps: if enforcement {
-                        self.before(&v.iface, inbound)
+                        self.before(&v.iface, inbound, start_seq)
                     } else {
                         None
                     },
                     throughput_during_bps: None,
                     mean_confidence: 0.0,
+                    stepped_down: false,
                     open: true,
                 };
                 self.open.insert(
@@ -174,7 +277,14 @@ impl EpisodeTracker {
                     },
                 );
             }
+            let th = self.th.clone();
             let run = self.open.get_mut(&v.iface).expect("inserted above");
+            let inbound = run.inbound;
+            for p in &moved {
+                run.throughput_sum += if inbound { p.rx_bps } else { p.tx_bps };
+                run.confidence_sum += p.confidence;
+                run.episode.intervals += 1;
+            }
             let ep = &mut run.episode;
             ep.end_seq = a.seq;
             ep.end_mono_ns = a.mono_ns;
@@ -183,26 +293,51 @@ impl EpisodeTracker {
                 ep.peak = value;
                 ep.peak_signal = signal;
             }
-            run.throughput_sum += if run.inbound {
+            run.throughput_sum += if inbound {
                 v.rates.rx_bps
             } else {
                 v.rates.tx_bps
             };
-            run.confidence_sum += v.confidence;
+            run.confidence_sum += held.confidence;
             ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
             if ep.verdict.is_enforcement() {
                 ep.throughput_during_bps = Some(run.throughput_sum / ep.intervals as f64);
+                ep.stepped_down = stepped_down(ep, &th);
             }
             let hist = self.history.entry(v.iface.clone()).or_default();
             if hist.len() >= HISTORY_KEPT {
                 hist.pop_front();
             }
             hist.push_back(Past {
-                verdict: v.verdict,
+                seq: a.seq,
+                start_ns,
+                end_ns: a.mono_ns,
+                verdict: held.verdict,
                 tx_bps: v.rates.tx_bps,
                 rx_bps: v.rates.rx_bps,
+                confidence: held.confidence,
             });
         }
+    }
+
+    /// Per interface, the episode under way and the `closed` before it,
+    /// oldest first: what a live view shows as recent history.
+    pub fn recent(&self, closed: usize) -> Vec<Episode> {
+        let mut out = Vec::new();
+        for (iface, run) in &self.open {
+            let mut before: Vec<Episode> = self
+                .closed
+                .iter()
+                .rev()
+                .filter(|e| &e.iface == iface)
+                .take(closed)
+                .cloned()
+                .collect();
+            before.reverse();
+            out.extend(before);
+            out.push(run.episode.clone());
+        }
+        out
     }
 
     /// The episode still going on `iface`, if any.

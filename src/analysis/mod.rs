@@ -5,8 +5,11 @@
 
 pub mod attribution;
 pub mod episodes;
+pub mod hold;
+pub mod judge;
 pub mod rates;
 pub mod thresholds;
+pub mod trust;
 pub mod verdict;
 
 #[cfg(test)]
@@ -16,6 +19,8 @@ use serde::{Deserialize, Serialize};
 
 pub use attribution::FlowAttribution;
 pub use episodes::{Episode, EpisodeTracker};
+pub use hold::HeldVerdict;
+pub use judge::Judge;
 pub use rates::NormalisedRates;
 pub use thresholds::{ThresholdInfo, Thresholds};
 pub use verdict::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
@@ -30,6 +35,10 @@ pub struct IntervalAnalysis {
     pub interfaces: Vec<InterfaceVerdict>,
     /// Flows that did something in the interval, ranked by backoff score.
     pub flows: Vec<FlowAttribution>,
+    /// Per interface, the episode under way and the last few before it
+    /// (filled by the live pipeline's episode tracker; empty elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub episodes: Vec<Episode>,
 }
 
 /// Throughput of `iface` over the contiguous run of snapshots that have it,
@@ -58,56 +67,49 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
     out
 }
 
-/// Why this interval's allowance deltas are no data, when they are not: the
-/// read failed (deltas reported as 0) or the driver returned a zeroed
-/// struct. Judging those zeros would turn enforcement into free flow.
-fn allowance_gap(prev: Option<&Snapshot>, iface: &InterfaceSample) -> Option<String> {
-    let now = iface.allowance.sample()?;
-    if let Some(e) = &now.last_error {
-        return Some(format!("allowance read failed this interval: {e}"));
-    }
-    let before = prev?
-        .interfaces
-        .iter()
-        .find(|i| i.name == iface.name)?
-        .allowance
-        .sample()?;
-    (now.zeroed_reads > before.zeroed_reads).then(|| {
-        "the driver returned all-zero allowance counters this interval (failed admin \
-         command): no data"
-            .to_string()
-    })
-}
-
 /// Judge `snap`. `prev` is the history before it, oldest first (may be
 /// empty); only the throughput plateau and the zeroed-read check look at it.
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
+    let unavailable = |iface: &InterfaceSample, reason: String| InterfaceSample {
+        allowance: AllowanceStatus::Unavailable { reason },
+        ..iface.clone()
+    };
     let interfaces = snap
         .interfaces
         .iter()
         .map(|iface| {
-            let gap = allowance_gap(prev.last(), iface);
-            let patched;
-            let iface = match gap {
-                Some(reason) => {
-                    patched = InterfaceSample {
-                        allowance: AllowanceStatus::Unavailable { reason },
-                        ..iface.clone()
-                    };
-                    &patched
-                }
-                None => iface,
-            };
-            let r = rates::normalise(iface, snap);
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);
-            verdict::judge(iface, r, &tx, &rx, th)
+            let gap = trust::read_gap(prev.last(), iface)
+                .or_else(|| trust::implausible(iface, &rates::normalise(iface, snap), th));
+            match gap {
+                Some(reason) => {
+                    let patched = unavailable(iface, reason);
+                    let r = rates::normalise(&patched, snap);
+                    let mut v = verdict::judge(&patched, r, &tx, &rx, th);
+                    for e in &mut v.evidence {
+                        if e.signal == "allowance_unavailable" {
+                            e.signal = trust::UNTRUSTED_SIGNAL.to_string();
+                        }
+                    }
+                    v
+                }
+                None => verdict::judge(iface, rates::normalise(iface, snap), &tx, &rx, th),
+            }
         })
         .collect();
+    let mut interfaces: Vec<InterfaceVerdict> = interfaces;
+    // Alone, an interval holds its own verdict; the `Judge` holds it over
+    // a window instead.
+    for v in &mut interfaces {
+        v.held.since_seq = snap.seq;
+        v.held.since_mono_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
+    }
     IntervalAnalysis {
         seq: snap.seq,
         mono_ns: snap.mono_ns,
         interfaces,
         flows: attribution::attribute(snap, th),
+        episodes: Vec::new(),
     }
 }

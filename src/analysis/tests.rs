@@ -881,3 +881,305 @@ fn a_loopback_flow_does_not_count_for_the_real_interface() {
     assert!(v.rates.rtt_inflation_max.unwrap() < 1.2, "{:?}", v.rates);
     assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
 }
+
+// ---- Held verdicts (hold.rs) and untrusted reads (trust.rs) ----
+
+/// Judges `snaps` in order through one `Judge` and its episode tracker, as
+/// every sink does; returns the held verdicts and the episodes.
+fn held_run(snaps: &[Snapshot], th: &Thresholds) -> (Vec<Verdict>, Vec<Episode>) {
+    let mut judge = Judge::new(th.clone());
+    let mut tracker = EpisodeTracker::new(th);
+    let mut held = Vec::new();
+    for s in snaps {
+        let a = judge.judge(s);
+        tracker.push(&a, s);
+        held.push(a.interfaces[0].held.verdict);
+    }
+    (held, tracker.episodes())
+}
+
+/// A deterministic wander in 0..=max, the way a free-flowing interface's
+/// per-second bw rate wanders in the lab (0 to about 70%).
+fn wander(seq: u64, max: f64) -> f64 {
+    let x = seq
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+        >> 33;
+    (x % 1000) as f64 / 999.0 * max
+}
+
+fn free_at(seq: u64, bps: f64, pct: f64) -> Snapshot {
+    let mut b = Build::new(seq, 1);
+    b.iface().mtu = 1500;
+    b.tx_bulk(bps, 14)
+        .bw_out_pct(pct)
+        .flows(4, 0.0, 1.05)
+        .done()
+}
+
+#[test]
+fn single_intervals_past_the_threshold_are_not_held() {
+    // The demo's burst phase: spikes just past 50% among low readings.
+    let pcts = [20.0, 35.0, 50.5, 10.0, 30.0, 41.0, 50.47, 12.0, 0.0, 55.0];
+    let snaps: Vec<Snapshot> = pcts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| free_at(i as u64, 300e6, *p))
+        .collect();
+    let th = Thresholds::default();
+    let mut judge = Judge::new(th.clone());
+    let raw: Vec<Verdict> = snaps
+        .iter()
+        .map(|s| judge.judge(s).interfaces[0].verdict)
+        .collect();
+    assert!(raw.contains(&Verdict::HypervisorQueuing), "{raw:?}");
+    let (held, eps) = held_run(&snaps, &th);
+    assert!(held.iter().all(|v| *v == Verdict::FreeFlow), "{held:?}");
+    assert_eq!(eps.len(), 1, "{eps:#?}");
+}
+
+#[test]
+fn ten_minutes_of_wandering_free_flow_hold_no_hypervisor_verdict() {
+    // As the lab's burst phase reads: mostly 15-40% a second, with spikes
+    // to 50-71% in one second of six, at times two in five (docs/lab.md).
+    let pct = |s: u64| {
+        if s % 7 == 3 || s % 29 == 10 {
+            50.0 + wander(s, 21.0)
+        } else {
+            15.0 + wander(s, 25.0)
+        }
+    };
+    let snaps: Vec<Snapshot> = (0..600).map(|s| free_at(s, 300e6, pct(s))).collect();
+    let th = Thresholds::default();
+    let (held, eps) = held_run(&snaps, &th);
+    let raw_hv = {
+        let mut j = Judge::new(th.clone());
+        snaps
+            .iter()
+            .filter(|s| j.judge(s).interfaces[0].verdict == Verdict::HypervisorQueuing)
+            .count()
+    };
+    assert!(raw_hv > 60, "the wander should cross 50% often: {raw_hv}");
+    let hv = held
+        .iter()
+        .filter(|v| v.location() == Location::Hypervisor)
+        .count();
+    assert_eq!(hv, 0, "{eps:#?}");
+    assert_eq!(eps.len(), 1);
+}
+
+/// Free flow at 300 Mbit/s (with spikes), then the bucket runs dry at
+/// seq 20 and throughput steps down to 100 Mbit/s at ~95% over allowance.
+fn burst_then_enforced() -> Vec<Snapshot> {
+    (0..40)
+        .map(|s| {
+            if s < 20 {
+                free_at(s, 300e6, if s % 5 == 2 { 51.0 } else { wander(s, 40.0) })
+            } else {
+                free_at(s, 100e6, 90.0 + wander(s, 10.0))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn burst_then_enforcement_is_one_episode_dated_to_its_onset_with_a_step_down() {
+    let th = Thresholds::default();
+    let (held, eps) = held_run(&burst_then_enforced(), &th);
+    let verdicts: Vec<(Verdict, u64, u64)> = eps
+        .iter()
+        .map(|e| (e.verdict, e.start_seq, e.end_seq))
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (Verdict::FreeFlow, 0, 19),
+            (Verdict::HypervisorQueuing, 20, 39)
+        ]
+    );
+    // Shown from its third interval, dated to its first.
+    assert_eq!(held[20], Verdict::FreeFlow);
+    assert_eq!(held[22], Verdict::HypervisorQueuing);
+    let e = &eps[1];
+    assert!(e.stepped_down);
+    let (before, during) = (
+        e.throughput_before_bps.unwrap(),
+        e.throughput_during_bps.unwrap(),
+    );
+    assert!((before - 300e6).abs() / 300e6 < 0.02, "{before}");
+    assert!((during - 100e6).abs() / 100e6 < 0.02, "{during}");
+    assert_eq!(e.intervals, 20);
+    assert_eq!(eps[0].intervals, 20);
+}
+
+#[test]
+fn steady_queuing_reports_no_ceiling() {
+    let snaps: Vec<Snapshot> = (0..12).map(|s| free_at(s, 100e6, 95.0)).collect();
+    let (_, eps) = held_run(&snaps, &Thresholds::default());
+    let e = eps.iter().find(|e| e.verdict.is_enforcement()).unwrap();
+    assert_eq!(e.start_seq, 0);
+    assert!(!e.stepped_down, "{e:#?}");
+}
+
+#[test]
+fn a_held_verdict_ends_after_quiet_intervals_dated_to_the_last_one_judged() {
+    // Enforced 0-9, free (3% over allowance) from 10 on.
+    let snaps: Vec<Snapshot> = (0..20)
+        .map(|s| free_at(s, 100e6, if s < 10 { 95.0 } else { 3.0 }))
+        .collect();
+    let (held, eps) = held_run(&snaps, &Thresholds::default());
+    let spans: Vec<(Verdict, u64, u64)> = eps
+        .iter()
+        .map(|e| (e.verdict, e.start_seq, e.end_seq))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (Verdict::HypervisorQueuing, 0, 9),
+            (Verdict::FreeFlow, 10, 19)
+        ]
+    );
+    // Still shown as held for a few intervals after the last one judged.
+    assert_eq!(held[10], Verdict::HypervisorQueuing);
+    assert_eq!(held[19], Verdict::FreeFlow);
+}
+
+#[test]
+fn one_interval_of_slow_start_retransmits_is_not_network_loss() {
+    let th = Thresholds::default();
+    let snaps: Vec<Snapshot> = (0..8)
+        .map(|s| {
+            let mut b = Build::new(s, 1);
+            b.iface().mtu = 1500;
+            b.tx_bulk(500e6, 14)
+                .bw_out_pct(5.0)
+                .flows(4, if s == 0 { 0.2 } else { 0.0 }, 1.05)
+                .done()
+        })
+        .collect();
+    let mut judge = Judge::new(th.clone());
+    let first = judge.judge(&snaps[0]);
+    assert_eq!(first.interfaces[0].verdict, Verdict::NetworkLoss);
+    assert_eq!(first.interfaces[0].held.verdict, Verdict::FreeFlow);
+    assert!(
+        first.interfaces[0].held.note.contains("not held"),
+        "{}",
+        first.interfaces[0].held.note
+    );
+    let (held, _) = held_run(&snaps, &th);
+    assert!(held.iter().all(|v| *v == Verdict::FreeFlow), "{held:?}");
+}
+
+#[test]
+fn sustained_loss_is_held_as_network_loss() {
+    let snaps: Vec<Snapshot> = (0..8)
+        .map(|s| {
+            let mut b = Build::new(s, 1);
+            b.iface().mtu = 1500;
+            b.tx_bulk(500e6, 14)
+                .bw_out_pct(5.0)
+                .flows(4, 1.0, 1.05)
+                .done()
+        })
+        .collect();
+    let (held, eps) = held_run(&snaps, &Thresholds::default());
+    assert_eq!(held[2], Verdict::NetworkLoss);
+    assert_eq!(eps.len(), 1);
+    assert_eq!(eps[0].start_seq, 0);
+}
+
+#[test]
+fn free_flow_text_names_only_what_decided() {
+    let s = free_at(0, 300e6, 10.0);
+    let mut s = s;
+    for f in &mut s.flows {
+        f.srtt_us = f.min_rtt_us * 300;
+    }
+    let a = analyze(&[], &s, &Thresholds::default());
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    let note = &v.evidence[0].note;
+    assert!(
+        note.starts_with("no allowance, loss or host-queue signal"),
+        "{note}"
+    );
+    assert!(note.contains("RTTs inflated"), "{note}");
+}
+
+/// ENA 2.13.2 to 2.15.x: a failed admin command leaves uninitialised
+/// memory in the statistics.
+#[test]
+fn uninitialised_driver_memory_is_flagged_and_never_judged() {
+    let th = Thresholds::default();
+    let mut judge = Judge::new(th.clone());
+    for seq in 0..6 {
+        let mut b = free_at(seq, 300e6, 10.0);
+        if seq >= 2 {
+            if let AllowanceStatus::Read(a) = &mut b.interfaces[0].allowance {
+                a.totals.bw_out_allowance_exceeded = Some(0x7f3a_9c00_1234_5678);
+                a.delta.bw_out_allowance_exceeded = Some(0x7f3a_9c00_1234_5678 - 42);
+            }
+        }
+        let a = judge.judge(&b);
+        let v = &a.interfaces[0];
+        if seq >= 2 {
+            assert_eq!(v.verdict, Verdict::FreeFlow, "seq {seq}");
+            assert!(!v.rates.allowance_available);
+            let e = v
+                .evidence
+                .iter()
+                .find(|e| e.signal == trust::UNTRUSTED_SIGNAL)
+                .expect("flagged");
+            assert!(e.note.contains("uninitialised"), "{}", e.note);
+            assert_ne!(v.held.verdict.location(), Location::Hypervisor);
+        }
+    }
+}
+
+#[test]
+fn an_exceeded_delta_far_above_the_packets_is_flagged() {
+    let th = Thresholds::default();
+    // 100 Mbit/s is ~8,600 wire packets; 5 million exceeded cannot be.
+    let s = free_at(0, 100e6, 10.0);
+    let mut s = s;
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.delta.bw_out_allowance_exceeded = Some(5_000_000);
+        a.totals.bw_out_allowance_exceeded = Some(5_000_000);
+    }
+    let a = analyze(&[], &s, &th);
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    let e = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == trust::UNTRUSTED_SIGNAL)
+        .expect("flagged");
+    assert!(e.note.contains("grew by 5000000"), "{}", e.note);
+    // Exactly at the edge of plausible (all packets exceeded) is judged.
+    let s = free_at(0, 100e6, 100.0);
+    let a = analyze(&[], &s, &th);
+    assert_eq!(a.interfaces[0].verdict, Verdict::HypervisorQueuing);
+}
+
+/// A failed read, then a good one: the good one's growth spans the gap
+/// (all the missed growth in one interval) and is not judged.
+#[test]
+fn the_read_after_a_failed_one_is_not_judged() {
+    let th = Thresholds::default();
+    let mut prev = free_at(0, 300e6, 10.0);
+    if let AllowanceStatus::Read(a) = &mut prev.interfaces[0].allowance {
+        a.read_failures = 1;
+        a.last_error = Some("counters file missing".into());
+    }
+    let mut now = free_at(1, 300e6, 100.0);
+    if let AllowanceStatus::Read(a) = &mut now.interfaces[0].allowance {
+        a.read_failures = 1;
+    }
+    let a = analyze(std::slice::from_ref(&prev), &now, &th);
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert!(v
+        .evidence
+        .iter()
+        .any(|e| e.signal == trust::UNTRUSTED_SIGNAL && e.note.contains("spans the gap")));
+}

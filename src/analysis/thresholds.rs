@@ -113,6 +113,35 @@ thresholds! {
     /// falls below this fraction of the episode's mean so far (a burst
     /// ceiling that was itself shaped, then the baseline).
     episode_shift_ratio = 0.5;
+    /// An enforcement episode reports a burst ceiling and a baseline only
+    /// when its mean throughput is at or below this fraction of the mean
+    /// just before it (throughput stepped down into it); otherwise it is
+    /// queuing at a steady rate.
+    episode_step_ratio = 0.85;
+    /// Intervals in the window a held verdict is judged over (the current
+    /// one and those just before it).
+    hold_window = 5.0;
+    /// A verdict other than idle or free flow is held once this many
+    /// intervals of the window were judged it (or another verdict of its
+    /// kind), and, for an allowance or the retransmit rate, that signal
+    /// summed over the window is past its threshold too: one-interval
+    /// spikes and flows in slow start do not make a verdict.
+    hold_onset_intervals = 3.0;
+    /// A held verdict ends after this many intervals in a row without
+    /// support: judged neither it nor its kind, and its signal summed over
+    /// the window below `hold_exit_ratio` of its threshold.
+    hold_exit_intervals = 3.0;
+    /// The fraction of a signal's threshold that, summed over the window,
+    /// still supports a held verdict (hysteresis: entry at the threshold,
+    /// exit below this share of it).
+    hold_exit_ratio = 0.8;
+    /// An allowance-exceeded delta larger than this many times the wire
+    /// packets it is normalised by (plus `untrusted_slack_packets`) cannot
+    /// be real: the read is flagged untrusted and not judged.
+    untrusted_ratio = 4.0;
+    /// Packets of slack in the untrusted-read check, for counters read a
+    /// little after the interface counters.
+    untrusted_slack_packets = 10000.0;
 }
 
 impl Thresholds {

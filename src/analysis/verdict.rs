@@ -9,6 +9,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::hold::HeldVerdict;
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
 use crate::snapshot::{AllowanceStatus, InterfaceSample};
@@ -148,6 +149,11 @@ pub struct InterfaceVerdict {
     pub confidence: f64,
     pub evidence: Vec<Evidence>,
     pub rates: NormalisedRates,
+    /// The verdict held over the last intervals (src/analysis/hold.rs):
+    /// what views, metrics and reports show. `verdict` above is this
+    /// interval's own judgement, kept so nothing is hidden.
+    #[serde(default)]
+    pub held: HeldVerdict,
 }
 
 /// How far `value` is past `threshold` on the way to `full`, 0..1, on a log
@@ -481,20 +487,41 @@ pub fn judge(
                 value: rates.tx_bps,
                 threshold: 0.0,
                 note: format!(
-                    "no signal past its threshold; tx {:.3} Gbps, rx {:.3} Gbps",
+                    "no allowance, loss or host-queue signal past its threshold; tx {:.3} Gbps, \
+                     rx {:.3} Gbps{}",
                     rates.tx_bps / 1e9,
-                    rates.rx_bps / 1e9
+                    rates.rx_bps / 1e9,
+                    if evidence
+                        .iter()
+                        .any(|e| e.signal == "rtt_inflation_p50" && e.exceeded)
+                    {
+                        " (RTTs inflated with no cause seen here: queuing further away, or \
+                         receivers reading slowly)"
+                    } else {
+                        ""
+                    }
                 ),
                 exceeded: false,
             },
         );
     }
+    let confidence = (confidence.clamp(0.05, 1.0) * 1000.0).round() / 1000.0;
+    let held = HeldVerdict {
+        verdict,
+        confidence,
+        intervals: 1,
+        signal: evidence[0].signal.clone(),
+        value: evidence[0].value,
+        note: evidence[0].note.clone(),
+        ..HeldVerdict::default()
+    };
     InterfaceVerdict {
         iface: iface.name.clone(),
         verdict,
-        confidence: (confidence.clamp(0.05, 1.0) * 1000.0).round() / 1000.0,
+        confidence,
         evidence,
         rates,
+        held,
     }
 }
 

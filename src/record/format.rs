@@ -36,6 +36,11 @@ pub struct InterfaceInfo {
     pub name: String,
     #[serde(default)]
     pub driver: Option<String>,
+    /// The driver's version as `ethtool -i` gives it, where known: some ENA
+    /// releases report failed counter reads in ways docs/verdicts.md
+    /// describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
 }
 
 /// The first line of every segment file.

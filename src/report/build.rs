@@ -1,10 +1,10 @@
 //! The report, built one interval at a time. Each snapshot is judged by the
-//! same `analyze` as the live view, over the same look-back
-//! ([`pipeline::HISTORY`] intervals), and merged into episodes by the same
-//! `EpisodeTracker`, so a report says what the live view said.
+//! same [`Judge`] as the live view (the same look-back and held verdicts),
+//! and merged into episodes by the same `EpisodeTracker`, so a report says
+//! what the live view said.
 //!
-//! Memory: the look-back keeps interfaces only (the analysis reads nothing
-//! else from past snapshots), and what grows with the recording is small
+//! Memory: the judge's look-back keeps interfaces only, and what grows with
+//! the recording is small
 //! per interval (one chart point per interface) or per flow and interval
 //! (an `f32` pair); no snapshot is kept whole.
 
@@ -16,14 +16,14 @@ use anyhow::{bail, Result};
 use super::filters::ReportFilters;
 use super::model::*;
 use super::workloads::WorkloadTotals;
+use crate::analysis::trust::UNTRUSTED_SIGNAL;
 use crate::analysis::{
-    analyze, EpisodeTracker, Evidence, FlowAttribution, InterfaceVerdict, IntervalAnalysis,
+    EpisodeTracker, Evidence, FlowAttribution, InterfaceVerdict, IntervalAnalysis, Judge,
     Thresholds, Verdict,
 };
 use crate::clock::format_utc;
-use crate::pipeline::HISTORY;
 use crate::record::TraceHeader;
-use crate::snapshot::{Health, Owner, Snapshot};
+use crate::snapshot::{Owner, Snapshot};
 
 /// Flows whose RTT inflation is charted.
 pub const SERIES_FLOWS: usize = 5;
@@ -73,6 +73,8 @@ struct HealthAcc {
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
     allowance_failures: BTreeMap<String, Cumulative>,
+    /// Intervals in the span whose allowance read was not judged.
+    allowance_untrusted: BTreeMap<String, u64>,
 }
 
 impl HealthAcc {
@@ -296,7 +298,7 @@ pub struct ReportBuilder {
     report_origin: Option<(u64, u64)>,
     /// Snapshots seen since the current recording started.
     seen_in_recording: u64,
-    history: VecDeque<Snapshot>,
+    judge: Judge,
     tracker: EpisodeTracker,
     extras: HashMap<EpisodeKey, EpisodeExtra>,
     extras_order: VecDeque<EpisodeKey>,
@@ -368,6 +370,7 @@ impl ReportBuilder {
                 }
             }
         }
+        let self_thresholds = thresholds.clone();
         Ok(ReportBuilder {
             files,
             recording,
@@ -381,7 +384,7 @@ impl ReportBuilder {
             recording_origin: None,
             report_origin: None,
             seen_in_recording: 0,
-            history: VecDeque::with_capacity(HISTORY + 1),
+            judge: Judge::new(self_thresholds),
             extras: HashMap::new(),
             extras_order: VecDeque::new(),
             runs: HashMap::new(),
@@ -401,7 +404,7 @@ impl ReportBuilder {
     /// empty, as they did live.
     pub fn start_file(&mut self, header: &TraceHeader) {
         if !header.same_recording(&self.header) {
-            self.history.clear();
+            self.judge.restart();
             self.health.all_mut().for_each(Cumulative::restart);
             self.seen_in_recording = 0;
             self.recording_origin = None;
@@ -457,7 +460,7 @@ impl ReportBuilder {
 
     pub fn push(&mut self, snap: &Snapshot) {
         self.set_origin(snap);
-        let mut analysis = analyze(self.history.make_contiguous(), snap, &self.thresholds);
+        let mut analysis = self.judge.judge(snap);
         let in_span = self.in_span(snap);
         let start_ms = snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000);
         self.read_range = Some(match self.read_range {
@@ -484,20 +487,6 @@ impl ReportBuilder {
         }
         self.advance_runs(&analysis, snap);
         self.seen_in_recording += 1;
-        // The analysis reads only the interfaces of past snapshots.
-        self.history.push_back(Snapshot {
-            seq: snap.seq,
-            mono_ns: snap.mono_ns,
-            unix_ms: snap.unix_ms,
-            interval_ns: snap.interval_ns,
-            interfaces: snap.interfaces.clone(),
-            flows: Vec::new(),
-            events: Vec::new(),
-            health: Health::default(),
-        });
-        if self.history.len() > HISTORY {
-            self.history.pop_front();
-        }
     }
 
     fn observe_health(&mut self, snap: &Snapshot, count: bool) {
@@ -560,10 +549,7 @@ impl ReportBuilder {
                 continue;
             };
             let key = (ep.iface.clone(), ep.start_seq, ep.start_mono_ns);
-            let (value, signal) = v
-                .evidence
-                .first()
-                .map_or((0.0, String::new()), |e| (e.value, e.signal.clone()));
+            let (value, signal) = (v.held.value, v.held.signal.clone());
             if let Some(x) = self.extras.get_mut(&key) {
                 x.end_t = t;
                 if value > x.peak {
@@ -572,14 +558,22 @@ impl ReportBuilder {
                 }
                 continue;
             }
+            // A held verdict is dated back to its onset: the episode began
+            // that much before this interval, and the run of traffic before
+            // it (the burst) ended there.
+            let back = snap
+                .mono_ns
+                .saturating_sub(snap.interval_ns)
+                .saturating_sub(ep.start_mono_ns) as f64
+                / 1e9;
             let run = self.runs.get(&v.iface).copied().unwrap_or_default();
             let burst_secs = if run.last_seq.is_some_and(|l| l + 1 == snap.seq) {
-                run.secs
+                (run.secs - back).max(0.0)
             } else {
                 0.0
             };
             let extra = EpisodeExtra {
-                start_t: t - snap.interval_secs(),
+                start_t: t - snap.interval_secs() - back,
                 end_t: t,
                 peak: value,
                 evidence: v.evidence.clone(),
@@ -625,6 +619,15 @@ impl ReportBuilder {
     }
 
     fn add_interfaces(&mut self, a: &IntervalAnalysis, snap: &Snapshot, t: f64) {
+        for v in &a.interfaces {
+            if v.evidence.iter().any(|e| e.signal == UNTRUSTED_SIGNAL) {
+                *self
+                    .health
+                    .allowance_untrusted
+                    .entry(v.iface.clone())
+                    .or_default() += 1;
+            }
+        }
         let min_packets = self.thresholds.min_rate_packets;
         let min_segs = self.thresholds.min_segs_out;
         let mut points = Vec::with_capacity(a.interfaces.len());
@@ -635,7 +638,7 @@ impl ReportBuilder {
             let r = &v.rates;
             points.push(InterfacePoint {
                 iface: v.iface.clone(),
-                verdict: v.verdict,
+                verdict: v.held.verdict,
                 tx_bps: r.tx_bps,
                 rx_bps: r.rx_bps,
                 bw_out_pct: r.bw_out_pct,
@@ -651,6 +654,40 @@ impl ReportBuilder {
             t_secs: (t * 1000.0).round() / 1000.0,
             interfaces: points,
         });
+        for v in &a.interfaces {
+            self.date_back(&v.iface, v.held.since_seq, v.held.verdict);
+        }
+    }
+
+    /// A held verdict dated back to `since`: the intervals it now covers
+    /// were shown (and counted) with the verdict before; they take this one,
+    /// as its episode does.
+    fn date_back(&mut self, iface: &str, since: u64, verdict: Verdict) {
+        let mut moved: Vec<Verdict> = Vec::new();
+        for p in self.series.iter_mut().rev().skip(1) {
+            if p.seq < since {
+                break;
+            }
+            if let Some(i) = p.interfaces.iter_mut().find(|i| i.iface == iface) {
+                if i.verdict != verdict {
+                    moved.push(i.verdict);
+                    i.verdict = verdict;
+                }
+            }
+        }
+        if moved.is_empty() {
+            return;
+        }
+        let acc = self.iface_acc(iface);
+        for old in moved {
+            if let Some(n) = acc.verdicts.get_mut(&old) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    acc.verdicts.remove(&old);
+                }
+            }
+            *acc.verdicts.entry(verdict).or_default() += 1;
+        }
     }
 
     fn add_flows(&mut self, a: &IntervalAnalysis, snap: &Snapshot, t: f64) {
@@ -726,8 +763,11 @@ impl ReportBuilder {
                 let enforcement = episode.verdict.is_enforcement().then(|| {
                     let signal = extra.map(|x| x.start_signal.as_str()).unwrap_or("");
                     EnforcementSummary {
-                        burst_ceiling_bps: episode.throughput_before_bps,
+                        burst_ceiling_bps: episode
+                            .throughput_before_bps
+                            .filter(|_| episode.stepped_down),
                         baseline_bps: episode.throughput_during_bps,
+                        stepped_down: episode.stepped_down,
                         burst_secs: extra.map_or(0.0, |x| (x.burst_secs * 1000.0).round() / 1000.0),
                         direction: if signal.starts_with("bw_in") {
                             "in"
@@ -746,8 +786,12 @@ impl ReportBuilder {
                     start_offset_secs: extra.map_or(mono(episode.start_mono_ns), |x| {
                         (x.start_t * 1000.0).round() / 1000.0
                     }),
+                    // An episode cut short by the next one's onset ends
+                    // earlier than its last note.
                     end_offset_secs: extra.map_or(mono(episode.end_mono_ns), |x| {
-                        (x.end_t * 1000.0).round() / 1000.0
+                        let span = episode.end_mono_ns.saturating_sub(episode.start_mono_ns);
+                        let end = x.end_t.min(x.start_t + span as f64 / 1e9);
+                        (end * 1000.0).round() / 1000.0
                     }),
                     evidence: extra.map(|x| x.evidence.clone()).unwrap_or_default(),
                     enforcement,
@@ -897,6 +941,7 @@ impl ReportBuilder {
             allowance_resets: totals(&h.allowance_resets),
             allowance_zeroed_reads: totals(&h.allowance_zeroed),
             allowance_read_failures: totals(&h.allowance_failures),
+            allowance_untrusted_intervals: h.allowance_untrusted.clone(),
             episodes_forgotten: self.tracker.forgotten(),
             read_warnings: self.warnings.clone(),
         };
@@ -927,7 +972,7 @@ fn add_interface(
     min_segs: f64,
 ) {
     let r = &v.rates;
-    *acc.verdicts.entry(v.verdict).or_default() += 1;
+    *acc.verdicts.entry(v.held.verdict).or_default() += 1;
     acc.secs += r.interval_secs;
     if let Some(s) = sample {
         acc.tx_bytes += s.delta.tx_bytes;

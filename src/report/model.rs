@@ -91,9 +91,14 @@ pub struct EpisodeReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EnforcementSummary {
     /// Mean throughput just before enforcement (the burst ceiling) and
-    /// during it (the baseline), in the enforced direction, bits/s.
+    /// during it (the baseline), in the enforced direction, bits/s. The
+    /// ceiling is given only when throughput stepped down into the episode
+    /// (`stepped_down`), so it is above the baseline by construction;
+    /// otherwise the hypervisor queued at a steady rate, `baseline_bps`.
     pub burst_ceiling_bps: Option<f64>,
     pub baseline_bps: Option<f64>,
+    #[serde(default)]
+    pub stepped_down: bool,
     /// How long the non-idle run before the episode lasted: the burst.
     pub burst_secs: f64,
     /// `out` (bw_out, tx) or `in` (bw_in, rx) or `both` (pps, conntrack).
@@ -178,6 +183,10 @@ pub struct HealthSummary {
     pub allowance_resets: BTreeMap<String, u64>,
     pub allowance_zeroed_reads: BTreeMap<String, u64>,
     pub allowance_read_failures: BTreeMap<String, u64>,
+    /// Intervals whose allowance read was not judged (failed, zeroed,
+    /// after a failed read, or counts no shaper produces), per interface.
+    #[serde(default)]
+    pub allowance_untrusted_intervals: BTreeMap<String, u64>,
     /// Episodes the tracker forgot (more than it keeps).
     pub episodes_forgotten: u64,
     /// Reader warnings: skipped lines, cut tails, missing segments/intervals.

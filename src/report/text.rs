@@ -172,14 +172,25 @@ fn episodes(out: &mut String, r: &Report) {
             let _ = writeln!(out, "             at its peak: {}", notes.join("; "));
         }
         if let Some(x) = &e.enforcement {
-            let ceiling = x.burst_ceiling_bps.map_or("unknown".to_string(), rate_bits);
             let baseline = x.baseline_bps.map_or("unknown".to_string(), rate_bits);
-            let _ = writeln!(
-                out,
-                "             enforcement ({}): burst ceiling {ceiling} for {}, then baseline {baseline}",
-                x.direction,
-                secs(x.burst_secs)
-            );
+            match x.burst_ceiling_bps {
+                Some(ceiling) => {
+                    let _ = writeln!(
+                        out,
+                        "             enforcement ({}): burst ceiling {} for {}, then baseline {baseline}",
+                        x.direction,
+                        rate_bits(ceiling),
+                        secs(x.burst_secs)
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        out,
+                        "             enforcement ({}): queued at a steady {baseline}, no step down in throughput",
+                        x.direction
+                    );
+                }
+            }
         }
     }
     if shown.len() > EPISODES_LISTED {
@@ -371,9 +382,14 @@ fn health(out: &mut String, r: &Report) {
     for (iface, resets) in &h.allowance_resets {
         let zeroed = h.allowance_zeroed_reads.get(iface).copied().unwrap_or(0);
         let failed = h.allowance_read_failures.get(iface).copied().unwrap_or(0);
+        let untrusted = h
+            .allowance_untrusted_intervals
+            .get(iface)
+            .copied()
+            .unwrap_or(0);
         let _ = writeln!(
             out,
-            "  allowance counters {iface}: {resets} resets, {zeroed} zeroed reads, {failed} failed reads"
+            "  allowance counters {iface}: {resets} resets, {zeroed} zeroed reads, {failed} failed reads, {untrusted} intervals not judged (read not trusted)"
         );
     }
     if h.episodes_forgotten > 0 {

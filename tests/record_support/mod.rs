@@ -50,10 +50,12 @@ pub fn header() -> TraceHeader {
             InterfaceInfo {
                 name: "eth0".into(),
                 driver: Some("ena".into()),
+                driver_version: None,
             },
             InterfaceInfo {
                 name: "veth0".into(),
                 driver: None,
+                driver_version: None,
             },
         ],
         interval_ns: 1_000_000_000,

@@ -600,6 +600,7 @@ fn run(args: &Args) -> Result<u64> {
             .map(|i| InterfaceInfo {
                 name: i.name.into(),
                 driver: Some(i.driver.into()),
+                driver_version: None,
             })
             .collect(),
         interval_ns: SECOND_NS,

@@ -68,7 +68,7 @@ pub fn episodes(out: &mut String, report: &Report) {
                 let _ = write!(
                     out,
                     "<td class=\"num\">{} ({})</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
-                    format::opt_bps(enf.burst_ceiling_bps),
+                    enf.burst_ceiling_bps.map_or("steady (no step down)".to_string(), |b| format::opt_bps(Some(b))),
                     Esc(&enf.direction),
                     format::opt_bps(enf.baseline_bps),
                     format::secs(enf.burst_secs)
@@ -310,6 +310,7 @@ pub fn health(out: &mut String, report: &Report) {
          <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
          <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
          <tr><th>allowance read failures</th><td>{}</td></tr>\n\
+         <tr><th>intervals not judged (allowance read not trusted)</th><td>{}</td></tr>\n\
          <tr><th>episodes forgotten</th><td class=\"num\">{}</td></tr>\n</table>",
         h.ringbuf_drops,
         h.untracked_flows,
@@ -318,6 +319,7 @@ pub fn health(out: &mut String, report: &Report) {
         counts(&h.allowance_resets),
         counts(&h.allowance_zeroed_reads),
         counts(&h.allowance_read_failures),
+        counts(&h.allowance_untrusted_intervals),
         h.episodes_forgotten
     );
     let _ = writeln!(out, "<h3>Read warnings ({})</h3>", h.read_warnings.len());

@@ -14,6 +14,7 @@ const HOSTILE: &str = "<script>alert(1)</script>";
 fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport {
     let enforcement = verdict.is_enforcement().then(|| EnforcementSummary {
         burst_ceiling_bps: Some(5e9),
+        stepped_down: true,
         baseline_bps: Some(1.2e9),
         burst_secs: 42.0,
         direction: "out".to_string(),
@@ -32,6 +33,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
             throughput_before_bps: Some(5e9),
             throughput_during_bps: Some(1.2e9),
             mean_confidence: 0.8,
+            stepped_down: true,
             open: false,
         },
         start_offset_secs: start,
@@ -169,10 +171,12 @@ fn report(n: usize) -> Report {
                 InterfaceInfo {
                     name: "eth0".to_string(),
                     driver: Some("ena".to_string()),
+                    driver_version: None,
                 },
                 InterfaceInfo {
                     name: "eth1".to_string(),
                     driver: None,
+                    driver_version: None,
                 },
             ],
             interval_ns: 1_000_000_000,

@@ -211,12 +211,17 @@ fn families(state: &ExporterState) -> Vec<Family> {
     );
     let mut verdict = Family::new(
         "throttlescope_verdict",
-        "Last interval's verdict for the device: 1 for the current verdict, 0 for every other.",
+        "The device's verdict, held over the last intervals (no flapping at a threshold): 1 for the current verdict, 0 for every other.",
         Kind::Gauge,
     );
     let mut confidence = Family::new(
         "throttlescope_verdict_confidence",
-        "Confidence of the last interval's verdict, 0..1.",
+        "Confidence of the held verdict, 0..1.",
+        Kind::Gauge,
+    );
+    let mut verdict_secs = Family::new(
+        "throttlescope_verdict_held_seconds",
+        "How long the device's current verdict has held, from its onset, in seconds.",
         Kind::Gauge,
     );
     let mut read_failures = Family::new(
@@ -269,6 +274,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
                 verdict.int(labels, u64::from(v == current));
             }
             confidence.float(dev(name), conf);
+            verdict_secs.float(dev(name), d.verdict_secs);
         }
     }
 
@@ -284,6 +290,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
         retrans_pct,
         verdict,
         confidence,
+        verdict_secs,
         read_failures,
         resets,
     ]);

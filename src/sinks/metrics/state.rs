@@ -29,8 +29,10 @@ pub struct DeviceState {
     /// where the analysis had none (no counter, no packets, read gap).
     pub exceeded_pct: [Option<f64>; 5],
     pub retransmit_pct: Option<f64>,
-    /// Last interval's verdict and its confidence.
+    /// The held verdict at the last interval and its confidence.
     pub verdict: Option<(Verdict, f64)>,
+    /// How long the held verdict has lasted, seconds (from its onset).
+    pub verdict_secs: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -133,7 +135,8 @@ impl ExporterState {
                         r.linklocal_pct,
                     ];
                     d.retransmit_pct = r.retransmit_pct;
-                    d.verdict = Some((v.verdict, v.confidence));
+                    d.verdict = Some((v.held.verdict, v.held.confidence));
+                    d.verdict_secs = v.held.intervals as f64 * r.interval_secs;
                 }
                 None => {
                     d.exceeded_pct = [None; 5];

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::encode_state;
 use super::state::ExporterState;
 use crate::analysis::{
-    FlowAttribution, InterfaceVerdict, IntervalAnalysis, NormalisedRates, Verdict,
+    FlowAttribution, HeldVerdict, InterfaceVerdict, IntervalAnalysis, NormalisedRates, Verdict,
 };
 use crate::snapshot::{
     AllowanceCounters, AllowanceSample, AllowanceStatus, FlowSample, Health, InterfaceSample,
@@ -88,6 +88,11 @@ fn verdict(name: &str, v: Verdict, tx_wire: u64, segs: u64, retrans: u64) -> Int
         iface: name.into(),
         verdict: v,
         confidence: 0.75,
+        held: HeldVerdict {
+            verdict: v,
+            confidence: 0.75,
+            ..HeldVerdict::default()
+        },
         evidence: Vec::new(),
         rates: NormalisedRates {
             tx_wire_packets: tx_wire,
@@ -142,6 +147,7 @@ fn analysis(seq: u64, flows: Vec<FlowAttribution>) -> IntervalAnalysis {
             verdict("lo", Verdict::Idle, 0, 200, 4),
         ],
         flows,
+        episodes: Vec::new(),
     }
 }
 

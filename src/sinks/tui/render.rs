@@ -84,7 +84,8 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
             .interfaces
             .iter()
             .find(|v| v.iface == iface.name);
-        draw_interface(frame, *area, iface, verdict, &screen.model.history);
+        let earlier = crate::sinks::table::earlier_episodes(&latest.analysis, &iface.name);
+        draw_interface(frame, *area, iface, verdict, earlier, &screen.model.history);
     }
     let rows = rows(
         &latest.snap,
@@ -205,7 +206,7 @@ fn health_ok(h: &Health) -> bool {
 }
 
 fn verdict_style(v: &InterfaceVerdict) -> Style {
-    let color = match v.verdict.family() {
+    let color = match v.held.verdict.family() {
         VerdictFamily::Idle => Color::DarkGray,
         VerdictFamily::Free => Color::Green,
         VerdictFamily::Queuing => Color::Yellow,
@@ -231,17 +232,15 @@ pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'s
         spans.push(Span::raw("no verdict (not analysed)"));
         return Line::from(spans);
     };
-    spans.push(Span::styled(v.verdict.as_str(), verdict_style(v)));
-    spans.push(Span::raw(format!(" {:.0}%", v.confidence * 100.0)));
-    let notes: Vec<&str> = v
-        .evidence
-        .iter()
-        .enumerate()
-        .filter(|(i, e)| *i == 0 || e.exceeded)
-        .map(|(_, e)| e.note.as_str())
-        .collect();
-    if !notes.is_empty() {
-        spans.push(Span::raw(format!(": {}", notes.join("; "))));
+    let h = &v.held;
+    spans.push(Span::styled(h.verdict.as_str(), verdict_style(v)));
+    spans.push(Span::raw(format!(" {:.0}%", h.confidence * 100.0)));
+    if h.intervals > 1 {
+        spans.push(Span::raw(format!(" for {} intervals", h.intervals)));
+    }
+    spans.push(Span::raw(format!(": {}", h.note)));
+    if v.verdict != h.verdict {
+        spans.push(Span::raw(format!("; this interval alone: {}", v.verdict)));
     }
     Line::from(spans)
 }
@@ -322,9 +321,17 @@ fn draw_interface(
     area: Rect,
     iface: &InterfaceSample,
     v: Option<&InterfaceVerdict>,
+    earlier: Option<String>,
     history: &History,
 ) {
     let line = |i: u16| Rect::new(area.x, area.y.saturating_add(i), area.width, 1);
+    let verdict_line = |name, v| {
+        let mut l = verdict_line(name, v);
+        if let Some(e) = &earlier {
+            l.spans.push(Span::raw(format!(" | before: {e}")));
+        }
+        l
+    };
     let mut lines = match area.height {
         0 => return,
         1 => vec![verdict_line(Some(&iface.name), v)],

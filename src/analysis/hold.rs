@@ -1,0 +1,499 @@
+//! Held verdicts: the per-interval judgement smoothed over a short window,
+//! with hysteresis, so one noisy second neither starts nor ends a verdict.
+//!
+//! Counters are noisy from one second to the next: in free flow the
+//! normalised bw rate reads anywhere from 0 to about 70% per second, and
+//! the first round trips of new flows retransmit. The field figures behind
+//! the 50% line were measured over minutes. So a verdict other than idle or
+//! free flow is *held* only when
+//!
+//! - at least `hold_onset_intervals` of the last `hold_window` intervals
+//!   were judged it or a verdict of its kind ([`Kind`]), and
+//! - for the allowance and loss verdicts, the signal over the window (the
+//!   mean of the intervals' allowance rates; retransmits over segments sent)
+//!   is past its threshold too;
+//!
+//! and its onset is dated to the first interval of that window judged so.
+//! It ends only after `hold_exit_intervals` intervals in a row without
+//! support (judged neither it nor its kind, and its windowed signal below
+//! `hold_exit_ratio` of the threshold); the verdict that follows is dated
+//! to the first of them. Idle and free flow follow the interval's own
+//! judgement at once. All of it is a function of the intervals seen, so a
+//! recording judged again gives the same held verdicts.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use super::thresholds::Thresholds;
+use super::verdict::{InterfaceVerdict, Verdict};
+
+/// The verdict shown for an interface: held over the window, with the
+/// interval it is dated to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldVerdict {
+    pub verdict: Verdict,
+    pub confidence: f64,
+    /// The first interval of the verdict (onset), its start (CLOCK_MONOTONIC
+    /// ns), and how many intervals it has lasted, this one included.
+    pub since_seq: u64,
+    pub since_mono_ns: u64,
+    pub intervals: u64,
+    /// The signal the verdict rests on and its value over the window (for
+    /// idle and free flow, the interval's own deciding signal).
+    pub signal: String,
+    pub value: f64,
+    /// Intervals in a row without support: the verdict ends when this
+    /// reaches `hold_exit_intervals`.
+    pub quiet: u64,
+    /// Why, in a line: the window that holds it, or the interval's own
+    /// evidence, or the verdict that was seen but not (yet) held.
+    pub note: String,
+}
+
+impl Default for HeldVerdict {
+    fn default() -> Self {
+        HeldVerdict {
+            verdict: Verdict::Idle,
+            confidence: 0.0,
+            since_seq: 0,
+            since_mono_ns: 0,
+            intervals: 0,
+            signal: String::new(),
+            value: 0.0,
+            quiet: 0,
+            note: String::new(),
+        }
+    }
+}
+
+/// Verdicts that support each other while held: the same cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Calm,
+    HypervisorBandwidth,
+    Pps,
+    Conntrack,
+    Linklocal,
+    Host,
+    Network,
+}
+
+/// The order in which kinds win a tie: the decision order of the verdict
+/// engine (docs/verdicts.md).
+const KIND_ORDER: [Kind; 6] = [
+    Kind::Conntrack,
+    Kind::Linklocal,
+    Kind::HypervisorBandwidth,
+    Kind::Pps,
+    Kind::Host,
+    Kind::Network,
+];
+
+fn kind(v: Verdict) -> Kind {
+    match v {
+        Verdict::Idle | Verdict::FreeFlow => Kind::Calm,
+        Verdict::HypervisorQueuing | Verdict::HypervisorDrop => Kind::HypervisorBandwidth,
+        Verdict::PpsLimit => Kind::Pps,
+        Verdict::ConntrackLimit => Kind::Conntrack,
+        Verdict::LinklocalLimit => Kind::Linklocal,
+        Verdict::LocalQueuing | Verdict::LocalDrop => Kind::Host,
+        Verdict::NetworkLoss => Kind::Network,
+    }
+}
+
+/// What the window keeps of one interval.
+#[derive(Debug, Clone)]
+struct Entry {
+    seq: u64,
+    start_ns: u64,
+    end_ns: u64,
+    raw: Verdict,
+    confidence: f64,
+    allowance: bool,
+    tx_wire: u64,
+    rx_wire: u64,
+    bw_out: Option<u64>,
+    bw_in: Option<u64>,
+    pps: Option<u64>,
+    segs_out: u64,
+    retrans: u64,
+}
+
+/// A signal summed over the window: its name, value and threshold.
+struct Windowed {
+    signal: &'static str,
+    value: f64,
+    threshold: f64,
+}
+
+/// The mean over the window of an interval's exceeded share of packets,
+/// in %, over the intervals with counters and enough packets to judge.
+/// Each interval counts once, not by its packets: a burst at a high rate
+/// just before enforcement would otherwise drown its first intervals.
+fn summed_pct(
+    w: &VecDeque<Entry>,
+    part: impl Fn(&Entry) -> Option<u64>,
+    whole: impl Fn(&Entry) -> u64,
+    min_packets: f64,
+) -> Option<f64> {
+    let pcts: Vec<f64> = w
+        .iter()
+        .filter(|e| e.allowance && whole(e) as f64 >= min_packets.max(1.0))
+        .filter_map(|e| part(e).map(|p| p as f64 * 100.0 / whole(e) as f64))
+        .collect();
+    (!pcts.is_empty()).then(|| pcts.iter().sum::<f64>() / pcts.len() as f64)
+}
+
+/// The signal of `k` over the window, for kinds judged by a rate.
+fn windowed(w: &VecDeque<Entry>, k: Kind, th: &Thresholds) -> Option<Windowed> {
+    let min = th.min_rate_packets;
+    match k {
+        Kind::HypervisorBandwidth => {
+            let out = summed_pct(w, |e| e.bw_out, |e| e.tx_wire, min);
+            let inn = summed_pct(w, |e| e.bw_in, |e| e.rx_wire, min);
+            let (signal, value) = match (out, inn) {
+                (Some(o), Some(i)) if i > o => ("bw_in_allowance_pct", i),
+                (Some(o), _) => ("bw_out_allowance_pct", o),
+                (None, Some(i)) => ("bw_in_allowance_pct", i),
+                (None, None) => return None,
+            };
+            Some(Windowed {
+                signal,
+                value,
+                threshold: th.bw_allowance_pct,
+            })
+        }
+        Kind::Pps => {
+            summed_pct(w, |e| e.pps, |e| e.tx_wire + e.rx_wire, min).map(|value| Windowed {
+                signal: "pps_allowance_pct",
+                value,
+                threshold: th.pps_allowance_pct,
+            })
+        }
+        Kind::Network => {
+            let segs: u64 = w.iter().map(|e| e.segs_out).sum();
+            let retrans: u64 = w.iter().map(|e| e.retrans).sum();
+            (segs > 0 && segs as f64 >= th.min_segs_out).then(|| Windowed {
+                signal: "retransmit_pct",
+                value: retrans as f64 * 100.0 / segs as f64,
+                threshold: th.retrans_pct,
+            })
+        }
+        _ => None,
+    }
+}
+
+fn fmt_pct(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.1}%")
+    } else if v >= 0.1 {
+        format!("{v:.2}%")
+    } else {
+        format!("{v:.4}%")
+    }
+}
+
+/// One interface's held verdict, advanced one interval at a time.
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    window: VecDeque<Entry>,
+    held: Option<HeldVerdict>,
+    /// The last interval judged of the held verdict's kind: a held verdict
+    /// that ends is dated to end there.
+    last_seen: Option<Entry>,
+}
+
+impl Hold {
+    fn count(&self, k: Kind) -> usize {
+        self.window.iter().filter(|e| kind(e.raw) == k).count()
+    }
+
+    fn count_verdict(&self, v: Verdict) -> usize {
+        self.window.iter().filter(|e| e.raw == v).count()
+    }
+
+    /// Kind `k` may start (or go on as) a held verdict: enough intervals of
+    /// it in the window, and its windowed signal past the threshold.
+    fn qualifies(&self, k: Kind, th: &Thresholds) -> bool {
+        let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+        self.count(k) >= needed
+            && windowed(&self.window, k, th).is_none_or(|s| s.value >= s.threshold)
+    }
+
+    /// The interval still supports a held verdict of kind `k`.
+    fn supports(&self, k: Kind, th: &Thresholds) -> bool {
+        let last = self.window.back().expect("pushed before");
+        kind(last.raw) == k
+            || windowed(&self.window, k, th)
+                .is_some_and(|s| s.value >= s.threshold * th.hold_exit_ratio)
+    }
+
+    /// The verdict of kind `k` the window holds: the one judged most often
+    /// (the latest on a tie), and the interval its onset is dated to.
+    fn verdict_of(&self, k: Kind) -> (Verdict, &Entry) {
+        let mut best: Option<(usize, Verdict)> = None;
+        for e in self.window.iter().filter(|e| kind(e.raw) == k) {
+            let n = self.count_verdict(e.raw);
+            if best.is_none_or(|(b, _)| n >= b) {
+                best = Some((n, e.raw));
+            }
+        }
+        let v = best.expect("kind present in the window").1;
+        (v, self.onset_of(|e| kind(e.raw) == k))
+    }
+
+    /// The first interval of the run that ends the window with intervals
+    /// matching `is`: walking back from the latest, an earlier match joins
+    /// the run when at most one interval lies between them, so an isolated
+    /// spike a few intervals before does not date the onset.
+    fn onset_of(&self, is: impl Fn(&Entry) -> bool) -> &Entry {
+        let mut first: Option<&Entry> = None;
+        let mut between = 0;
+        for e in self.window.iter().rev() {
+            if is(e) {
+                if first.is_some() && between > 1 {
+                    break;
+                }
+                first = Some(e);
+                between = 0;
+            } else if first.is_some() {
+                between += 1;
+            }
+        }
+        first.expect("a matching interval in the window")
+    }
+
+    /// Mean confidence of the window's intervals judged `v`.
+    fn confidence_of(&self, v: Verdict) -> f64 {
+        let c: Vec<f64> = self
+            .window
+            .iter()
+            .filter(|e| e.raw == v)
+            .map(|e| e.confidence)
+            .collect();
+        if c.is_empty() {
+            0.5
+        } else {
+            c.iter().sum::<f64>() / c.len() as f64
+        }
+    }
+
+    fn window_note(&self, v: Verdict, th: &Thresholds) -> (String, f64, String) {
+        let k = kind(v);
+        let n = self.count(k);
+        let len = self.window.len();
+        match windowed(&self.window, k, th) {
+            Some(s) => (
+                s.signal.to_string(),
+                s.value,
+                format!(
+                    "{v} in {n} of the last {len} intervals; {} {} over them (threshold {})",
+                    s.signal,
+                    fmt_pct(s.value),
+                    fmt_pct(s.threshold)
+                ),
+            ),
+            None => {
+                let last = self.window.back().expect("pushed before");
+                (
+                    v.as_str().to_string(),
+                    n as f64,
+                    format!("{v} in {n} of the last {len} intervals (now: {})", last.raw),
+                )
+            }
+        }
+    }
+
+    /// A calm verdict (idle or free flow) for this interval, dated to
+    /// `since`, with the interval's own evidence; a verdict seen but not
+    /// held is named.
+    fn calm(&self, v: &InterfaceVerdict, since: &Entry, th: &Thresholds) -> HeldVerdict {
+        let last = self.window.back().expect("pushed before");
+        let (verdict, confidence) = if kind(v.verdict) == Kind::Calm {
+            (v.verdict, v.confidence)
+        } else {
+            (Verdict::FreeFlow, 0.5)
+        };
+        let first = v.evidence.first();
+        let mut note = first.map(|e| e.note.clone()).unwrap_or_default();
+        if kind(v.verdict) != Kind::Calm {
+            let k = kind(v.verdict);
+            let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+            let n = self.count(k);
+            let why = match windowed(&self.window, k, th) {
+                Some(s) if n >= needed => format!(
+                    "{} {} over them < {}",
+                    s.signal,
+                    fmt_pct(s.value),
+                    fmt_pct(s.threshold)
+                ),
+                _ => format!("{needed} needed"),
+            };
+            note = format!(
+                "{} this interval ({note}), in {n} of the last {} intervals: not held ({why})",
+                v.verdict,
+                self.window.len()
+            );
+        }
+        HeldVerdict {
+            verdict,
+            confidence,
+            since_seq: since.seq,
+            since_mono_ns: since.start_ns,
+            intervals: last.seq.saturating_sub(since.seq) + 1,
+            signal: first.map(|e| e.signal.clone()).unwrap_or_default(),
+            value: first.map_or(0.0, |e| e.value),
+            quiet: 0,
+            note,
+        }
+    }
+
+    fn hold(&self, v: Verdict, since: &Entry, quiet: u64, th: &Thresholds) -> HeldVerdict {
+        let last = self.window.back().expect("pushed before");
+        let (signal, value, mut note) = self.window_note(v, th);
+        if quiet > 0 {
+            note.push_str(&format!(
+                "; ending: {quiet} of {} intervals without it",
+                Thresholds::count(th.hold_exit_intervals).max(1)
+            ));
+        }
+        HeldVerdict {
+            verdict: v,
+            confidence: (self.confidence_of(v) * 1000.0).round() / 1000.0,
+            since_seq: since.seq,
+            since_mono_ns: since.start_ns,
+            intervals: last.seq.saturating_sub(since.seq) + 1,
+            signal,
+            value,
+            quiet,
+            note,
+        }
+    }
+
+    /// Takes this interval's own judgement (`v`, of the interval `seq`
+    /// that started at `start_ns`) and returns the held verdict.
+    pub fn push(
+        &mut self,
+        v: &InterfaceVerdict,
+        seq: u64,
+        (start_ns, end_ns): (u64, u64),
+        th: &Thresholds,
+    ) -> HeldVerdict {
+        let r = &v.rates;
+        let gap = self.window.back().is_some_and(|e| e.seq + 1 != seq);
+        if gap {
+            // A missing interval (a new recording, a filtered span): the
+            // window starts again, and so does the held verdict.
+            self.window.clear();
+            self.held = None;
+            self.last_seen = None;
+        }
+        self.window.push_back(Entry {
+            seq,
+            start_ns,
+            end_ns,
+            raw: v.verdict,
+            confidence: v.confidence,
+            allowance: r.allowance_available,
+            tx_wire: r.tx_wire_packets,
+            rx_wire: r.rx_wire_packets,
+            bw_out: r.bw_out_exceeded,
+            bw_in: r.bw_in_exceeded,
+            pps: r.pps_exceeded,
+            segs_out: r.segs_out,
+            retrans: r.retrans_segs,
+        });
+        let n = Thresholds::count(th.hold_window).max(1);
+        while self.window.len() > n {
+            self.window.pop_front();
+        }
+        let exit_after = Thresholds::count(th.hold_exit_intervals).max(1) as u64;
+        let last = self.window.back().expect("just pushed").clone();
+
+        // A kind that qualifies now, other than the one held.
+        let held_kind = self.held.as_ref().map(|h| kind(h.verdict));
+        let candidate = KIND_ORDER
+            .iter()
+            .copied()
+            .filter(|k| Some(*k) != held_kind && self.qualifies(*k, th))
+            .max_by_key(|k| {
+                // Most intervals wins; the decision order breaks ties.
+                let rank = KIND_ORDER.len() - KIND_ORDER.iter().position(|x| x == k).unwrap_or(0);
+                (self.count(*k), rank)
+            });
+
+        let next = match (&self.held, held_kind) {
+            (Some(h), Some(k)) if k != Kind::Calm => {
+                let quiet = if self.supports(k, th) { 0 } else { h.quiet + 1 };
+                let still = self.qualifies(k, th);
+                if let (Some(c), false) = (candidate, still) {
+                    // Another cause now holds the window.
+                    let (cv, first) = self.verdict_of(c);
+                    let first = first.clone();
+                    self.hold(cv, &first, 0, th)
+                } else if quiet >= exit_after {
+                    // Ended: what follows is dated to the interval after the
+                    // last one judged of its kind.
+                    let since = match &self.last_seen {
+                        Some(e) => Entry {
+                            seq: e.seq + 1,
+                            start_ns: e.end_ns,
+                            ..last.clone()
+                        },
+                        None => last.clone(),
+                    };
+                    self.calm(v, &since, th)
+                } else {
+                    // Held; within its kind it follows a verdict that now
+                    // holds the window (queuing becoming drop).
+                    let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+                    let kv = if self.count(k) > 0 {
+                        self.verdict_of(k).0
+                    } else {
+                        h.verdict
+                    };
+                    if kv != h.verdict && self.count_verdict(kv) >= needed {
+                        let first = self.onset_of(|e| e.raw == kv).clone();
+                        self.hold(kv, &first, 0, th)
+                    } else {
+                        let since = Entry {
+                            seq: h.since_seq,
+                            start_ns: h.since_mono_ns,
+                            ..last.clone()
+                        };
+                        self.hold(h.verdict, &since, quiet, th)
+                    }
+                }
+            }
+            _ => match candidate {
+                Some(c) => {
+                    let (cv, first) = self.verdict_of(c);
+                    let first = first.clone();
+                    self.hold(cv, &first, 0, th)
+                }
+                None => {
+                    let calm_now = if kind(v.verdict) == Kind::Calm {
+                        v.verdict
+                    } else {
+                        Verdict::FreeFlow
+                    };
+                    let since = match &self.held {
+                        Some(h) if h.verdict == calm_now => Entry {
+                            seq: h.since_seq,
+                            start_ns: h.since_mono_ns,
+                            ..last.clone()
+                        },
+                        _ => last.clone(),
+                    };
+                    self.calm(v, &since, th)
+                }
+            },
+        };
+        if kind(next.verdict) != Kind::Calm && kind(last.raw) == kind(next.verdict) {
+            self.last_seen = Some(last);
+        }
+        self.held = Some(next.clone());
+        next
+    }
+}

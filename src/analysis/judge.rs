@@ -1,0 +1,72 @@
+//! One judge for every sink: the interval's own verdict ([`analyze`]) over
+//! a look-back of past intervals, then the verdict held over a window
+//! ([`Hold`]). `watch` (every view, `--json`, `--metrics`), `record`,
+//! `replay` and `report` all judge through it, so they cannot disagree.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::hold::Hold;
+use super::thresholds::Thresholds;
+use super::{analyze, IntervalAnalysis};
+use crate::snapshot::{Health, Snapshot};
+
+/// Intervals of look-back the interval's own judgement may read (the
+/// throughput plateau, the zeroed-read check).
+pub const LOOK_BACK: usize = 120;
+
+pub struct Judge {
+    thresholds: Thresholds,
+    /// Past intervals, interfaces only: the analysis reads nothing else
+    /// from them, and whole snapshots of thousands of flows would cost
+    /// memory for nothing.
+    history: VecDeque<Snapshot>,
+    holds: BTreeMap<String, Hold>,
+}
+
+impl Judge {
+    pub fn new(thresholds: Thresholds) -> Self {
+        Judge {
+            thresholds,
+            history: VecDeque::with_capacity(LOOK_BACK + 1),
+            holds: BTreeMap::new(),
+        }
+    }
+
+    pub fn thresholds(&self) -> &Thresholds {
+        &self.thresholds
+    }
+
+    /// A new observer (the next recording of a report): no look-back, no
+    /// held verdicts.
+    pub fn restart(&mut self) {
+        self.history.clear();
+        self.holds.clear();
+    }
+
+    /// Judges `snap`: each interface's own verdict and the held one.
+    pub fn judge(&mut self, snap: &Snapshot) -> IntervalAnalysis {
+        let th = &self.thresholds;
+        let mut a = analyze(self.history.make_contiguous(), snap, th);
+        let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
+        self.holds
+            .retain(|name, _| snap.interfaces.iter().any(|i| &i.name == name));
+        for v in &mut a.interfaces {
+            let hold = self.holds.entry(v.iface.clone()).or_default();
+            v.held = hold.push(v, snap.seq, (start_ns, snap.mono_ns), th);
+        }
+        self.history.push_back(Snapshot {
+            seq: snap.seq,
+            mono_ns: snap.mono_ns,
+            unix_ms: snap.unix_ms,
+            interval_ns: snap.interval_ns,
+            interfaces: snap.interfaces.clone(),
+            flows: Vec::new(),
+            events: Vec::new(),
+            health: Health::default(),
+        });
+        if self.history.len() > LOOK_BACK {
+            self.history.pop_front();
+        }
+        a
+    }
+}
