@@ -523,6 +523,7 @@ fn enforcement_report() -> Report {
                 note: "bw_out_allowance_exceeded 104.2% of tx packets >= 50%".to_string(),
                 exceeded: verdict.is_enforcement(),
             }],
+            held_note: String::new(),
             enforcement,
         }
     };

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
+use super::hold::same_kind;
 use super::thresholds::Thresholds;
 use super::verdict::{InterfaceVerdict, Verdict};
 use super::IntervalAnalysis;
@@ -53,6 +54,10 @@ pub struct Episode {
 
 struct Running {
     episode: Episode,
+    /// Intervals per held verdict: an episode of one cause takes the name
+    /// of the verdict it held longest (hypervisor_drop for two seconds,
+    /// then queuing for minutes, is one enforcement, named queuing).
+    verdicts: BTreeMap<Verdict, u64>,
     /// Enforcement in the inbound direction: throughput is rx, not tx.
     inbound: bool,
     throughput_sum: f64,
@@ -230,7 +235,7 @@ impl EpisodeTracker {
             let held = &v.held;
             let (value, signal) = (held.value, held.signal.clone());
             let continues = self.open.get(&v.iface).is_some_and(|r| {
-                r.episode.verdict == held.verdict
+                (r.episode.verdict == held.verdict || same_kind(r.episode.verdict, held.verdict))
                     && a.seq == r.episode.end_seq + 1
                     && !self.level_shift(r, v)
             });
@@ -271,6 +276,7 @@ impl EpisodeTracker {
                     v.iface.clone(),
                     Running {
                         episode,
+                        verdicts: BTreeMap::new(),
                         inbound,
                         throughput_sum: 0.0,
                         confidence_sum: 0.0,
@@ -284,8 +290,16 @@ impl EpisodeTracker {
                 run.throughput_sum += if inbound { p.rx_bps } else { p.tx_bps };
                 run.confidence_sum += p.confidence;
                 run.episode.intervals += 1;
+                *run.verdicts.entry(held.verdict).or_default() += 1;
             }
+            *run.verdicts.entry(held.verdict).or_default() += 1;
+            let longest = run
+                .verdicts
+                .iter()
+                .max_by_key(|(v, n)| (**n, **v == held.verdict))
+                .map(|(v, _)| *v);
             let ep = &mut run.episode;
+            ep.verdict = longest.unwrap_or(held.verdict);
             ep.end_seq = a.seq;
             ep.end_mono_ns = a.mono_ns;
             ep.intervals += 1;

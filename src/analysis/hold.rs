@@ -11,13 +11,13 @@
 //!   were judged it or a verdict of its kind ([`Kind`]), and
 //! - for the allowance and loss verdicts, the signal over the window (the
 //!   mean of the intervals' allowance rates; retransmits over segments sent)
-//!   is past its threshold too;
+//!   reaches `hold_onset_ratio` times its threshold;
 //!
-//! and its onset is dated to the first interval of that window judged so.
+//! and its onset is dated to the first interval of the run that did so.
 //! It ends only after `hold_exit_intervals` intervals in a row without
 //! support (judged neither it nor its kind, and its windowed signal below
 //! `hold_exit_ratio` of the threshold); the verdict that follows is dated
-//! to the first of them. Idle and free flow follow the interval's own
+//! to the interval after the last one judged of its kind. Idle and free flow follow the interval's own
 //! judgement at once. All of it is a function of the intervals seen, so a
 //! recording judged again gives the same held verdicts.
 
@@ -89,6 +89,12 @@ const KIND_ORDER: [Kind; 6] = [
     Kind::Host,
     Kind::Network,
 ];
+
+/// Two verdicts of one cause (queuing and drop at the hypervisor, or at
+/// the host): an episode goes on from one to the other.
+pub(crate) fn same_kind(a: Verdict, b: Verdict) -> bool {
+    kind(a) == kind(b) && kind(a) != Kind::Calm
+}
 
 fn kind(v: Verdict) -> Kind {
     match v {
@@ -214,11 +220,20 @@ impl Hold {
     }
 
     /// Kind `k` may start (or go on as) a held verdict: enough intervals of
-    /// it in the window, and its windowed signal past the threshold.
+    /// it in the window, and its windowed signal at the onset level.
     fn qualifies(&self, k: Kind, th: &Thresholds) -> bool {
         let needed = Thresholds::count(th.hold_onset_intervals).max(1);
         self.count(k) >= needed
-            && windowed(&self.window, k, th).is_none_or(|s| s.value >= s.threshold)
+            && windowed(&self.window, k, th)
+                .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
+    }
+
+    /// An interval that can date an onset of kind `k`: judged of it and,
+    /// for a rate, at the onset level itself.
+    fn starts(e: &Entry, k: Kind, th: &Thresholds) -> bool {
+        kind(e.raw) == k
+            && windowed(&VecDeque::from([e.clone()]), k, th)
+                .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
     }
 
     /// The interval still supports a held verdict of kind `k`.
@@ -231,7 +246,7 @@ impl Hold {
 
     /// The verdict of kind `k` the window holds: the one judged most often
     /// (the latest on a tie), and the interval its onset is dated to.
-    fn verdict_of(&self, k: Kind) -> (Verdict, &Entry) {
+    fn verdict_of(&self, k: Kind, th: &Thresholds) -> (Verdict, &Entry) {
         let mut best: Option<(usize, Verdict)> = None;
         for e in self.window.iter().filter(|e| kind(e.raw) == k) {
             let n = self.count_verdict(e.raw);
@@ -240,28 +255,30 @@ impl Hold {
             }
         }
         let v = best.expect("kind present in the window").1;
-        (v, self.onset_of(|e| kind(e.raw) == k))
+        (v, self.onset_of(|e| Self::starts(e, k, th)))
     }
 
-    /// The first interval of the run that ends the window with intervals
-    /// matching `is`: walking back from the latest, an earlier match joins
-    /// the run when at most one interval lies between them, so an isolated
-    /// spike a few intervals before does not date the onset.
+    /// The interval an onset is dated to: the first of the run of intervals
+    /// matching `is` that ends the window, walking back over a one-interval
+    /// gap only where at least two matching intervals precede it. A spike a
+    /// few intervals before, or a verdict that flapped before it held, does
+    /// not date it.
     fn onset_of(&self, is: impl Fn(&Entry) -> bool) -> &Entry {
-        let mut first: Option<&Entry> = None;
-        let mut between = 0;
-        for e in self.window.iter().rev() {
-            if is(e) {
-                if first.is_some() && between > 1 {
-                    break;
-                }
-                first = Some(e);
-                between = 0;
-            } else if first.is_some() {
-                between += 1;
+        let w: Vec<&Entry> = self.window.iter().collect();
+        // The window's latest interval when none matches (cannot happen
+        // for a kind that qualifies: a window mean at the onset level has
+        // an interval at it).
+        let mut k = w.iter().rposition(|e| is(e)).unwrap_or(w.len() - 1);
+        loop {
+            if k >= 1 && is(w[k - 1]) {
+                k -= 1;
+            } else if k >= 3 && is(w[k - 2]) && is(w[k - 3]) {
+                k -= 2;
+            } else {
+                break;
             }
         }
-        first.expect("a matching interval in the window")
+        w[k]
     }
 
     /// Mean confidence of the window's intervals judged `v`.
@@ -429,7 +446,7 @@ impl Hold {
                 let still = self.qualifies(k, th);
                 if let (Some(c), false) = (candidate, still) {
                     // Another cause now holds the window.
-                    let (cv, first) = self.verdict_of(c);
+                    let (cv, first) = self.verdict_of(c, th);
                     let first = first.clone();
                     self.hold(cv, &first, 0, th)
                 } else if quiet >= exit_after {
@@ -449,7 +466,7 @@ impl Hold {
                     // holds the window (queuing becoming drop).
                     let needed = Thresholds::count(th.hold_onset_intervals).max(1);
                     let kv = if self.count(k) > 0 {
-                        self.verdict_of(k).0
+                        self.verdict_of(k, th).0
                     } else {
                         h.verdict
                     };
@@ -468,7 +485,7 @@ impl Hold {
             }
             _ => match candidate {
                 Some(c) => {
-                    let (cv, first) = self.verdict_of(c);
+                    let (cv, first) = self.verdict_of(c, th);
                     let first = first.clone();
                     self.hold(cv, &first, 0, th)
                 }

@@ -98,6 +98,10 @@ fn totals(m: &BTreeMap<String, Cumulative>) -> BTreeMap<String, u64> {
     m.iter().map(|(k, c)| (k.clone(), c.total)).collect()
 }
 
+fn calm(v: Verdict) -> bool {
+    matches!(v, Verdict::Idle | Verdict::FreeFlow)
+}
+
 /// What an episode needs that the tracker does not keep.
 #[derive(Debug, Clone)]
 struct EpisodeExtra {
@@ -107,12 +111,17 @@ struct EpisodeExtra {
     /// interval's evidence.
     peak: f64,
     evidence: Vec<Evidence>,
+    held_note: String,
     burst_secs: f64,
     /// The deciding signal of the first interval: it sets the direction.
     start_signal: String,
 }
 
-type EpisodeKey = (String, u64, u64);
+/// An episode by interface, start, and whether it is calm (idle, free
+/// flow): a held verdict dated back can start where the calm episode it
+/// replaced started, and an episode of one cause can change its name
+/// (drop to queuing) as it goes.
+type EpisodeKey = (String, u64, u64, bool);
 
 /// The non-idle run an interface is in.
 #[derive(Debug, Default, Clone, Copy)]
@@ -548,13 +557,19 @@ impl ReportBuilder {
             let Some(ep) = self.tracker.current(&v.iface) else {
                 continue;
             };
-            let key = (ep.iface.clone(), ep.start_seq, ep.start_mono_ns);
+            let key = (
+                ep.iface.clone(),
+                ep.start_seq,
+                ep.start_mono_ns,
+                calm(ep.verdict),
+            );
             let (value, signal) = (v.held.value, v.held.signal.clone());
             if let Some(x) = self.extras.get_mut(&key) {
                 x.end_t = t;
                 if value > x.peak {
                     x.peak = value;
                     x.evidence = v.evidence.clone();
+                    x.held_note.clone_from(&v.held.note);
                 }
                 continue;
             }
@@ -577,6 +592,7 @@ impl ReportBuilder {
                 end_t: t,
                 peak: value,
                 evidence: v.evidence.clone(),
+                held_note: v.held.note.clone(),
                 burst_secs,
                 start_signal: signal,
             };
@@ -758,6 +774,7 @@ impl ReportBuilder {
                     episode.iface.clone(),
                     episode.start_seq,
                     episode.start_mono_ns,
+                    calm(episode.verdict),
                 );
                 let extra = self.extras.get(&key);
                 let enforcement = episode.verdict.is_enforcement().then(|| {
@@ -794,6 +811,7 @@ impl ReportBuilder {
                         (end * 1000.0).round() / 1000.0
                     }),
                     evidence: extra.map(|x| x.evidence.clone()).unwrap_or_default(),
+                    held_note: extra.map(|x| x.held_note.clone()).unwrap_or_default(),
                     enforcement,
                     episode,
                 }

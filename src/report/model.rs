@@ -84,6 +84,10 @@ pub struct EpisodeReport {
     pub end_offset_secs: f64,
     /// The evidence of the episode's peak interval.
     pub evidence: Vec<Evidence>,
+    /// Why the verdict was held, at the peak (the window's signal), or for
+    /// idle and free flow the interval's own words.
+    #[serde(default)]
+    pub held_note: String,
     /// Enforcement episodes only: the burst before it.
     pub enforcement: Option<EnforcementSummary>,
 }

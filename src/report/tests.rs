@@ -319,24 +319,24 @@ fn since_and_until_pick_intervals_by_their_middle() {
     let snaps = burst_then_enforcement();
     let filters = ReportFilters {
         since: Some(TimeSpec::Offset(3_000)),
-        until: Some(TimeSpec::Wall(START_MS + 10_000)),
+        until: Some(TimeSpec::Wall(START_MS + 12_000)),
         ..Default::default()
     };
     let r = build(&snaps, filters, Thresholds::default()).unwrap();
-    // Interval seq covers +seq s to +seq+1 s: middles 3.5 .. 9.5 are in.
-    assert_eq!((r.span.first_seq, r.span.last_seq), (Some(3), Some(9)));
-    assert_eq!(r.span.intervals, 7);
+    // Interval seq covers +seq s to +seq+1 s: middles 3.5 .. 11.5 are in.
+    assert_eq!((r.span.first_seq, r.span.last_seq), (Some(3), Some(11)));
+    assert_eq!(r.span.intervals, 9);
     assert_eq!(r.filters.since_unix_ms, Some(START_MS + 3_000));
-    assert_eq!(r.filters.until_unix_ms, Some(START_MS + 10_000));
+    assert_eq!(r.filters.until_unix_ms, Some(START_MS + 12_000));
     assert_eq!(r.series.first().unwrap().seq, 3);
-    // Episodes are cut at the bounds; the enforcement, held from seq 9
-    // (its third interval), is dated back to its onset at 7.
+    // Episodes are cut at the bounds; the enforcement, held from seq 11
+    // (its fifth interval), is dated back to its onset at 7.
     let e = r
         .episodes
         .iter()
         .find(|e| e.episode.verdict.is_enforcement())
         .unwrap();
-    assert_eq!((e.episode.start_seq, e.episode.end_seq), (7, 9));
+    assert_eq!((e.episode.start_seq, e.episode.end_seq), (7, 11));
 
     // A window after the recording is an error that says what it covers.
     let filters = ReportFilters {

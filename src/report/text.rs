@@ -160,15 +160,20 @@ fn episodes(out: &mut String, r: &Report) {
                 ""
             }
         );
+        if !e.held_note.is_empty() {
+            let _ = writeln!(out, "             why: {}", e.held_note);
+        }
+        // The interval's own signals at the peak, for the verdicts that
+        // rest on signals (for free flow and idle the note says it all).
+        let calm = matches!(ep.verdict, Verdict::Idle | Verdict::FreeFlow);
         let notes: Vec<&str> = e
             .evidence
             .iter()
-            .enumerate()
-            .filter(|(i, ev)| *i == 0 || ev.exceeded)
-            .map(|(_, ev)| ev.note.as_str())
+            .filter(|ev| ev.exceeded && ev.signal != "wire_pps")
+            .map(|ev| ev.note.as_str())
             .take(EVIDENCE_LISTED)
             .collect();
-        if !notes.is_empty() {
+        if !calm && !notes.is_empty() {
             let _ = writeln!(out, "             at its peak: {}", notes.join("; "));
         }
         if let Some(x) = &e.enforcement {

@@ -50,6 +50,9 @@ pub fn episodes(out: &mut String, report: &Report) {
             peak = format::significant(ep.peak, 4),
             confidence = ep.mean_confidence,
         );
+        if !e.held_note.is_empty() {
+            let _ = write!(out, "<p class=\"held\">{}</p>", Esc(&e.held_note));
+        }
         if !e.evidence.is_empty() {
             out.push_str("<ul class=\"evidence\">");
             for ev in &e.evidence {

@@ -45,6 +45,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
             note: format!("bw_out 97.5% >= 50% {HOSTILE}"),
             exceeded: true,
         }],
+        held_note: String::new(),
         enforcement,
     }
 }
