@@ -898,6 +898,13 @@ fn held_run(snaps: &[Snapshot], th: &Thresholds) -> (Vec<Verdict>, Vec<Episode>)
     (held, tracker.episodes())
 }
 
+/// Each episode's verdict, first and last interval.
+fn spans(eps: &[Episode]) -> Vec<(Verdict, u64, u64)> {
+    eps.iter()
+        .map(|e| (e.verdict, e.start_seq, e.end_seq))
+        .collect()
+}
+
 /// A deterministic wander in 0..=max, the way a free-flowing interface's
 /// per-second bw rate wanders in the lab (0 to about 70%).
 fn wander(seq: u64, max: f64) -> f64 {
@@ -986,12 +993,8 @@ fn burst_then_enforced() -> Vec<Snapshot> {
 fn burst_then_enforcement_is_one_episode_dated_to_its_onset_with_a_step_down() {
     let th = Thresholds::default();
     let (held, eps) = held_run(&burst_then_enforced(), &th);
-    let verdicts: Vec<(Verdict, u64, u64)> = eps
-        .iter()
-        .map(|e| (e.verdict, e.start_seq, e.end_seq))
-        .collect();
     assert_eq!(
-        verdicts,
+        spans(&eps),
         vec![
             (Verdict::FreeFlow, 0, 19),
             (Verdict::HypervisorQueuing, 20, 39)
@@ -1029,12 +1032,8 @@ fn a_held_verdict_ends_after_quiet_intervals_dated_to_the_last_one_judged() {
         .map(|s| free_at(s, 100e6, if s < 10 { 95.0 } else { 3.0 }))
         .collect();
     let (held, eps) = held_run(&snaps, &Thresholds::default());
-    let spans: Vec<(Verdict, u64, u64)> = eps
-        .iter()
-        .map(|e| (e.verdict, e.start_seq, e.end_seq))
-        .collect();
     assert_eq!(
-        spans,
+        spans(&eps),
         vec![
             (Verdict::HypervisorQueuing, 0, 9),
             (Verdict::FreeFlow, 10, 19)
@@ -1206,12 +1205,8 @@ fn the_labs_alternating_burst_phase_is_free_flow_then_one_enforcement() {
         .map(|(s, (bps, p))| free_at(s as u64, bps, p))
         .collect();
     let (_, eps) = held_run(&snaps, &Thresholds::default());
-    let spans: Vec<(Verdict, u64, u64)> = eps
-        .iter()
-        .map(|e| (e.verdict, e.start_seq, e.end_seq))
-        .collect();
     assert_eq!(
-        spans,
+        spans(&eps),
         vec![
             (Verdict::FreeFlow, 0, 13),
             (Verdict::HypervisorQueuing, 14, 24)
