@@ -209,7 +209,8 @@ pub fn held_text(v: &crate::analysis::InterfaceVerdict) -> String {
         h.confidence * 100.0,
         h.note
     );
-    if v.verdict != h.verdict {
+    // Unless the note already names it (a verdict seen but not held).
+    if v.verdict != h.verdict && !h.note.starts_with(v.verdict.as_str()) {
         text.push_str(&format!("; this interval alone: {}", v.verdict));
     }
     text

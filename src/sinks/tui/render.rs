@@ -239,7 +239,7 @@ pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'s
         spans.push(Span::raw(format!(" for {} intervals", h.intervals)));
     }
     spans.push(Span::raw(format!(": {}", h.note)));
-    if v.verdict != h.verdict {
+    if v.verdict != h.verdict && !h.note.starts_with(v.verdict.as_str()) {
         spans.push(Span::raw(format!("; this interval alone: {}", v.verdict)));
     }
     Line::from(spans)
