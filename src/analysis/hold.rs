@@ -51,6 +51,25 @@ pub struct HeldVerdict {
     pub note: String,
 }
 
+impl HeldVerdict {
+    /// An interval's own verdict, held by that interval alone (`seq`, which
+    /// started at `start_ns`).
+    pub fn alone(v: &InterfaceVerdict, seq: u64, start_ns: u64) -> Self {
+        let first = v.evidence.first();
+        HeldVerdict {
+            verdict: v.verdict,
+            confidence: v.confidence,
+            since_seq: seq,
+            since_mono_ns: start_ns,
+            intervals: 1,
+            signal: first.map(|e| e.signal.clone()).unwrap_or_default(),
+            value: first.map_or(0.0, |e| e.value),
+            quiet: 0,
+            note: first.map(|e| e.note.clone()).unwrap_or_default(),
+        }
+    }
+}
+
 impl Default for HeldVerdict {
     fn default() -> Self {
         HeldVerdict {

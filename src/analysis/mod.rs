@@ -25,7 +25,7 @@ pub use rates::NormalisedRates;
 pub use thresholds::{ThresholdInfo, Thresholds};
 pub use verdict::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
 
-use crate::snapshot::{AllowanceStatus, InterfaceSample, Snapshot};
+use crate::snapshot::Snapshot;
 
 /// The judgement of one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,41 +70,27 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
 /// Judge `snap`. `prev` is the history before it, oldest first (may be
 /// empty); only the throughput plateau and the zeroed-read check look at it.
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
-    let unavailable = |iface: &InterfaceSample, reason: String| InterfaceSample {
-        allowance: AllowanceStatus::Unavailable { reason },
-        ..iface.clone()
-    };
+    let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
     let interfaces = snap
         .interfaces
         .iter()
         .map(|iface| {
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);
-            let gap = trust::read_gap(prev.last(), iface)
-                .or_else(|| trust::implausible(iface, &rates::normalise(iface, snap), th));
-            match gap {
-                Some(reason) => {
-                    let patched = unavailable(iface, reason);
-                    let r = rates::normalise(&patched, snap);
-                    let mut v = verdict::judge(&patched, r, &tx, &rx, th);
-                    for e in &mut v.evidence {
-                        if e.signal == "allowance_unavailable" {
-                            e.signal = trust::UNTRUSTED_SIGNAL.to_string();
-                        }
-                    }
-                    v
-                }
-                None => verdict::judge(iface, rates::normalise(iface, snap), &tx, &rx, th),
-            }
+            let r = rates::normalise(iface, snap);
+            let untrusted =
+                trust::read_gap(prev.last(), iface).or_else(|| trust::implausible(iface, &r, th));
+            let r = match untrusted {
+                Some(_) => r.without_allowance(),
+                None => r,
+            };
+            let mut v = verdict::judge(iface, r, untrusted.as_deref(), &tx, &rx, th);
+            // Alone, an interval holds its own verdict; the `Judge` holds
+            // it over a window instead.
+            v.held = HeldVerdict::alone(&v, snap.seq, start_ns);
+            v
         })
         .collect();
-    let mut interfaces: Vec<InterfaceVerdict> = interfaces;
-    // Alone, an interval holds its own verdict; the `Judge` holds it over
-    // a window instead.
-    for v in &mut interfaces {
-        v.held.since_seq = snap.seq;
-        v.held.since_mono_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
-    }
     IntervalAnalysis {
         seq: snap.seq,
         mono_ns: snap.mono_ns,

@@ -167,6 +167,28 @@ fn allowance_deltas(rates: &mut NormalisedRates, d: &AllowanceCounters, t: &Allo
     rates.conntrack_available = t.conntrack_allowance_available;
 }
 
+impl NormalisedRates {
+    /// These rates with the allowance part left out, as `normalise` gives
+    /// them for an interface without counters: for a read that is no data.
+    pub fn without_allowance(self) -> Self {
+        NormalisedRates {
+            allowance_available: false,
+            bw_out_exceeded: None,
+            bw_in_exceeded: None,
+            pps_exceeded: None,
+            conntrack_exceeded: None,
+            linklocal_exceeded: None,
+            conntrack_available: None,
+            bw_out_pct: None,
+            bw_in_pct: None,
+            pps_pct: None,
+            conntrack_pct: None,
+            linklocal_pct: None,
+            ..self
+        }
+    }
+}
+
 /// The rates of one interface of `snap`.
 pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     let secs = snap.interval_secs();

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::hold::HeldVerdict;
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
+use super::trust::UNTRUSTED_SIGNAL;
 use crate::snapshot::{AllowanceStatus, InterfaceSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -269,6 +270,7 @@ pub(crate) fn plateau_cv(history: &[f64], th: &Thresholds) -> Option<f64> {
 fn collect(
     r: &NormalisedRates,
     iface: &InterfaceSample,
+    untrusted: Option<&str>,
     tx_history: &[f64],
     rx_history: &[f64],
     th: &Thresholds,
@@ -288,15 +290,21 @@ fn collect(
         " wire packets/s (tx+rx)",
     );
 
-    match &iface.allowance {
-        AllowanceStatus::Unavailable { reason } => s.note(
-            "allowance_unavailable",
+    let unavailable = |s: &mut Signals, signal: &str, reason: &str| {
+        s.note(
+            signal,
             format!(
                 "allowance counters unavailable ({reason}): hypervisor shaping can be \
                  neither seen nor excluded, so no hypervisor verdict is given"
             ),
-        ),
-        AllowanceStatus::Read(_) => {
+        )
+    };
+    match (untrusted, &iface.allowance) {
+        (Some(reason), _) => unavailable(&mut s, UNTRUSTED_SIGNAL, reason),
+        (None, AllowanceStatus::Unavailable { reason }) => {
+            unavailable(&mut s, "allowance_unavailable", reason)
+        }
+        (None, AllowanceStatus::Read(_)) => {
             if let Some(p) = r.bw_out_pct.filter(|_| r.tx_wire_packets as f64 >= min) {
                 s.add(
                     "bw_out_allowance_pct",
@@ -468,15 +476,17 @@ fn collect(
 
 /// Decide one interface's verdict. `tx_history`/`rx_history` hold this
 /// interface's throughput (bps) of the previous intervals, oldest first,
-/// then the current one.
+/// then the current one. `untrusted`: why this interval's allowance read
+/// is no data (src/analysis/trust.rs); `rates` then carry no allowance part.
 pub fn judge(
     iface: &InterfaceSample,
     rates: NormalisedRates,
+    untrusted: Option<&str>,
     tx_history: &[f64],
     rx_history: &[f64],
     th: &Thresholds,
 ) -> InterfaceVerdict {
-    let s = collect(&rates, iface, tx_history, rx_history, th);
+    let s = collect(&rates, iface, untrusted, tx_history, rx_history, th);
     let (verdict, confidence, primary) = decide(&s, &rates, th);
     let mut evidence = s.ordered(primary);
     if verdict == Verdict::FreeFlow {
@@ -505,23 +515,13 @@ pub fn judge(
             },
         );
     }
-    let confidence = (confidence.clamp(0.05, 1.0) * 1000.0).round() / 1000.0;
-    let held = HeldVerdict {
-        verdict,
-        confidence,
-        intervals: 1,
-        signal: evidence[0].signal.clone(),
-        value: evidence[0].value,
-        note: evidence[0].note.clone(),
-        ..HeldVerdict::default()
-    };
     InterfaceVerdict {
         iface: iface.name.clone(),
         verdict,
-        confidence,
+        confidence: (confidence.clamp(0.05, 1.0) * 1000.0).round() / 1000.0,
         evidence,
         rates,
-        held,
+        held: HeldVerdict::default(),
     }
 }
 
