@@ -68,6 +68,13 @@ impl HeldVerdict {
             note: first.map(|e| e.note.clone()).unwrap_or_default(),
         }
     }
+
+    fn onset(&self) -> Onset {
+        Onset {
+            seq: self.since_seq,
+            start_ns: self.since_mono_ns,
+        }
+    }
 }
 
 impl Default for HeldVerdict {
@@ -145,6 +152,22 @@ struct Entry {
     retrans: u64,
 }
 
+/// Where a held verdict is dated from: an interval and its start.
+#[derive(Debug, Clone, Copy)]
+struct Onset {
+    seq: u64,
+    start_ns: u64,
+}
+
+impl Entry {
+    fn onset(&self) -> Onset {
+        Onset {
+            seq: self.seq,
+            start_ns: self.start_ns,
+        }
+    }
+}
+
 /// A signal summed over the window: its name, value and threshold.
 struct Windowed {
     signal: &'static str,
@@ -156,26 +179,30 @@ struct Windowed {
 /// in %, over the intervals with counters and enough packets to judge.
 /// Each interval counts once, not by its packets: a burst at a high rate
 /// just before enforcement would otherwise drown its first intervals.
-fn summed_pct(
-    w: &VecDeque<Entry>,
+fn summed_pct<'a>(
+    w: impl Iterator<Item = &'a Entry>,
     part: impl Fn(&Entry) -> Option<u64>,
     whole: impl Fn(&Entry) -> u64,
     min_packets: f64,
 ) -> Option<f64> {
     let pcts: Vec<f64> = w
-        .iter()
         .filter(|e| e.allowance && whole(e) as f64 >= min_packets.max(1.0))
         .filter_map(|e| part(e).map(|p| p as f64 * 100.0 / whole(e) as f64))
         .collect();
     (!pcts.is_empty()).then(|| pcts.iter().sum::<f64>() / pcts.len() as f64)
 }
 
-/// The signal of `k` over the window, for kinds judged by a rate.
-fn windowed(w: &VecDeque<Entry>, k: Kind, th: &Thresholds) -> Option<Windowed> {
+/// The signal of `k` over the intervals `w` (the window, or one of its
+/// intervals), for kinds judged by a rate.
+fn windowed<'a>(
+    w: impl Iterator<Item = &'a Entry> + Clone,
+    k: Kind,
+    th: &Thresholds,
+) -> Option<Windowed> {
     let min = th.min_rate_packets;
     match k {
         Kind::HypervisorBandwidth => {
-            let out = summed_pct(w, |e| e.bw_out, |e| e.tx_wire, min);
+            let out = summed_pct(w.clone(), |e| e.bw_out, |e| e.tx_wire, min);
             let inn = summed_pct(w, |e| e.bw_in, |e| e.rx_wire, min);
             let (signal, value) = match (out, inn) {
                 (Some(o), Some(i)) if i > o => ("bw_in_allowance_pct", i),
@@ -197,8 +224,8 @@ fn windowed(w: &VecDeque<Entry>, k: Kind, th: &Thresholds) -> Option<Windowed> {
             })
         }
         Kind::Network => {
-            let segs: u64 = w.iter().map(|e| e.segs_out).sum();
-            let retrans: u64 = w.iter().map(|e| e.retrans).sum();
+            let segs: u64 = w.clone().map(|e| e.segs_out).sum();
+            let retrans: u64 = w.map(|e| e.retrans).sum();
             (segs > 0 && segs as f64 >= th.min_segs_out).then(|| Windowed {
                 signal: "retransmit_pct",
                 value: retrans as f64 * 100.0 / segs as f64,
@@ -243,7 +270,7 @@ impl Hold {
     fn qualifies(&self, k: Kind, th: &Thresholds) -> bool {
         let needed = Thresholds::count(th.hold_onset_intervals).max(1);
         self.count(k) >= needed
-            && windowed(&self.window, k, th)
+            && windowed(self.window.iter(), k, th)
                 .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
     }
 
@@ -251,7 +278,7 @@ impl Hold {
     /// for a rate, at the onset level itself.
     fn starts(e: &Entry, k: Kind, th: &Thresholds) -> bool {
         kind(e.raw) == k
-            && windowed(&VecDeque::from([e.clone()]), k, th)
+            && windowed(std::iter::once(e), k, th)
                 .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
     }
 
@@ -259,13 +286,13 @@ impl Hold {
     fn supports(&self, k: Kind, th: &Thresholds) -> bool {
         let last = self.window.back().expect("pushed before");
         kind(last.raw) == k
-            || windowed(&self.window, k, th)
+            || windowed(self.window.iter(), k, th)
                 .is_some_and(|s| s.value >= s.threshold * th.hold_exit_ratio)
     }
 
     /// The verdict of kind `k` the window holds: the one judged most often
     /// (the latest on a tie), and the interval its onset is dated to.
-    fn verdict_of(&self, k: Kind, th: &Thresholds) -> (Verdict, &Entry) {
+    fn verdict_of(&self, k: Kind, th: &Thresholds) -> (Verdict, Onset) {
         let mut best: Option<(usize, Verdict)> = None;
         for e in self.window.iter().filter(|e| kind(e.raw) == k) {
             let n = self.count_verdict(e.raw);
@@ -274,7 +301,7 @@ impl Hold {
             }
         }
         let v = best.expect("kind present in the window").1;
-        (v, self.onset_of(|e| Self::starts(e, k, th)))
+        (v, self.onset_of(|e| Self::starts(e, k, th)).onset())
     }
 
     /// The interval an onset is dated to: the first of the run of intervals
@@ -319,7 +346,7 @@ impl Hold {
         let k = kind(v);
         let n = self.count(k);
         let len = self.window.len();
-        match windowed(&self.window, k, th) {
+        match windowed(self.window.iter(), k, th) {
             Some(s) => (
                 s.signal.to_string(),
                 s.value,
@@ -344,48 +371,41 @@ impl Hold {
     /// A calm verdict (idle or free flow) for this interval, dated to
     /// `since`, with the interval's own evidence; a verdict seen but not
     /// held is named.
-    fn calm(&self, v: &InterfaceVerdict, since: &Entry, th: &Thresholds) -> HeldVerdict {
+    fn calm(&self, v: &InterfaceVerdict, since: Onset, th: &Thresholds) -> HeldVerdict {
         let last = self.window.back().expect("pushed before");
-        let (verdict, confidence) = if kind(v.verdict) == Kind::Calm {
-            (v.verdict, v.confidence)
-        } else {
-            (Verdict::FreeFlow, 0.5)
-        };
-        let first = v.evidence.first();
-        let mut note = first.map(|e| e.note.clone()).unwrap_or_default();
-        if kind(v.verdict) != Kind::Calm {
-            let k = kind(v.verdict);
-            let needed = Thresholds::count(th.hold_onset_intervals).max(1);
-            let n = self.count(k);
-            let why = match windowed(&self.window, k, th) {
-                Some(s) if n >= needed => format!(
-                    "{} {} over them < {}",
-                    s.signal,
-                    fmt_pct(s.value),
-                    fmt_pct(s.threshold)
-                ),
-                _ => format!("{needed} needed"),
-            };
-            note = format!(
-                "{} this interval ({note}), in {n} of the last {} intervals: not held ({why})",
-                v.verdict,
-                self.window.len()
-            );
+        let own = HeldVerdict::alone(v, since.seq, since.start_ns);
+        let intervals = last.seq.saturating_sub(since.seq) + 1;
+        let k = kind(v.verdict);
+        if k == Kind::Calm {
+            return HeldVerdict { intervals, ..own };
         }
+        let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+        let n = self.count(k);
+        let why = match windowed(self.window.iter(), k, th) {
+            Some(s) if n >= needed => format!(
+                "{} {} over them < {}",
+                s.signal,
+                fmt_pct(s.value),
+                fmt_pct(s.threshold * th.hold_onset_ratio)
+            ),
+            _ => format!("{needed} needed"),
+        };
+        let note = format!(
+            "{} this interval ({}), in {n} of the last {} intervals: not held ({why})",
+            v.verdict,
+            own.note,
+            self.window.len()
+        );
         HeldVerdict {
-            verdict,
-            confidence,
-            since_seq: since.seq,
-            since_mono_ns: since.start_ns,
-            intervals: last.seq.saturating_sub(since.seq) + 1,
-            signal: first.map(|e| e.signal.clone()).unwrap_or_default(),
-            value: first.map_or(0.0, |e| e.value),
-            quiet: 0,
+            verdict: Verdict::FreeFlow,
+            confidence: 0.5,
+            intervals,
             note,
+            ..own
         }
     }
 
-    fn hold(&self, v: Verdict, since: &Entry, quiet: u64, th: &Thresholds) -> HeldVerdict {
+    fn hold(&self, v: Verdict, since: Onset, quiet: u64, th: &Thresholds) -> HeldVerdict {
         let last = self.window.back().expect("pushed before");
         let (signal, value, mut note) = self.window_note(v, th);
         if quiet > 0 {
@@ -458,71 +478,59 @@ impl Hold {
                 let rank = KIND_ORDER.len() - KIND_ORDER.iter().position(|x| x == k).unwrap_or(0);
                 (self.count(*k), rank)
             });
+        let start_held = |c: Kind| {
+            let (v, onset) = self.verdict_of(c, th);
+            self.hold(v, onset, 0, th)
+        };
 
-        let next = match (&self.held, held_kind) {
-            (Some(h), Some(k)) if k != Kind::Calm => {
+        let next = match &self.held {
+            Some(h) if kind(h.verdict) != Kind::Calm => {
+                let k = kind(h.verdict);
                 let quiet = if self.supports(k, th) { 0 } else { h.quiet + 1 };
-                let still = self.qualifies(k, th);
-                if let (Some(c), false) = (candidate, still) {
+                let since = h.onset();
+                match candidate {
                     // Another cause now holds the window.
-                    let (cv, first) = self.verdict_of(c, th);
-                    let first = first.clone();
-                    self.hold(cv, &first, 0, th)
-                } else if quiet >= exit_after {
-                    // Ended: what follows is dated to the interval after the
-                    // last one judged of its kind.
-                    let since = match &self.last_seen {
-                        Some(e) => Entry {
+                    Some(c) if !self.qualifies(k, th) => start_held(c),
+                    // Ended: what follows is dated to the interval after
+                    // the last one judged of its kind.
+                    _ if quiet >= exit_after => {
+                        let after = self.last_seen.as_ref().map_or(last.onset(), |e| Onset {
                             seq: e.seq + 1,
                             start_ns: e.end_ns,
-                            ..last.clone()
-                        },
-                        None => last.clone(),
-                    };
-                    self.calm(v, &since, th)
-                } else {
-                    // Held; within its kind it follows a verdict that now
-                    // holds the window (queuing becoming drop).
-                    let needed = Thresholds::count(th.hold_onset_intervals).max(1);
-                    let kv = if self.count(k) > 0 {
-                        self.verdict_of(k, th).0
-                    } else {
-                        h.verdict
-                    };
-                    if kv != h.verdict && self.count_verdict(kv) >= needed {
-                        let first = self.onset_of(|e| e.raw == kv).clone();
-                        self.hold(kv, &first, 0, th)
-                    } else {
-                        let since = Entry {
-                            seq: h.since_seq,
-                            start_ns: h.since_mono_ns,
-                            ..last.clone()
+                        });
+                        self.calm(v, after, th)
+                    }
+                    // Held, dated from the kind's onset; its name follows a
+                    // verdict of the kind that now holds the window
+                    // (queuing becoming drop), as its episode's does.
+                    _ => {
+                        let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+                        let name = match self.count(k) {
+                            0 => h.verdict,
+                            _ => self.verdict_of(k, th).0,
                         };
-                        self.hold(h.verdict, &since, quiet, th)
+                        let name = if self.count_verdict(name) >= needed {
+                            name
+                        } else {
+                            h.verdict
+                        };
+                        self.hold(name, since, quiet, th)
                     }
                 }
             }
-            _ => match candidate {
-                Some(c) => {
-                    let (cv, first) = self.verdict_of(c, th);
-                    let first = first.clone();
-                    self.hold(cv, &first, 0, th)
-                }
+            held => match candidate {
+                Some(c) => start_held(c),
                 None => {
                     let calm_now = if kind(v.verdict) == Kind::Calm {
                         v.verdict
                     } else {
                         Verdict::FreeFlow
                     };
-                    let since = match &self.held {
-                        Some(h) if h.verdict == calm_now => Entry {
-                            seq: h.since_seq,
-                            start_ns: h.since_mono_ns,
-                            ..last.clone()
-                        },
-                        _ => last.clone(),
+                    let since = match held {
+                        Some(h) if h.verdict == calm_now => h.onset(),
+                        _ => last.onset(),
                     };
-                    self.calm(v, &since, th)
+                    self.calm(v, since, th)
                 }
             },
         };
