@@ -77,9 +77,9 @@ struct Past {
 
 /// Throughput stepped down into an enforcement episode: the mean during it
 /// is at most `episode_step_ratio` of the mean before.
-fn stepped_down(ep: &Episode, th: &Thresholds) -> bool {
+fn stepped_down(ep: &Episode, step_ratio: f64) -> bool {
     match (ep.throughput_before_bps, ep.throughput_during_bps) {
-        (Some(b), Some(d)) => b > 0.0 && d <= b * th.episode_step_ratio,
+        (Some(b), Some(d)) => b > 0.0 && d <= b * step_ratio,
         _ => false,
     }
 }
@@ -197,7 +197,7 @@ impl EpisodeTracker {
                 if ep.verdict.is_enforcement() {
                     let during = run.throughput_sum / ep.intervals as f64;
                     ep.throughput_during_bps = Some(during);
-                    ep.stepped_down = stepped_down(ep, &self.th);
+                    ep.stepped_down = stepped_down(ep, self.th.episode_step_ratio);
                 }
                 self.open.insert(iface.to_string(), run);
             }
@@ -283,7 +283,7 @@ impl EpisodeTracker {
                     },
                 );
             }
-            let th = self.th.clone();
+            let step_ratio = self.th.episode_step_ratio;
             let run = self.open.get_mut(&v.iface).expect("inserted above");
             let inbound = run.inbound;
             for p in &moved {
@@ -316,7 +316,7 @@ impl EpisodeTracker {
             ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
             if ep.verdict.is_enforcement() {
                 ep.throughput_during_bps = Some(run.throughput_sum / ep.intervals as f64);
-                ep.stepped_down = stepped_down(ep, &th);
+                ep.stepped_down = stepped_down(ep, step_ratio);
             }
             let hist = self.history.entry(v.iface.clone()).or_default();
             if hist.len() >= HISTORY_KEPT {

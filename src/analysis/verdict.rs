@@ -96,6 +96,11 @@ impl Verdict {
         }
     }
 
+    /// Nothing holds the network back: idle or free flow.
+    pub fn is_calm(&self) -> bool {
+        self.location() == Location::None
+    }
+
     /// The hypervisor is holding throughput down (bandwidth or packet rate):
     /// episodes of these report the burst ceiling before and the baseline
     /// during.

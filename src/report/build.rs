@@ -98,10 +98,6 @@ fn totals(m: &BTreeMap<String, Cumulative>) -> BTreeMap<String, u64> {
     m.iter().map(|(k, c)| (k.clone(), c.total)).collect()
 }
 
-fn calm(v: Verdict) -> bool {
-    matches!(v, Verdict::Idle | Verdict::FreeFlow)
-}
-
 /// What an episode needs that the tracker does not keep.
 #[derive(Debug, Clone)]
 struct EpisodeExtra {
@@ -561,7 +557,7 @@ impl ReportBuilder {
                 ep.iface.clone(),
                 ep.start_seq,
                 ep.start_mono_ns,
-                calm(ep.verdict),
+                ep.verdict.is_calm(),
             );
             let (value, signal) = (v.held.value, v.held.signal.clone());
             if let Some(x) = self.extras.get_mut(&key) {
@@ -774,7 +770,7 @@ impl ReportBuilder {
                     episode.iface.clone(),
                     episode.start_seq,
                     episode.start_mono_ns,
-                    calm(episode.verdict),
+                    episode.verdict.is_calm(),
                 );
                 let extra = self.extras.get(&key);
                 let enforcement = episode.verdict.is_enforcement().then(|| {

@@ -157,7 +157,7 @@ fn summary(out: &mut String, report: &Report) {
 /// Episodes drawn as bands: the ones that say something is holding the
 /// network back (not idle, not free flow).
 fn is_banded(verdict: Verdict) -> bool {
-    !matches!(verdict, Verdict::Idle | Verdict::FreeFlow)
+    !verdict.is_calm()
 }
 
 #[cfg(test)]

@@ -165,7 +165,7 @@ fn episodes(out: &mut String, r: &Report) {
         }
         // The interval's own signals at the peak, for the verdicts that
         // rest on signals (for free flow and idle the note says it all).
-        let calm = matches!(ep.verdict, Verdict::Idle | Verdict::FreeFlow);
+        let calm = ep.verdict.is_calm();
         let notes: Vec<&str> = e
             .evidence
             .iter()
