@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
+use crate::sinks::held;
 use crate::snapshot::{AllowanceStatus, FlowSample, Snapshot};
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
@@ -43,9 +44,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
                 pct(r.bw_in_pct),
                 pct(r.pps_pct),
                 pct(r.retransmit_pct),
-                held_text(v)
+                held::one_line(v)
             );
-            if let Some(before) = analysis.and_then(|a| earlier_episodes(a, &i.name)) {
+            if let Some(before) = analysis.and_then(|a| held::earlier_episodes(a, &i.name)) {
                 let _ = writeln!(out, "{:<12} before: {before}", "");
             }
         }
@@ -176,44 +177,6 @@ fn micros(us: u32) -> String {
     } else {
         format!("{us}us")
     }
-}
-
-/// The episodes before the current one on `iface`, oldest first, as
-/// "free_flow 14s, hypervisor_queuing 3s" (the live pipeline carries the
-/// last few in each interval's analysis); None when there were none.
-pub fn earlier_episodes(a: &crate::analysis::IntervalAnalysis, iface: &str) -> Option<String> {
-    let eps: Vec<String> = a
-        .episodes
-        .iter()
-        .filter(|e| e.iface == iface && !e.open)
-        .map(|e| {
-            let secs = e.end_mono_ns.saturating_sub(e.start_mono_ns) as f64 / 1e9;
-            format!("{} {secs:.0}s", e.verdict)
-        })
-        .collect();
-    (!eps.is_empty()).then(|| eps.join(", "))
-}
-
-/// The held verdict in one line: how long it has held, confidence, why,
-/// and this interval's own judgement where it differs.
-pub fn held_text(v: &crate::analysis::InterfaceVerdict) -> String {
-    let h = &v.held;
-    let age = if h.intervals > 1 {
-        format!(", {} intervals", h.intervals)
-    } else {
-        String::new()
-    };
-    let mut text = format!(
-        "{} ({:.0}%{age}): {}",
-        h.verdict,
-        h.confidence * 100.0,
-        h.note
-    );
-    // Unless the note already names it (a verdict seen but not held).
-    if v.verdict != h.verdict && !h.note.starts_with(v.verdict.as_str()) {
-        text.push_str(&format!("; this interval alone: {}", v.verdict));
-    }
-    text
 }
 
 #[cfg(test)]

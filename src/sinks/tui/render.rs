@@ -13,6 +13,7 @@ use super::history::{newest, History};
 use super::keys::UiState;
 use super::layout::{columns_for, peer_width, plan, Column, COLUMN_SPACING, MIN_HEIGHT, MIN_WIDTH};
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, VerdictFamily};
+use crate::sinks::held;
 use crate::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
 
 /// The latest interval, as shown.
@@ -84,7 +85,7 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
             .interfaces
             .iter()
             .find(|v| v.iface == iface.name);
-        let earlier = crate::sinks::table::earlier_episodes(&latest.analysis, &iface.name);
+        let earlier = held::earlier_episodes(&latest.analysis, &iface.name);
         draw_interface(frame, *area, iface, verdict, earlier, &screen.model.history);
     }
     let rows = rows(
@@ -239,8 +240,8 @@ pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'s
         spans.push(Span::raw(format!(" for {} intervals", h.intervals)));
     }
     spans.push(Span::raw(format!(": {}", h.note)));
-    if v.verdict != h.verdict && !h.note.starts_with(v.verdict.as_str()) {
-        spans.push(Span::raw(format!("; this interval alone: {}", v.verdict)));
+    if let Some(own) = held::own_verdict_unsaid(v) {
+        spans.push(Span::raw(format!("; this interval alone: {own}")));
     }
     Line::from(spans)
 }
