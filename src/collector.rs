@@ -88,9 +88,7 @@ pub fn monotonic_ns() -> u64 {
 
 /// Inode of this thread's network namespace.
 pub fn own_netns() -> Result<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata("/proc/thread-self/ns/net")?;
-    Ok(m.ino() as u32)
+    Ok(crate::netns::own()?)
 }
 
 impl Collector {

@@ -4,8 +4,20 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The namespace inode behind `path` (a `/proc/PID/ns/net` link or an
+/// `ip netns` bind mount).
+pub fn inode_of(path: &Path) -> io::Result<u64> {
+    Ok(fs::metadata(path)?.ino())
+}
+
+/// Inode of the calling thread's network namespace.
+pub fn own() -> io::Result<u32> {
+    inode_of(Path::new("/proc/thread-self/ns/net")).map(|i| i as u32)
+}
 
 /// netns inode -> `ip netns` name, re-read from the directory when an
 /// inode is not in it, at most once per `generation` (interval).
@@ -37,7 +49,7 @@ impl NetnsNames {
                 .map(|rd| {
                     rd.flatten()
                         .filter_map(|e| {
-                            let ino = fs::metadata(e.path()).ok()?.ino();
+                            let ino = inode_of(&e.path()).ok()?;
                             Some((ino as u32, e.file_name().to_string_lossy().into_owned()))
                         })
                         .collect()

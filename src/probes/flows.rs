@@ -21,7 +21,7 @@ use super::flows_skel::types::{
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
-use super::netns_dump::OtherNamespaces;
+use super::netns_dump::{read_iter, OtherNamespaces};
 use crate::snapshot::ProgramHealth;
 
 /// Which sockets to observe.
@@ -294,18 +294,13 @@ impl FlowProbes {
     pub fn read_flows(&self) -> Result<Vec<ts_flow_record>> {
         let mut buf = Vec::with_capacity(64 * size_of::<ts_flow_record>());
         match &mut *self.dump.borrow_mut() {
-            FlowDump::Map(link) => {
-                let mut it = Iter::new(link).context("creating a flow-dump iterator")?;
-                it.read_to_end(&mut buf)
-                    .context("reading the flow-dump iterator")?;
-            }
+            FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut buf)?,
             FlowDump::PerNetns { link, others } => {
                 // This thread's namespace first, then the others'.
-                let mut it = Iter::new(link).context("creating a flow-dump iterator")?;
-                it.read_to_end(&mut buf)
-                    .context("reading the flow-dump iterator")?;
+                let fd = link.as_fd().as_raw_fd();
+                read_iter(fd, &mut buf)?;
                 if let Some(others) = others {
-                    others.read(link.as_fd().as_raw_fd(), &mut buf)?;
+                    others.read(fd, &mut buf)?;
                 }
             }
         }

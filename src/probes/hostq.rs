@@ -138,7 +138,7 @@ impl HostQueueProbes {
     /// `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
     pub fn read(&mut self) -> Result<HashMap<String, HostQueueSample>> {
         let epoch = self.close_epoch()?;
-        let own_netns = thread_netns().unwrap_or(0);
+        let own_netns = crate::netns::own().unwrap_or(0);
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         let map = &self.skel.maps.if_stats;
@@ -328,14 +328,6 @@ fn if_name(own_netns: u32, netns: u32, ifindex: u32) -> String {
     unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned()
-}
-
-/// The network namespace inode of the calling thread.
-fn thread_netns() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/thread-self/ns/net")
-        .ok()
-        .map(|m| m.ino() as u32)
 }
 
 /// `enum skb_drop_reason` of the running kernel: value -> name without the

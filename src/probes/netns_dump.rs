@@ -13,7 +13,6 @@ use std::fs::{self, File};
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -23,16 +22,11 @@ pub struct OtherNamespaces {
     open: HashMap<u64, File>,
 }
 
-/// The namespace inode behind `path` (a `ns/net` link or a bind mount).
-fn netns_inode(path: &Path) -> Option<u64> {
-    fs::metadata(path).ok().map(|m| m.ino())
-}
-
 impl OtherNamespaces {
     /// Finds the namespaces there are now: new ones are opened, gone ones
     /// closed. This thread's own is left out.
     fn refresh(&mut self) {
-        let own = netns_inode(Path::new("/proc/thread-self/ns/net"));
+        let own = crate::netns::own().ok().map(u64::from);
         let mut seen = HashSet::new();
         let mut candidates: Vec<std::path::PathBuf> = Vec::new();
         if let Ok(dir) = fs::read_dir("/proc") {
@@ -47,7 +41,7 @@ impl OtherNamespaces {
             candidates.extend(dir.flatten().map(|e| e.path()));
         }
         for path in candidates {
-            let Some(ino) = netns_inode(&path) else {
+            let Ok(ino) = crate::netns::inode_of(&path) else {
                 continue; // the process exited meanwhile
             };
             if Some(ino) == own || !seen.insert(ino) {
@@ -108,8 +102,8 @@ impl OtherNamespaces {
 }
 
 /// Creates an iterator fd from `link_fd` in this thread's namespace and
-/// reads it to the end.
-fn read_iter(link_fd: RawFd, out: &mut Vec<u8>) -> Result<()> {
+/// reads it to the end (for the TCP iterator: that namespace's sockets).
+pub fn read_iter(link_fd: RawFd, out: &mut Vec<u8>) -> Result<()> {
     // SAFETY: a plain syscall wrapper on a valid link fd.
     let fd = unsafe { libbpf_sys::bpf_iter_create(link_fd) };
     if fd < 0 {
