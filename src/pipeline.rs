@@ -114,7 +114,7 @@ impl Recorder {
 
 /// Analysis plus every sink of one run.
 pub struct Pipeline {
-    thresholds: Thresholds,
+    /// Holds the run's thresholds (`Judge::thresholds`).
     judge: Judge,
     episodes: EpisodeTracker,
     view: Box<dyn View>,
@@ -125,9 +125,8 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(thresholds: Thresholds, view: Box<dyn View>) -> Self {
         Pipeline {
-            judge: Judge::new(thresholds.clone()),
             episodes: EpisodeTracker::new(&thresholds),
-            thresholds,
+            judge: Judge::new(thresholds),
             view,
             recorder: None,
             metrics: None,
@@ -136,7 +135,7 @@ impl Pipeline {
 
     pub fn record_to(&mut self, target: RecordTarget, interval: Duration) -> Result<()> {
         let thresholds =
-            serde_json::to_value(&self.thresholds).context("encoding the thresholds")?;
+            serde_json::to_value(self.judge.thresholds()).context("encoding the thresholds")?;
         self.recorder = Some(Recorder {
             target,
             interval,

@@ -290,7 +290,6 @@ pub struct ReportBuilder {
     files: Vec<String>,
     recording: RecordingInfo,
     recorded_thresholds: Thresholds,
-    thresholds: Thresholds,
     filters: ReportFilters,
     resolved: Filters,
     top: usize,
@@ -375,13 +374,11 @@ impl ReportBuilder {
                 }
             }
         }
-        let self_thresholds = thresholds.clone();
         Ok(ReportBuilder {
             files,
             recording,
             recorded_thresholds: recorded.clone(),
             tracker: EpisodeTracker::new(&thresholds),
-            thresholds,
             filters,
             resolved,
             top,
@@ -389,7 +386,7 @@ impl ReportBuilder {
             recording_origin: None,
             report_origin: None,
             seen_in_recording: 0,
-            judge: Judge::new(self_thresholds),
+            judge: Judge::new(thresholds),
             extras: HashMap::new(),
             extras_order: VecDeque::new(),
             runs: HashMap::new(),
@@ -640,8 +637,8 @@ impl ReportBuilder {
                     .or_default() += 1;
             }
         }
-        let min_packets = self.thresholds.min_rate_packets;
-        let min_segs = self.thresholds.min_segs_out;
+        let min_packets = self.judge.thresholds().min_rate_packets;
+        let min_segs = self.judge.thresholds().min_segs_out;
         let mut points = Vec::with_capacity(a.interfaces.len());
         for v in &a.interfaces {
             let sample = snap.interfaces.iter().find(|i| i.name == v.iface);
@@ -833,7 +830,7 @@ impl ReportBuilder {
     }
 
     fn thresholds_changed(&self) -> Vec<String> {
-        let now = serde_json::to_value(&self.thresholds).unwrap_or_default();
+        let now = serde_json::to_value(self.judge.thresholds()).unwrap_or_default();
         let then = serde_json::to_value(&self.recorded_thresholds).unwrap_or_default();
         Thresholds::names()
             .into_iter()
@@ -962,7 +959,7 @@ impl ReportBuilder {
         Ok(Report {
             files: self.files.clone(),
             recording: self.recording.clone(),
-            thresholds: self.thresholds.clone(),
+            thresholds: self.judge.thresholds().clone(),
             thresholds_changed: self.thresholds_changed(),
             filters: self.resolved.clone(),
             span: self.span.clone(),
