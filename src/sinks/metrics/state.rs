@@ -136,7 +136,8 @@ impl ExporterState {
                     ];
                     d.retransmit_pct = r.retransmit_pct;
                     d.verdict = Some((v.held.verdict, v.held.confidence));
-                    d.verdict_secs = v.held.intervals as f64 * r.interval_secs;
+                    d.verdict_secs =
+                        snap.mono_ns.saturating_sub(v.held.since_mono_ns) as f64 / 1e9;
                 }
                 None => {
                     d.exceeded_pct = [None; 5];
