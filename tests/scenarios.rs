@@ -90,8 +90,21 @@ fn network_loss_is_judged_loss() {
 fn free_flow_is_judged_free() {
     let lab = Lab::up("ff");
     // A steady offered load well under every limit.
-    let v = observe(&lab, "free_flow", 9, &["--bitrate", "400M"]);
+    let lines = watch_scenario(&lab, "free_flow", 9, &["--bitrate", "400M"]);
+    let v = b0_verdicts(&lines);
+    eprintln!("free_flow: {v:?}");
     check("free_flow", &v, "free_flow");
+    // The bulk transfers start during the first interval (flows in slow
+    // start retransmit): no interval, the first included, holds a verdict.
+    let held: Vec<String> = interface_analyses(&lines, "b0")
+        .iter()
+        .filter_map(|i| Some(i["held"]["verdict"].as_str()?.to_string()))
+        .collect();
+    assert_eq!(held.len(), v.len(), "a held verdict per interval");
+    assert!(
+        held.iter().all(|h| h == "free_flow" || h == "idle"),
+        "held verdicts of a free flow: {held:?}"
+    );
 }
 
 #[test]

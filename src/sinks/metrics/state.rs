@@ -136,8 +136,7 @@ impl ExporterState {
                     ];
                     d.retransmit_pct = r.retransmit_pct;
                     d.verdict = Some((v.held.verdict, v.held.confidence));
-                    d.verdict_secs =
-                        snap.mono_ns.saturating_sub(v.held.since_mono_ns) as f64 / 1e9;
+                    d.verdict_secs = snap.mono_ns.saturating_sub(v.held.since_mono_ns) as f64 / 1e9;
                 }
                 None => {
                     d.exceeded_pct = [None; 5];
