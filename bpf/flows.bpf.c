@@ -186,6 +186,37 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
 	}
 }
 
+/* The chrono counters as tcp_get_info() reports them: the period running now
+ * (chrono_type, since chrono_start) is added to its type. chrono_type is a
+ * 2-bit field before 6.x and a u8 after, hence the bitfield read. */
+static __always_inline void fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp)
+{
+	__u32 stat[3];
+	__u32 type, now;
+
+	rec->now_jiffies = bpf_jiffies64();
+	now = (__u32)rec->now_jiffies;
+	stat[0] = BPF_CORE_READ(tp, chrono_stat[0]);
+	stat[1] = BPF_CORE_READ(tp, chrono_stat[1]);
+	stat[2] = BPF_CORE_READ(tp, chrono_stat[2]);
+	type = BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
+	if (type >= 1 && type <= 3) {
+		__u32 running = now - BPF_CORE_READ(tp, chrono_start);
+
+		if (type == 1)
+			stat[0] += running;
+		else if (type == 2)
+			stat[1] += running;
+		else
+			stat[2] += running;
+	}
+	rec->busy_jiffies = stat[0] + stat[1] + stat[2];
+	rec->rwnd_limited_jiffies = stat[1];
+	rec->sndbuf_limited_jiffies = stat[2];
+	rec->notsent_bytes = BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_nxt);
+	rec->cwnd_limited = BPF_CORE_READ_BITFIELD_PROBED(tp, is_cwnd_limited);
+}
+
 static __always_inline void fill_record(struct ts_flow_record *rec, struct sock *sk,
 					struct tcp_sock *tp, struct ts_flow_state *st)
 {
@@ -230,6 +261,7 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	rec->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
 	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
 	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
+	fill_send_limits(rec, tp);
 	update_ifindex(sk, st);
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
 }
@@ -276,6 +308,8 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	srtt = tp->srtt_us >> 3;
 	cwnd = tp->snd_cwnd;
 	st->probe_events++;
+	if (tp->write_seq != tp->snd_nxt)
+		st->waiting_events++;
 	st->srtt_sum_us += srtt;
 	if (srtt > st->srtt_max_us)
 		st->srtt_max_us = srtt;

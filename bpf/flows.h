@@ -48,6 +48,10 @@ struct ts_flow_state {
 	__u32 lport;             /* local port, kept because the kernel zeroes
 				  * it when the socket is unhashed at close */
 	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
+	__u64 waiting_events;    /* tcp_probe runs that found data written and not
+				  * yet sent (write_seq != snd_nxt): the share of
+				  * them says how much of the time the application
+				  * had more to send than the path took */
 	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
 	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */
 	__u32 last_cwnd;
@@ -99,6 +103,19 @@ struct ts_flow_record {
 	__u64 bytes_retrans;
 	__u64 bytes_acked;
 	__u64 bytes_received;
+	/* What limited sending, as tcp_info's tcpi_busy_time, tcpi_rwnd_limited
+	 * and tcpi_sndbuf_limited count it (ss -i: busy, rwnd_limited,
+	 * sndbuf_limited), in jiffies including the period running now. busy
+	 * is every period with data unsent or unacknowledged; sndbuf_limited is
+	 * the part where the application had more to write than the send buffer
+	 * took: data waiting that the network did not take. */
+	__u64 now_jiffies;       /* bpf_jiffies64 when the record was made */
+	__u32 busy_jiffies;
+	__u32 rwnd_limited_jiffies;
+	__u32 sndbuf_limited_jiffies;
+	__u32 notsent_bytes;     /* write_seq - snd_nxt: written, not yet sent */
+	__u8 cwnd_limited;       /* tcp_sock.is_cwnd_limited now */
+	__u8 _pad[7];
 	struct ts_flow_state st;
 };
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use crate::allowance::{AllowanceReader, CounterSource};
 use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
+use crate::fragments;
 use crate::ifindex::IfIndexNames;
 use crate::ifstats;
 use crate::netns::NetnsNames;
@@ -73,6 +74,8 @@ pub struct Collector {
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
+    /// FragCreates at the end of the last interval; None after a failed read.
+    prev_frag_creates: Option<u64>,
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
@@ -134,6 +137,7 @@ impl Collector {
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
+            prev_frag_creates: fragments::read_frag_creates().ok(),
         };
         // Baselines: the first snapshot reports growth from now on.
         let live = c.probes.read_flows()?;
@@ -231,6 +235,7 @@ impl Collector {
         for i in &mut interfaces {
             i.host_queue = host_queue.remove(&i.name);
         }
+        let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
         let mut programs = self
             .probes
@@ -264,10 +269,29 @@ impl Collector {
             flows,
             events: flow_events,
             health,
+            fragments_created,
         };
         self.prev_mono_ns = mono_ns;
         self.seq += 1;
         Ok(snap)
+    }
+
+    /// Fragments created since the last interval. A failed read is counted
+    /// and leaves this interval and the next unknown (no baseline).
+    fn fragments_created(&mut self) -> Option<u64> {
+        let now = match fragments::read_frag_creates() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                self.counter_read_failures += 1;
+                None
+            }
+        };
+        let delta = match (self.prev_frag_creates, now) {
+            (Some(p), Some(n)) => Some(n.saturating_sub(p)),
+            _ => None,
+        };
+        self.prev_frag_creates = now;
+        delta
     }
 
     fn read_interfaces(&mut self) -> Vec<InterfaceSample> {

@@ -145,6 +145,8 @@ impl FlowTable {
             srtt_mean_us,
             srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
             cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
+            notsent_bytes: rec.notsent_bytes,
+            cwnd_limited: rec.cwnd_limited != 0,
             totals,
             delta,
             opened,
@@ -159,6 +161,7 @@ impl FlowTable {
 /// congestion state counted up to the record's own timestamp.
 fn counters_of(rec: &ts_flow_record) -> FlowCounters {
     let st = &rec.st;
+    let hz = kernel_hz(rec.now_ns, rec.now_jiffies);
     let mut ca_time_ns = st.ca_time_ns;
     if (st.ca_state as usize) < ca_time_ns.len() && rec.now_ns > st.ca_since_ns {
         ca_time_ns[st.ca_state as usize] += rec.now_ns - st.ca_since_ns;
@@ -177,9 +180,36 @@ fn counters_of(rec: &ts_flow_record) -> FlowCounters {
         delivered: rec.delivered as u64,
         probe_events: st.probe_events,
         cwnd_reductions: st.cwnd_reductions as u64,
+        waiting_events: st.waiting_events,
         ca_time_us: PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000)),
         ca_entries: PerCaState::from_array(st.ca_entries.map(u64::from)),
+        busy_us: jiffies_us(rec.busy_jiffies, hz),
+        rwnd_limited_us: jiffies_us(rec.rwnd_limited_jiffies, hz),
+        sndbuf_limited_us: jiffies_us(rec.sndbuf_limited_jiffies, hz),
     }
+}
+
+/// Tick rates a kernel can be built with (CONFIG_HZ).
+const HZ_CHOICES: [f64; 4] = [100.0, 250.0, 300.0, 1000.0];
+
+/// The kernel's tick rate, told from one record's two clocks: jiffies start
+/// at 2^32 - 300 * HZ at boot (INITIAL_JIFFIES, so that they wrap 5 minutes
+/// in) while bpf_ktime counts from boot, so jiffies - 2^32 = HZ * (t - 300 s).
+/// None near t = 300 s (too little to divide by), and when the result is not
+/// within 5% of a rate a kernel can have.
+pub fn kernel_hz(now_ns: u64, now_jiffies: u64) -> Option<f64> {
+    let since_wrap_s = now_ns as f64 / 1e9 - 300.0;
+    if since_wrap_s.abs() < 20.0 {
+        return None;
+    }
+    let hz = (now_jiffies as f64 - 4_294_967_296.0) / since_wrap_s;
+    HZ_CHOICES
+        .into_iter()
+        .find(|c| ((hz - c) / c).abs() <= 0.05)
+}
+
+fn jiffies_us(jiffies: u32, hz: Option<f64>) -> u64 {
+    hz.map_or(0, |hz| (jiffies as f64 * 1e6 / hz).round() as u64)
 }
 
 /// Growth from `prev` to `now`. The kernel's 32-bit counters (segs_out,
@@ -214,8 +244,12 @@ pub fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
         delivered: d32(now.delivered, prev.delivered),
         probe_events: d(now.probe_events, prev.probe_events),
         cwnd_reductions: d(now.cwnd_reductions, prev.cwnd_reductions),
+        waiting_events: d(now.waiting_events, prev.waiting_events),
         ca_time_us: ca(now.ca_time_us, prev.ca_time_us),
         ca_entries: ca(now.ca_entries, prev.ca_entries),
+        busy_us: d(now.busy_us, prev.busy_us),
+        rwnd_limited_us: d(now.rwnd_limited_us, prev.rwnd_limited_us),
+        sndbuf_limited_us: d(now.sndbuf_limited_us, prev.sndbuf_limited_us),
     }
 }
 

@@ -13,6 +13,7 @@ pub mod collector;
 pub mod doctor;
 pub mod duration;
 pub mod flowtable;
+pub mod fragments;
 pub mod ifindex;
 pub mod ifstats;
 pub mod netns;

@@ -29,6 +29,12 @@ pub struct Snapshot {
     #[serde(default)]
     pub events: Vec<FlowEvent>,
     pub health: Health,
+    /// IPv4 fragments the observer's network namespace created in the
+    /// interval (`nstat IpFragCreates`); None when /proc/net/snmp could not
+    /// be read (counted in `health.counter_read_failures`), in the first
+    /// interval's baseline, and in recordings before format 1.4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragments_created: Option<u64>,
 }
 
 impl Snapshot {
@@ -240,10 +246,28 @@ pub struct FlowCounters {
     pub probe_events: u64,
     /// tcp_probe runs where cwnd was lower than at the previous one.
     pub cwnd_reductions: u64,
+    /// tcp_probe runs that found data written and not yet sent: over
+    /// `probe_events`, the share of the time the flow had data waiting.
+    #[serde(default)]
+    pub waiting_events: u64,
     /// Time in each congestion state, in microseconds.
     pub ca_time_us: PerCaState<u64>,
     /// Entries into each congestion state.
     pub ca_entries: PerCaState<u64>,
+    /// Time with data unsent or unacknowledged, as `ss -i` shows `busy`
+    /// (tcp_info's tcpi_busy_time), in microseconds; 0 in recordings older
+    /// than format 1.4 and when the kernel's tick rate could not be told.
+    #[serde(default)]
+    pub busy_us: u64,
+    /// The part of `busy_us` stalled by the receiver's window (`ss -i`
+    /// `rwnd_limited`).
+    #[serde(default)]
+    pub rwnd_limited_us: u64,
+    /// The part of `busy_us` in which the application had more to write than
+    /// the send buffer took (`ss -i` `sndbuf_limited`): data waiting that
+    /// the path did not take.
+    #[serde(default)]
+    pub sndbuf_limited_us: u64,
 }
 
 /// One TCP flow over one interval.
@@ -275,6 +299,14 @@ pub struct FlowSample {
     pub srtt_mean_us: Option<u32>,
     pub srtt_max_us: Option<u32>,
     pub cwnd_min: Option<u32>,
+    /// Bytes written by the application and not yet sent (`ss -i`
+    /// `notsent`), at the end of the interval.
+    #[serde(default)]
+    pub notsent_bytes: u32,
+    /// The kernel's own view at the end of the interval: sending was limited
+    /// by the congestion window (tcp_sock.is_cwnd_limited).
+    #[serde(default)]
+    pub cwnd_limited: bool,
     pub totals: FlowCounters,
     pub delta: FlowCounters,
     /// Opened during this interval (its deltas count from zero).
@@ -323,6 +355,8 @@ impl FlowSample {
             srtt_mean_us: None,
             srtt_max_us: None,
             cwnd_min: None,
+            notsent_bytes: 0,
+            cwnd_limited: false,
             totals: FlowCounters::default(),
             delta: FlowCounters::default(),
             opened: false,

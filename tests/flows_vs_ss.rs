@@ -6,9 +6,12 @@
 //!   before and just after the snapshot (the same smoothed field, ms apart);
 //! - min_rtt: within 10% or 100 us of ss (a windowed minimum: stable);
 //! - cwnd: within 25% or 4 segments of that ss range (it moves per ACK);
+//! - busy, rwnd_limited and sndbuf_limited time: within 2% or 20 ms of that
+//!   ss range (ss prints whole milliseconds; the kernel counts in ticks);
 //! - retransmits per flow (idle sockets after the transfer): equal to ss;
 //!   probe-traced retransmitted segments within 5% or 3 of that;
-//! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs.
+//! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs;
+//! - IPv4 fragments created in an interval: equal to nstat IpFragCreates.
 
 mod common;
 
@@ -94,8 +97,11 @@ fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
                 .find(|a| a.peer_port == s.peer_port)
                 .expect("still there after");
             checked += 1;
+            let t = &f.totals;
             let line = format!(
-                "peer port {}: srtt {} vs ss {:.0}..{:.0}, min_rtt {} vs {:.0}, cwnd {} vs {}..{}",
+                "peer port {}: srtt {} vs ss {:.0}..{:.0}, min_rtt {} vs {:.0}, cwnd {} vs {}..{}, \
+                 busy {} vs {:.0}..{:.0}, rwnd_limited {} vs {:.0}..{:.0}, \
+                 sndbuf_limited {} vs {:.0}..{:.0} (us)",
                 s.peer_port,
                 f.srtt_us,
                 s.srtt_us,
@@ -104,16 +110,38 @@ fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
                 s.min_rtt_us,
                 f.cwnd,
                 s.cwnd,
-                a.cwnd
+                a.cwnd,
+                t.busy_us,
+                s.busy_us,
+                a.busy_us,
+                t.rwnd_limited_us,
+                s.rwnd_limited_us,
+                a.rwnd_limited_us,
+                t.sndbuf_limited_us,
+                s.sndbuf_limited_us,
+                a.sndbuf_limited_us,
             );
             eprintln!("{line}");
+            let chrono = |ours: u64, before: f64, after: f64| {
+                within_bracket(ours as f64, before, after, 0.02, 20_000.0)
+            };
             if !(within_bracket(f.srtt_us as f64, s.srtt_us, a.srtt_us, 0.25, 500.0)
                 && close_to(f.min_rtt_us as f64, s.min_rtt_us, 0.10, 100.0)
-                && within_bracket(f.cwnd as f64, s.cwnd as f64, a.cwnd as f64, 0.25, 4.0))
+                && within_bracket(f.cwnd as f64, s.cwnd as f64, a.cwnd as f64, 0.25, 4.0)
+                && chrono(t.busy_us, s.busy_us, a.busy_us)
+                && chrono(t.rwnd_limited_us, s.rwnd_limited_us, a.rwnd_limited_us)
+                && chrono(
+                    t.sndbuf_limited_us,
+                    s.sndbuf_limited_us,
+                    a.sndbuf_limited_us,
+                ))
             {
                 failures.push(line.clone());
             }
             assert!(f.srtt_us > 0 && f.min_rtt_us > 0 && f.cwnd > 0);
+            // Bulk senders 3 s in: busy for most of it (0 would mean the
+            // tick rate was not told and the chrono figures not reported).
+            assert!(t.busy_us > 1_000_000, "{line}");
             assert!(f.owner.is_some(), "owner known for {line}");
         }
     }
@@ -275,4 +303,42 @@ fn other_namespaces_are_reported_only_with_all_netns() {
     );
     let seen = watch_netns_seen(&lab, true);
     assert!(seen.contains(&broker_ns), "--all-netns reports them");
+}
+
+#[test]
+fn fragments_created_agree_with_nstat() {
+    let lab = Lab::up("frag");
+    let broker = lab.broker();
+    let before = lab.nstat(&broker, "IpFragCreates");
+    let snap = in_netns(&broker, || {
+        let mut c = Collector::start(config()).expect("attach probes");
+        c.collect().unwrap();
+        // 4,000-byte UDP datagrams over a 1,500-byte MTU, fragmenting
+        // allowed: three fragments each, made by the broker's own stack.
+        let sock = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        let dont: libc::c_int = libc::IP_PMTUDISC_DONT;
+        // SAFETY: a valid socket and a c_int option of the right size.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&sock),
+                libc::IPPROTO_IP,
+                libc::IP_MTU_DISCOVER,
+                (&dont as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0, "IP_MTU_DISCOVER");
+        for _ in 0..10 {
+            sock.send_to(&[0u8; 4000], (Lab::CLIENT_IP, 9)).unwrap();
+        }
+        c.collect().unwrap()
+    });
+    let after = lab.nstat(&broker, "IpFragCreates");
+    eprintln!(
+        "fragments: ours {:?}, nstat {}",
+        snap.fragments_created,
+        after - before
+    );
+    assert_eq!(snap.fragments_created, Some(after - before));
+    assert!(after - before >= 30, "the datagrams were fragmented");
 }

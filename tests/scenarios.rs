@@ -108,6 +108,46 @@ fn free_flow_is_judged_free() {
 }
 
 #[test]
+fn hard_cap_under_50_pct_is_named_a_cap() {
+    let lab = Lab::up("cap");
+    // Bulk senders against a 300 Mbit/s tbf with a small queue that the
+    // emulator counts like a policer (drops only): the counter climbs, but
+    // stays far under the 50% line.
+    let lines = watch_scenario(&lab, "hard_cap", 10, &[]);
+    let v = b0_verdicts(&lines);
+    eprintln!("hard_cap: {v:?}");
+    let rates: Vec<f64> = interface_analyses(&lines, "b0")
+        .iter()
+        .filter_map(|i| i["rates"]["bw_out_pct"].as_f64())
+        .collect();
+    assert!(
+        rates.iter().all(|r| *r < 50.0),
+        "the counter stays under the bandwidth line: {rates:?}"
+    );
+    // A cap is a limit: never judged queuing or drop at the bandwidth line.
+    check_verdicts(
+        "hard_cap",
+        &v.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        "hypervisor_cap",
+        |n| n == "hypervisor_queuing" || n == "hypervisor_drop",
+    );
+    let held: Vec<String> = interface_analyses(&lines, "b0")
+        .iter()
+        .filter_map(|i| Some(i["held"]["verdict"].as_str()?.to_string()))
+        .collect();
+    assert_eq!(
+        held.last().map(String::as_str),
+        Some("hypervisor_cap"),
+        "{held:?}"
+    );
+    assert!(
+        held.iter()
+            .all(|h| h == "hypervisor_cap" || h == "free_flow" || h == "idle"),
+        "held verdicts of a hard cap: {held:?}"
+    );
+}
+
+#[test]
 fn burst_then_enforcement_is_one_episode_at_the_baseline() {
     use throttlescope::analysis::{EpisodeTracker, Thresholds};
     let lab = Lab::up("be");

@@ -34,6 +34,8 @@ struct B0Interval {
     bw_out_exceeded: Option<u64>,
     conntrack_exceeded: Option<u64>,
     conntrack_available: Option<u64>,
+    /// The deciding evidence's note.
+    note: String,
 }
 
 fn b0_intervals(lines: &str) -> Vec<B0Interval> {
@@ -48,6 +50,7 @@ fn b0_intervals(lines: &str) -> Vec<B0Interval> {
                 bw_out_exceeded: r["bw_out_exceeded"].as_u64(),
                 conntrack_exceeded: r["conntrack_exceeded"].as_u64(),
                 conntrack_available: r["conntrack_available"].as_u64(),
+                note: i["evidence"][0]["note"].as_str().unwrap_or("").to_string(),
             })
         })
         .collect()
@@ -156,6 +159,11 @@ fn pps_limit_is_judged_pps_limit() {
         );
     }
     check("pps_limit", &v, "pps_limit");
+    // Small whole segments, not fragments (which have a limit of their
+    // own): the evidence says so.
+    for i in v.iter().filter(|i| i.verdict == "pps_limit") {
+        assert!(i.note.contains("no IPv4 fragments sent"), "{}", i.note);
+    }
 
     let emulated = counter(&lab, "pps_allowance_exceeded") - pps0;
     let shaper = pps_shaper_packets(&lab) - shaper0;

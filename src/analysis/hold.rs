@@ -98,6 +98,9 @@ impl Default for HeldVerdict {
 enum Kind {
     Calm,
     HypervisorBandwidth,
+    /// Its own kind: a cap is judged under the bandwidth line, so the
+    /// bandwidth kind's windowed onset level would never hold it.
+    HypervisorCap,
     Pps,
     Conntrack,
     Linklocal,
@@ -107,11 +110,12 @@ enum Kind {
 
 /// The order in which kinds win a tie: the decision order of the verdict
 /// engine (docs/verdicts.md).
-const KIND_ORDER: [Kind; 6] = [
+const KIND_ORDER: [Kind; 7] = [
     Kind::Conntrack,
     Kind::Linklocal,
     Kind::HypervisorBandwidth,
     Kind::Pps,
+    Kind::HypervisorCap,
     Kind::Host,
     Kind::Network,
 ];
@@ -126,6 +130,7 @@ fn kind(v: Verdict) -> Kind {
     match v {
         Verdict::Idle | Verdict::FreeFlow => Kind::Calm,
         Verdict::HypervisorQueuing | Verdict::HypervisorDrop => Kind::HypervisorBandwidth,
+        Verdict::HypervisorCap => Kind::HypervisorCap,
         Verdict::PpsLimit => Kind::Pps,
         Verdict::ConntrackLimit => Kind::Conntrack,
         Verdict::LinklocalLimit => Kind::Linklocal,

@@ -71,6 +71,21 @@ pub struct NormalisedRates {
     pub rtt_inflation_p50: Option<f64>,
     pub rtt_inflation_p90: Option<f64>,
     pub rtt_inflation_max: Option<f64>,
+    /// Of the incoming segments of the flows that sent, the % that found
+    /// data written and not yet sent: the application wanted to send more
+    /// than the path took. None below `MIN_WAITING_SAMPLES` segments, and
+    /// for recordings without the figure (before format 1.4).
+    #[serde(default)]
+    pub data_waiting_pct: Option<f64>,
+    /// Of the sending flows' busy time, the % stalled by the receivers'
+    /// windows (the receiver, not the path, was the limit). None without
+    /// busy time.
+    #[serde(default)]
+    pub rwnd_limited_pct: Option<f64>,
+    /// IPv4 fragments the host's namespace created per second (not per
+    /// interface: /proc/net/snmp counts the namespace); None when unknown.
+    #[serde(default)]
+    pub fragments_per_s: Option<f64>,
     /// Whether host queue probes reported for this interface.
     pub host_queue_available: bool,
     /// Peak host qdisc backlog in the interval, and mean sojourn.
@@ -189,6 +204,10 @@ impl NormalisedRates {
     }
 }
 
+/// Incoming segments below which the share with data waiting is not
+/// judged: a handful of ACKs in an interval say little about the time.
+pub const MIN_WAITING_SAMPLES: u64 = 50;
+
 /// The rates of one interface of `snap`.
 pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     let secs = snap.interval_secs();
@@ -206,6 +225,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
         rx_wire_packets: rx_wire,
         wire_pps: per_s((tx_wire + rx_wire) as f64),
         wire_estimated: tx_wire > d.tx_packets || rx_wire > d.rx_packets,
+        fragments_per_s: snap.fragments_created.map(|n| per_s(n as f64)),
         ..Default::default()
     };
 
@@ -221,6 +241,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     }
 
     let mut inflations: Vec<(f64, f64)> = Vec::new();
+    let (mut probes, mut waiting, mut busy, mut rwnd) = (0u64, 0u64, 0u64, 0u64);
     for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
@@ -230,9 +251,19 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             if let Some(i) = flow_rtt_inflation(f) {
                 inflations.push((i, f.delta.bytes_sent.max(1) as f64));
             }
+            probes += f.delta.probe_events;
+            waiting += f.delta.waiting_events;
+            busy += f.delta.busy_us;
+            rwnd += f.delta.rwnd_limited_us;
         }
     }
     r.retransmit_pct = pct(Some(r.retrans_segs), r.segs_out);
+    // A recording before format 1.4 has no waiting counts at all: unknown,
+    // not "never waiting".
+    let known = snap.flows.iter().any(|f| f.totals.busy_us > 0);
+    r.data_waiting_pct =
+        pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);
+    r.rwnd_limited_pct = pct(Some(rwnd), busy);
     inflations.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.rtt_inflation_p50 = weighted_percentile(&inflations, 0.5);
     r.rtt_inflation_p90 = weighted_percentile(&inflations, 0.9);

@@ -26,6 +26,7 @@ impl Build {
     fn new(seq: u64, secs: u64) -> Self {
         Build {
             snap: Snapshot {
+                fragments_created: None,
                 seq,
                 mono_ns: (seq + 1) * secs * 1_000_000_000,
                 unix_ms: 0,
@@ -115,6 +116,20 @@ impl Build {
             let mut f = flow(i + 1, bytes / n, segs / n, inflation);
             f.delta.retrans_segs = (segs as f64 / n as f64 * retrans_pct / 100.0).round() as u64;
             self.snap.flows.push(f);
+        }
+        self
+    }
+    /// The flows had data waiting in `waiting_pct` of their incoming
+    /// segments and were stalled by the receivers' windows for `rwnd_pct`
+    /// of a busy interval (as a kernel that reports them says).
+    fn waiting(mut self, waiting_pct: f64, rwnd_pct: f64) -> Self {
+        let busy = self.secs() * 1_000_000;
+        for f in &mut self.snap.flows {
+            let d = &mut f.delta;
+            d.waiting_events = (d.probe_events as f64 * waiting_pct / 100.0).round() as u64;
+            d.busy_us = busy;
+            d.rwnd_limited_us = (busy as f64 * rwnd_pct / 100.0) as u64;
+            f.totals.busy_us = busy;
         }
         self
     }
@@ -453,6 +468,26 @@ fn pps_allowance_is_pps_limit() {
     assert_eq!(v.verdict, Verdict::PpsLimit, "{:#?}", v.evidence);
     assert_eq!(v.verdict.family(), VerdictFamily::Limit);
     assert!((v.rates.pps_pct.unwrap() - 75.0).abs() < 0.01);
+    assert!(
+        v.evidence[0].note.ends_with("fragments sent unknown"),
+        "{}",
+        v.evidence[0].note
+    );
+
+    // The evidence says whether fragments, with a limit of their own, were sent.
+    let mut none = s.clone();
+    none.fragments_created = Some(0);
+    let note = judge_one(&[], &none).evidence[0].note.clone();
+    assert!(note.contains("no IPv4 fragments sent"), "{note}");
+    let mut frags = s;
+    frags.fragments_created = Some(250_000);
+    let v = judge_one(&[], &frags);
+    assert_eq!(v.verdict, Verdict::PpsLimit);
+    assert!(
+        v.evidence[0].note.contains("250000 IPv4 fragments/s"),
+        "{}",
+        v.evidence[0].note
+    );
 }
 
 #[test]
@@ -1216,4 +1251,107 @@ fn the_labs_alternating_burst_phase_is_free_flow_then_one_enforcement() {
     assert!(e.stepped_down);
     assert!(e.throughput_before_bps.unwrap() > 2.9e8);
     assert!(e.throughput_during_bps.unwrap() < 1e8);
+}
+
+/// Seed 000's m8i: asked for 16 Gbit/s, held at 12.4 with 23.5% of packets
+/// counted; the senders had more to send.
+fn m8i_capped(seq: u64, gbps: f64, waiting_pct: f64) -> Snapshot {
+    Build::new(seq, 60)
+        .tx_bulk(gbps * 1e9, 16)
+        .bw_out_pct(23.5)
+        .flows(8, 0.00015, 1.6)
+        .waiting(waiting_pct, 0.0)
+        .done()
+}
+
+#[test]
+fn a_flat_ceiling_the_senders_push_against_under_50_pct_is_a_hard_cap() {
+    let prev: Vec<Snapshot> = (0..3).map(|i| m8i_capped(i, 12.4, 100.0)).collect();
+    let v = judge_one(&prev, &m8i_capped(3, 12.4, 100.0));
+    assert_eq!(v.verdict, Verdict::HypervisorCap, "{:#?}", v.evidence);
+    assert_eq!(v.verdict.family(), VerdictFamily::Limit);
+    assert!(v.verdict.is_enforcement());
+    assert_eq!(v.evidence[0].signal, "bw_out_cap_pct");
+    assert!(v.evidence[0].exceeded);
+    assert!(
+        v.evidence[0].note.contains("data waiting in 100%"),
+        "{}",
+        v.evidence[0].note
+    );
+    // The bandwidth line itself was not crossed: the cap is its own finding.
+    assert!(has_signal(&v, "bw_out_allowance_pct", false));
+    assert!(has_signal(&v, "data_waiting_pct", true));
+}
+
+#[test]
+fn the_same_counter_without_data_waiting_is_free_flow() {
+    // The seed's free-flow runs at 12 Gbit/s: the application's own rate.
+    let prev: Vec<Snapshot> = (0..3).map(|i| m8i_capped(i, 12.0, 0.0)).collect();
+    let v = judge_one(&prev, &m8i_capped(3, 12.0, 0.0));
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    assert!(has_signal(&v, "data_waiting_pct", false));
+}
+
+#[test]
+fn a_cap_needs_flat_throughput_a_push_and_free_receivers() {
+    let capped = |seq| m8i_capped(seq, 12.4, 100.0);
+    // Throughput that varies by a third is no ceiling.
+    let prev: Vec<Snapshot> = [8.0, 12.4, 6.0]
+        .iter()
+        .enumerate()
+        .map(|(i, g)| m8i_capped(i as u64, *g, 100.0))
+        .collect();
+    assert_eq!(judge_one(&prev, &capped(3)).verdict, Verdict::FreeFlow);
+    // Receivers' windows the limit for most of the busy time.
+    let rwnd = |seq| {
+        Build::new(seq, 60)
+            .tx_bulk(12.4e9, 16)
+            .bw_out_pct(23.5)
+            .flows(8, 0.00015, 1.6)
+            .waiting(100.0, 80.0)
+            .done()
+    };
+    let prev: Vec<Snapshot> = (0..3).map(rwnd).collect();
+    let v = judge_one(&prev, &rwnd(3));
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    assert!(has_signal(&v, "rwnd_limited_pct", true));
+    // Nothing pushing: RTT at its floor, no retransmits.
+    let calm = |seq| {
+        Build::new(seq, 60)
+            .tx_bulk(12.4e9, 16)
+            .bw_out_pct(23.5)
+            .flows(8, 0.0, 1.05)
+            .waiting(100.0, 0.0)
+            .done()
+    };
+    let prev: Vec<Snapshot> = (0..3).map(calm).collect();
+    assert_eq!(judge_one(&prev, &calm(3)).verdict, Verdict::FreeFlow);
+    // A recording without the flow figures (before format 1.4): never a cap.
+    let old = |seq| {
+        Build::new(seq, 60)
+            .tx_bulk(12.4e9, 16)
+            .bw_out_pct(23.5)
+            .flows(8, 0.00015, 1.6)
+            .done()
+    };
+    let prev: Vec<Snapshot> = (0..3).map(old).collect();
+    let v = judge_one(&prev, &old(3));
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert_eq!(v.rates.data_waiting_pct, None);
+}
+
+#[test]
+fn a_hard_cap_is_held_from_its_first_interval() {
+    let th = Thresholds::default();
+    let mut judge = Judge::new(th);
+    let snaps: Vec<Snapshot> = (0..8).map(|i| m8i_capped(i, 12.4, 100.0)).collect();
+    let held: Vec<(Verdict, u64)> = snaps
+        .iter()
+        .map(|s| {
+            let h = &judge.judge(s).interfaces[0].held;
+            (h.verdict, h.since_seq)
+        })
+        .collect();
+    assert_eq!(held[7], (Verdict::HypervisorCap, 0), "{held:?}");
+    assert!(held.iter().all(|(v, _)| *v != Verdict::HypervisorQueuing));
 }

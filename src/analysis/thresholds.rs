@@ -101,6 +101,19 @@ thresholds! {
     /// Host egress drops, % of tx wire packets, at or above which the host
     /// drops (at least one drop is always required).
     local_drop_pct = 0.01;
+    /// bw_out allowance exceeded (% of tx wire packets) at or above which,
+    /// with the conditions below, outbound throughput flat at a ceiling is
+    /// the hypervisor's hard cap even under `bw_allowance_pct` (seed 000:
+    /// m8i/m8g asked for 16 Gbit/s held at 12.4 with 23%).
+    cap_allowance_pct = 0.5;
+    /// A hard cap needs the senders to want more than they get: at least
+    /// this % of their incoming segments found data written and not yet
+    /// sent (the lab: 0% while the application is the limit, 100% against
+    /// a cap).
+    cap_data_waiting_pct = 50.0;
+    /// ...and the receivers' windows to be no limit: under this % of the
+    /// senders' busy time stalled by them.
+    cap_rwnd_limited_pct = 50.0;
     /// Intervals (including the current one) over which tx throughput must
     /// be flat to count as a plateau.
     plateau_intervals = 3.0;

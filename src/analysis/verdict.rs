@@ -22,6 +22,9 @@ pub enum Verdict {
     FreeFlow,
     HypervisorQueuing,
     HypervisorDrop,
+    /// Outbound throughput flat at a ceiling the senders push against, the
+    /// allowance counter climbing but under the bandwidth line.
+    HypervisorCap,
     LocalQueuing,
     LocalDrop,
     NetworkLoss,
@@ -41,7 +44,8 @@ pub enum VerdictFamily {
     Queuing,
     /// Packets lost (retransmits, drops).
     Drop,
-    /// A hypervisor allowance other than bandwidth (pps, conntrack, link-local).
+    /// A hypervisor allowance other than bandwidth (pps, conntrack,
+    /// link-local), or the bandwidth's hard cap.
     Limit,
 }
 
@@ -56,11 +60,12 @@ pub enum Location {
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 10] = [
+    pub const ALL: [Verdict; 11] = [
         Verdict::Idle,
         Verdict::FreeFlow,
         Verdict::HypervisorQueuing,
         Verdict::HypervisorDrop,
+        Verdict::HypervisorCap,
         Verdict::LocalQueuing,
         Verdict::LocalDrop,
         Verdict::NetworkLoss,
@@ -77,9 +82,12 @@ impl Verdict {
             Verdict::HypervisorDrop | Verdict::LocalDrop | Verdict::NetworkLoss => {
                 VerdictFamily::Drop
             }
-            Verdict::PpsLimit | Verdict::ConntrackLimit | Verdict::LinklocalLimit => {
-                VerdictFamily::Limit
-            }
+            // A cap holds the flows at a rate whether its packets wait or,
+            // at a policer, are dropped: a limit, neither queuing nor loss.
+            Verdict::HypervisorCap
+            | Verdict::PpsLimit
+            | Verdict::ConntrackLimit
+            | Verdict::LinklocalLimit => VerdictFamily::Limit,
         }
     }
 
@@ -88,6 +96,7 @@ impl Verdict {
             Verdict::Idle | Verdict::FreeFlow => Location::None,
             Verdict::HypervisorQueuing
             | Verdict::HypervisorDrop
+            | Verdict::HypervisorCap
             | Verdict::PpsLimit
             | Verdict::ConntrackLimit
             | Verdict::LinklocalLimit => Location::Hypervisor,
@@ -107,7 +116,10 @@ impl Verdict {
     pub fn is_enforcement(&self) -> bool {
         matches!(
             self,
-            Verdict::HypervisorQueuing | Verdict::HypervisorDrop | Verdict::PpsLimit
+            Verdict::HypervisorQueuing
+                | Verdict::HypervisorDrop
+                | Verdict::HypervisorCap
+                | Verdict::PpsLimit
         )
     }
 
@@ -117,6 +129,7 @@ impl Verdict {
             Verdict::FreeFlow => "free_flow",
             Verdict::HypervisorQueuing => "hypervisor_queuing",
             Verdict::HypervisorDrop => "hypervisor_drop",
+            Verdict::HypervisorCap => "hypervisor_cap",
             Verdict::LocalQueuing => "local_queuing",
             Verdict::LocalDrop => "local_drop",
             Verdict::NetworkLoss => "network_loss",
@@ -389,6 +402,22 @@ fn collect(
             ),
         );
     }
+    if let Some(p) = r.data_waiting_pct {
+        s.add(
+            "data_waiting_pct",
+            p,
+            th.cap_data_waiting_pct,
+            "% of the sending flows' incoming segments found data written and not yet sent",
+        );
+    }
+    if let Some(p) = r.rwnd_limited_pct {
+        s.add(
+            "rwnd_limited_pct",
+            p,
+            th.cap_rwnd_limited_pct,
+            "% of the sending flows' busy time stalled by the receivers' windows",
+        );
+    }
     if r.host_queue_available {
         s.add(
             "local_backlog_packets",
@@ -520,6 +549,50 @@ pub fn judge(
             },
         );
     }
+    if verdict == Verdict::PpsLimit {
+        // Fragmented egress has a packet-rate limit of its own that counts
+        // in pps_allowance_exceeded too: say whether there was any.
+        let frags = match rates.fragments_per_s {
+            Some(f) if f > 0.0 => format!(
+                "; the host sent {} IPv4 fragments/s: fragments have a packet-rate limit of \
+                 their own that counts here too (check the MTU toward the peers)",
+                fmt_num(f)
+            ),
+            Some(_) => "; no IPv4 fragments sent: whole packets are over the allowance".into(),
+            None => "; IPv4 fragments sent unknown".into(),
+        };
+        if let Some(e) = evidence.first_mut() {
+            e.note.push_str(&frags);
+        }
+    }
+    if verdict == Verdict::HypervisorCap {
+        let value = rates.bw_out_pct.unwrap_or(0.0);
+        let cv = evidence
+            .iter()
+            .find(|e| e.signal == "tx_plateau_cv")
+            .map_or(0.0, |e| e.value);
+        evidence.insert(
+            0,
+            Evidence {
+                signal: "bw_out_cap_pct".into(),
+                value,
+                threshold: th.cap_allowance_pct,
+                note: format!(
+                    "hard cap: tx flat at {:.3} Gbps (cv {}), the senders had data waiting in {}% \
+                     of their incoming segments, and bw_out counted {}% of tx wire packets \
+                     (>= {}%, under the {}% line); a bottleneck beyond the hypervisor would read \
+                     alike only if the counter's microbursts coincided",
+                    rates.tx_bps / 1e9,
+                    fmt_num(cv),
+                    fmt_num(rates.data_waiting_pct.unwrap_or(0.0)),
+                    fmt_num(value),
+                    fmt_num(th.cap_allowance_pct),
+                    fmt_num(th.bw_allowance_pct)
+                ),
+                exceeded: true,
+            },
+        );
+    }
     InterfaceVerdict {
         iface: iface.name.clone(),
         verdict,
@@ -638,6 +711,28 @@ fn decide(s: &Signals, r: &NormalisedRates, th: &Thresholds) -> (Verdict, f64, &
                 (Verdict::HypervisorQueuing, c, name)
             }
         };
+    }
+
+    // 4b. A hard cap: under the bandwidth line, but the senders want more
+    // than they get (data waiting, receivers no limit), outbound
+    // throughput is flat, and pushing against it queues or loses packets
+    // while the hypervisor's counter climbs.
+    if let Some(p) = s.value("bw_out_allowance_pct") {
+        let pushing = rtt_hit || retrans_hit;
+        // Flat throughput is required once it can be told: in the first
+        // intervals (too little history) nothing says it is not.
+        if p >= th.cap_allowance_pct
+            && s.hit("data_waiting_pct")
+            && s.get("rwnd_limited_pct").is_none_or(|e| !e.exceeded)
+            && s.get("tx_plateau_cv").is_none_or(|e| e.exceeded)
+            && pushing
+        {
+            let c = 0.5
+                + 0.2 * past(p, th.cap_allowance_pct.max(0.01), th.bw_allowance_pct)
+                + if rtt_hit { 0.1 } else { 0.0 }
+                + 0.1 * past(v("data_waiting_pct"), th.cap_data_waiting_pct, 100.0);
+            return (Verdict::HypervisorCap, c, "bw_out_allowance_pct");
+        }
     }
 
     // 5-6. The host's own queue.

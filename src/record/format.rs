@@ -13,8 +13,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// The version this build writes. Readable: every `1.x`. 1.1 added the
 /// header's `thresholds` and `segment`; 1.2 the flows' `iface`; 1.3 the
 /// owners' `cgroup` and `workload`, and the health programs' `attached`,
-/// `not_attached` and `lost`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 3 };
+/// `not_attached` and `lost`; 1.4 the flows' `busy_us`, `rwnd_limited_us`,
+/// `sndbuf_limited_us`, `waiting_events`, `notsent_bytes` and `cwnd_limited`.
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 4 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.

@@ -21,11 +21,12 @@ use crate::analysis::Verdict;
 pub const MAX_POINTS: usize = 1500;
 
 /// One colour per verdict, for bands, legends and table cells.
-pub const VERDICT_COLOURS: [(Verdict, &str); 10] = [
+pub const VERDICT_COLOURS: [(Verdict, &str); 11] = [
     (Verdict::Idle, "#cbd5e1"),
     (Verdict::FreeFlow, "#86efac"),
     (Verdict::HypervisorQueuing, "#f59e0b"),
     (Verdict::HypervisorDrop, "#dc2626"),
+    (Verdict::HypervisorCap, "#b45309"),
     (Verdict::LocalQueuing, "#3b82f6"),
     (Verdict::LocalDrop, "#1e3a8a"),
     (Verdict::NetworkLoss, "#8b5cf6"),

@@ -189,9 +189,14 @@ fn episodes(out: &mut String, r: &Report) {
                     );
                 }
                 None => {
+                    let how = if e.episode.verdict == Verdict::HypervisorCap {
+                        "capped"
+                    } else {
+                        "queued"
+                    };
                     let _ = writeln!(
                         out,
-                        "             enforcement ({}): queued at a steady {baseline}, no step down in throughput",
+                        "             enforcement ({}): {how} at a steady {baseline}, no step down in throughput",
                         x.direction
                     );
                 }

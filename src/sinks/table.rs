@@ -222,6 +222,7 @@ mod tests {
     #[test]
     fn the_interface_column_appears_with_several_interfaces() {
         let mut snap = Snapshot {
+            fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,
             unix_ms: 0,
@@ -244,6 +245,7 @@ mod tests {
     #[test]
     fn the_workload_column_appears_when_a_flow_has_one() {
         let mut snap = Snapshot {
+            fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,
             unix_ms: 0,
@@ -278,6 +280,7 @@ mod tests {
     #[test]
     fn programs_not_attached_are_shown_with_what_is_missing() {
         let snap = Snapshot {
+            fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,
             unix_ms: 0,

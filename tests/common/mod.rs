@@ -160,6 +160,11 @@ pub struct SsFlow {
     pub min_rtt_us: f64,
     pub cwnd: u32,
     pub retrans_total: u64,
+    /// `busy`, `rwnd_limited` and `sndbuf_limited`, in microseconds (ss
+    /// prints whole milliseconds; absent counts as 0).
+    pub busy_us: f64,
+    pub rwnd_limited_us: f64,
+    pub sndbuf_limited_us: f64,
 }
 
 /// Parses `ss -tin` output: a header line, then per socket a line with
@@ -196,11 +201,23 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                 f.cwnd = v.parse().unwrap();
             } else if let Some(v) = tok.strip_prefix("retrans:") {
                 f.retrans_total = v.split('/').nth(1).unwrap().parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("busy:") {
+                f.busy_us = ss_ms(v);
+            } else if let Some(v) = tok.strip_prefix("rwnd_limited:") {
+                f.rwnd_limited_us = ss_ms(v);
+            } else if let Some(v) = tok.strip_prefix("sndbuf_limited:") {
+                f.sndbuf_limited_us = ss_ms(v);
             }
         }
     }
     out.extend(cur);
     out
+}
+
+/// `1234ms` or `1234ms(5.6%)` as ss prints a chrono time, in microseconds.
+fn ss_ms(v: &str) -> f64 {
+    let ms = v.split("ms").next().unwrap();
+    ms.parse::<f64>().unwrap() * 1000.0
 }
 
 /// True when `ours` is within `rel` (fraction) or `abs` of `theirs`.

@@ -84,6 +84,10 @@ fn counters(seq: u64, salt: u64) -> FlowCounters {
         cwnd_reductions: seq % 3,
         ca_time_us: PerCaState::from_array([v, 1, 2, 3, seq]),
         ca_entries: PerCaState::from_array([1, 0, seq % 2, 0, 0]),
+        waiting_events: v / 2,
+        busy_us: v * 100,
+        rwnd_limited_us: seq * 10,
+        sndbuf_limited_us: salt,
     }
 }
 
@@ -184,6 +188,8 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             srtt_mean_us: Some(210),
             srtt_max_us: (seq % 2 == 0).then_some(900),
             cwnd_min: None,
+            notsent_bytes: (seq * 1448) as u32,
+            cwnd_limited: seq % 2 == 1,
             totals: counters(seq, i),
             delta: counters(1, i),
             opened: seq == 0,
@@ -193,6 +199,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
         })
         .collect();
     Snapshot {
+        fragments_created: (seq % 3 != 0).then_some(seq % 4),
         seq,
         mono_ns: 5_000_000_000 + (seq + 1) * 1_000_000_000,
         unix_ms: 1_763_000_000_000 + (seq + 1) * 1000,

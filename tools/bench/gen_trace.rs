@@ -341,6 +341,11 @@ impl Generator {
                     u64::from(retrans > 0),
                     0,
                 ]),
+                // Under enforcement the senders have more than they may send.
+                waiting_events: if enforced { acks_in } else { 0 },
+                busy_us: if data_segs > 0 { interval_ns / 1000 } else { 0 },
+                rwnd_limited_us: 0,
+                sndbuf_limited_us: 0,
             };
             add_counters(&mut f.totals, &delta);
             probe_total += acks_in;
@@ -378,6 +383,8 @@ impl Generator {
                 srtt_mean_us: active.then_some(srtt),
                 srtt_max_us: active.then(|| (srtt as f64 * r.range(1.0, 1.5)) as u32),
                 cwnd_min: active.then(|| f.cwnd.saturating_sub(r.next_u64() as u32 % 8).max(2)),
+                notsent_bytes: if enforced { 64 * 1024 } else { 0 },
+                cwnd_limited: enforced,
                 totals: f.totals,
                 delta,
                 opened: f.opened,
@@ -439,6 +446,7 @@ impl Generator {
             interfaces,
             flows: samples,
             events,
+            fragments_created: Some(0),
             health: Health {
                 programs: PROGRAMS
                     .iter()
@@ -554,6 +562,10 @@ fn add_counters(t: &mut FlowCounters, d: &FlowCounters) {
     t.delivered += d.delivered;
     t.probe_events += d.probe_events;
     t.cwnd_reductions += d.cwnd_reductions;
+    t.waiting_events += d.waiting_events;
+    t.busy_us += d.busy_us;
+    t.rwnd_limited_us += d.rwnd_limited_us;
+    t.sndbuf_limited_us += d.sndbuf_limited_us;
     let (mut a, b) = (t.ca_time_us.to_array(), d.ca_time_us.to_array());
     let (mut c, e) = (t.ca_entries.to_array(), d.ca_entries.to_array());
     for k in 0..5 {

@@ -49,6 +49,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
 
 fn snapshot(seq: u64) -> Snapshot {
     Snapshot {
+        fragments_created: None,
         seq,
         mono_ns: 1_000_000_000 * (seq + 1),
         unix_ms: 1_762_000_000_000 + 1000 * seq,

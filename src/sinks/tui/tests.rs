@@ -68,6 +68,7 @@ fn shaped(seq: u64) -> Snapshot {
         ..Default::default()
     };
     Snapshot {
+        fragments_created: None,
         seq,
         mono_ns: (seq + 1) * 1_000_000_000,
         unix_ms: 0,
