@@ -1355,3 +1355,59 @@ fn a_hard_cap_is_held_from_its_first_interval() {
     assert_eq!(held[7], (Verdict::HypervisorCap, 0), "{held:?}");
     assert!(held.iter().all(|(v, _)| *v != Verdict::HypervisorQueuing));
 }
+
+/// ENA before 2.13.2: a failed admin command leaves the previous values in
+/// place, so the read repeats the last one exactly, the moving
+/// conntrack_allowance_available gauge included.
+#[test]
+fn a_stale_repeat_of_live_counters_is_flagged_and_never_judged() {
+    let th = Thresholds::default();
+    let mut judge = Judge::new(th.clone());
+    // Enforcement at 100% with a gauge that moves every interval, then from
+    // seq 4 the driver repeats the seq 3 read.
+    let mut last_totals = None;
+    for seq in 0..8u64 {
+        let mut s = free_at(seq, 96e6, 100.0);
+        if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+            if seq < 4 {
+                a.totals.bw_out_allowance_exceeded = Some(1_000_000 + seq * 8_000);
+                a.totals.conntrack_allowance_available = Some(90_000 + seq * 37 % 11);
+                last_totals = Some(a.totals);
+            } else {
+                a.totals = last_totals.unwrap();
+                a.delta = AllowanceCounters {
+                    conntrack_allowance_available: a.totals.conntrack_allowance_available,
+                    ..ena_zero()
+                };
+            }
+        }
+        let a = judge.judge(&s);
+        let v = &a.interfaces[0];
+        let flagged = v
+            .evidence
+            .iter()
+            .find(|e| e.signal == trust::UNTRUSTED_SIGNAL);
+        if seq < 4 {
+            assert!(flagged.is_none(), "seq {seq}: {flagged:?}");
+        } else {
+            let e = flagged.unwrap_or_else(|| panic!("seq {seq} flagged: {:#?}", v.evidence));
+            assert!(e.note.contains("stale read"), "{}", e.note);
+            // Neither free flow from the zero growth nor a fresh verdict.
+            assert!(!v.rates.allowance_available);
+        }
+    }
+}
+
+#[test]
+fn an_exact_repeat_is_judged_where_nothing_shows_the_reads_are_live() {
+    let th = Thresholds::default();
+    // The gauge never moved (an idle table): an unchanged read is just
+    // nothing shaped.
+    let snaps: Vec<Snapshot> = (0..5).map(|s| free_at(s, 300e6, 0.0)).collect();
+    let a = analyze(&snaps[..4], &snaps[4], &th);
+    assert!(a.interfaces[0]
+        .evidence
+        .iter()
+        .all(|e| e.signal != trust::UNTRUSTED_SIGNAL));
+    assert!(a.interfaces[0].rates.allowance_available);
+}

@@ -2,8 +2,11 @@
 //! zeroed struct (ENA driver 2.16.0 and later when the admin command
 //! fails), growth that spans a failed read, or counts no shaper could have
 //! produced (ENA 2.13.2 to 2.15.x copy uninitialised memory on the same
-//! failure) are flagged with the reason and not judged: judging them would
-//! turn enforcement into free flow, or invent enforcement.
+//! failure), and a read that repeats the last one exactly while traffic
+//! flows and the counters had been live (ENA before 2.13.2 keeps the
+//! previous values on that failure) are flagged with the reason and not
+//! judged: judging them would turn enforcement into free flow, or invent
+//! enforcement.
 
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
@@ -46,6 +49,53 @@ pub fn read_gap(prev: Option<&Snapshot>, iface: &InterfaceSample) -> Option<Stri
         );
     }
     None
+}
+
+/// Intervals in the look-back in which `conntrack_allowance_available`
+/// must have moved before an exact repeat is called stale: a gauge that
+/// moves with every connection opened or closed shows the reads are live.
+const LIVE_GAUGE_MOVES: usize = 2;
+
+/// Why this interval's read is a stale copy of the last one, if it is:
+/// every allowance field, the `conntrack_allowance_available` gauge
+/// included, repeats the previous read exactly while the interface carries
+/// traffic, and that gauge had been moving in the look-back (`prev`,
+/// oldest first). Exceeded counters that stand still are normal (nothing is
+/// shaped); a live gauge that freezes together with them is not. Where the
+/// gauge never moved (an idle table, a lab) nothing can be told: no flag.
+pub fn frozen(
+    prev: &[Snapshot],
+    iface: &InterfaceSample,
+    r: &NormalisedRates,
+    th: &Thresholds,
+) -> Option<String> {
+    let now = iface.allowance.sample()?;
+    let reads: Vec<&AllowanceCounters> = prev
+        .iter()
+        .filter_map(|s| s.interfaces.iter().find(|i| i.name == iface.name))
+        .filter_map(|i| i.allowance.sample())
+        .map(|a| &a.totals)
+        .collect();
+    let last = *reads.last()?;
+    if now.totals != *last || now.totals.conntrack_allowance_available.is_none() {
+        return None;
+    }
+    if r.wire_pps < th.idle_pps {
+        return None;
+    }
+    let moves = reads
+        .windows(2)
+        .filter(|w| w[0].conntrack_allowance_available != w[1].conntrack_allowance_available)
+        .count();
+    (moves >= LIVE_GAUGE_MOVES).then(|| {
+        format!(
+            "every allowance counter, conntrack_allowance_available included, repeats the last \
+             read exactly while {:.0} packets/s flow, and that gauge had moved in {moves} recent \
+             intervals: a stale read (ENA before 2.13.2 keeps the previous values when the \
+             admin command fails), not judged",
+            r.wire_pps
+        )
+    })
 }
 
 fn totals(c: &AllowanceCounters) -> [(&'static str, Option<u64>); 5] {
