@@ -515,6 +515,7 @@ fn enforcement_report() -> Report {
                 open: false,
             },
             start_offset_secs: from as f64,
+            judged_alone: Default::default(),
             end_offset_secs: to as f64,
             evidence: vec![Evidence {
                 signal: "bw_out_pct".to_string(),

@@ -111,6 +111,9 @@ struct EpisodeExtra {
     burst_secs: f64,
     /// The deciding signal of the first interval: it sets the direction.
     start_signal: String,
+    /// Calm episodes: the intervals judged otherwise on their own (by seq),
+    /// a verdict never held.
+    judged_alone: Vec<(u64, Verdict)>,
 }
 
 /// An episode by interface, start, and whether it is calm (idle, free
@@ -557,8 +560,11 @@ impl ReportBuilder {
                 ep.verdict.is_calm(),
             );
             let (value, signal) = (v.held.value, v.held.signal.clone());
+            let alone =
+                (ep.verdict.is_calm() && !v.verdict.is_calm()).then_some((snap.seq, v.verdict));
             if let Some(x) = self.extras.get_mut(&key) {
                 x.end_t = t;
+                x.judged_alone.extend(alone);
                 if value > x.peak {
                     x.peak = value;
                     x.evidence = v.evidence.clone();
@@ -588,6 +594,7 @@ impl ReportBuilder {
                 held_note: v.held.note.clone(),
                 burst_secs,
                 start_signal: signal,
+                judged_alone: alone.into_iter().collect(),
             };
             self.extras.insert(key.clone(), extra);
             self.extras_order.push_back(key);
@@ -805,6 +812,19 @@ impl ReportBuilder {
                     }),
                     evidence: extra.map(|x| x.evidence.clone()).unwrap_or_default(),
                     held_note: extra.map(|x| x.held_note.clone()).unwrap_or_default(),
+                    // Only the intervals still inside the episode: an onset
+                    // dated back takes the calm episode's last intervals.
+                    judged_alone: extra
+                        .map(|x| {
+                            let mut m = BTreeMap::new();
+                            for (seq, v) in &x.judged_alone {
+                                if (episode.start_seq..=episode.end_seq).contains(seq) {
+                                    *m.entry(*v).or_insert(0) += 1;
+                                }
+                            }
+                            m
+                        })
+                        .unwrap_or_default(),
                     enforcement,
                     episode,
                 }

@@ -88,6 +88,12 @@ pub struct EpisodeReport {
     /// idle and free flow the interval's own words.
     #[serde(default)]
     pub held_note: String,
+    /// Calm episodes (idle, free flow): intervals judged otherwise on their
+    /// own, by verdict, that never held (readings past a threshold that did
+    /// not last). Nothing is hidden: a re-analysis with other hold settings
+    /// can make them an episode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub judged_alone: BTreeMap<Verdict, u64>,
     /// Enforcement episodes only: the burst before it.
     pub enforcement: Option<EnforcementSummary>,
 }

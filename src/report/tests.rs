@@ -471,3 +471,43 @@ fn a_program_not_attached_is_reported_as_such_not_as_idle() {
     let html = crate::report::html::render(&r);
     assert!(html.contains("NOT attached"), "html says it");
 }
+
+/// eth0 at 300 Mbit/s reading 10% with single seconds at 60%: each of
+/// those is judged hypervisor_queuing alone and never held. The free-flow
+/// episode says how many there were, and the text says so.
+#[test]
+fn a_calm_episode_names_what_was_judged_alone_and_never_held() {
+    let snaps: Vec<Snapshot> = (0..12)
+        .map(|seq| {
+            let pct = if seq % 4 == 2 { 60 } else { 10 };
+            snap(seq, (300, pct), (50, 0), seq * 100)
+        })
+        .collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let eth0: Vec<_> = r
+        .episodes
+        .iter()
+        .filter(|e| e.episode.iface == "eth0")
+        .collect();
+    assert_eq!(eth0.len(), 1, "{:#?}", r.episodes);
+    let e = eth0[0];
+    assert_eq!(e.episode.verdict, Verdict::FreeFlow);
+    assert_eq!(
+        e.judged_alone.get(&Verdict::HypervisorQueuing),
+        Some(&3),
+        "{:?}",
+        e.judged_alone
+    );
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains("judged alone: hypervisor_queuing in 3 of 12 intervals, never held"),
+        "{text}"
+    );
+    // eth1 was never judged anything but free flow: nothing to say.
+    let eth1 = r
+        .episodes
+        .iter()
+        .find(|e| e.episode.iface == "eth1")
+        .unwrap();
+    assert!(eth1.judged_alone.is_empty());
+}

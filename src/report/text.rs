@@ -163,6 +163,18 @@ fn episodes(out: &mut String, r: &Report) {
         if !e.held_note.is_empty() {
             let _ = writeln!(out, "             why: {}", e.held_note);
         }
+        if !e.judged_alone.is_empty() {
+            let list: Vec<String> = e
+                .judged_alone
+                .iter()
+                .map(|(v, n)| format!("{v} in {n} of {} intervals", ep.intervals))
+                .collect();
+            let _ = writeln!(
+                out,
+                "             judged alone: {}, never held (readings past a threshold that did not last)",
+                list.join(", ")
+            );
+        }
         // The interval's own signals at the peak, for the verdicts that
         // rest on signals (for free flow and idle the note says it all).
         let calm = ep.verdict.is_calm();
