@@ -239,7 +239,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
             Mark::Lost => "[lost]",
             Mark::Warn => "[warn]",
         };
-        println!("{tag} {line}");
+        println!("{tag} {}", crate::terminal_text::inert_lines(line));
     }
     let possible = r.count(Mark::Fail) == 0 && load_ok;
     let lost = r.count(Mark::Lost);

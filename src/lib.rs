@@ -26,5 +26,6 @@ pub mod report;
 pub mod signals;
 pub mod sinks;
 pub mod snapshot;
+pub mod terminal_text;
 pub mod watch;
 pub mod workload;

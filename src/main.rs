@@ -22,7 +22,11 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("throttlescope: {e:#}");
+            let msg = format!("{e:#}");
+            eprintln!(
+                "throttlescope: {}",
+                throttlescope::terminal_text::inert_lines(&msg)
+            );
             ExitCode::FAILURE
         }
     }

@@ -69,7 +69,10 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     })();
     pipeline.finish(outcome)?;
     for w in &warnings {
-        eprintln!("throttlescope: warning: {w}");
+        eprintln!(
+            "throttlescope: warning: {}",
+            crate::terminal_text::inert_lines(w)
+        );
     }
     if shown == 0 {
         bail!(

@@ -196,6 +196,14 @@ pub struct Owner {
     pub workload: Option<Workload>,
 }
 
+impl Owner {
+    /// `comm/pid` as the views show it, the name made inert for a
+    /// terminal: any process can name itself with escape sequences.
+    pub fn label(&self) -> String {
+        format!("{}/{}", crate::terminal_text::inert(&self.comm), self.pid)
+    }
+}
+
 /// A value per TCP congestion-control state (`icsk_ca_state`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PerCaState<T> {
@@ -369,12 +377,15 @@ impl FlowSample {
     /// What the views show of who the flow belongs to on a container host:
     /// the owner's pod, container or service, else (a flow of another
     /// namespace) `netns NAME`.
+    /// Made inert for a terminal: pod, cgroup and namespace names come
+    /// from other users.
     pub fn workload_label(&self) -> Option<String> {
         self.owner
             .as_ref()
             .and_then(|o| o.workload.as_ref())
             .and_then(|w| w.label())
             .or_else(|| self.netns_name.as_ref().map(|n| format!("netns {n}")))
+            .map(|l| crate::terminal_text::inert(&l).into_owned())
     }
 
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.

@@ -406,3 +406,37 @@ fn plain_lines_when_stdout_is_not_a_terminal() {
     // No terminal control: no escape sequences at all.
     assert!(!text.contains('\x1b'), "escape sequences in plain output");
 }
+
+/// A sender that named itself with escape sequences and a newline (clear
+/// screen, set the window title): the full-screen view shows the name as
+/// visible escapes; the pane is neither cleared nor retitled by it.
+#[test]
+fn a_hostile_process_name_is_inert_in_the_live_view() {
+    let lab = Lab::up("tesc");
+    let addr: SocketAddr = format!("{}:7203", Lab::BROKER_IP).parse().unwrap();
+    let bulk = Bulk::start_as(
+        &lab.broker(),
+        &lab.client(),
+        addr,
+        1,
+        Duration::from_secs(20),
+        2_000_000,
+        Some("\x1b[2J\nX\x1b]0;P\x07"),
+    );
+    let port = bulk.peer_ports[0];
+    let tmux = Tmux::new();
+    let command = format!(
+        "ip netns exec {ns} {bin} watch --interval 1s 2>{stderr}; read line",
+        ns = lab.broker(),
+        bin = common::binary().display(),
+        stderr = tmux.stderr_path().display(),
+    );
+    tmux.start(&command, 200, 40);
+    let screen = tmux.wait_for("the flow with its owner's name escaped", 30, |s| {
+        flow_line(s, port).is_some_and(|l| l.contains("\\x1b[2J\\nX"))
+    });
+    eprintln!("{screen}");
+    assert_ne!(tmux.format("#{pane_title}"), "P", "retitled by the name");
+    tmux.keys(&["q"]);
+    bulk.close();
+}

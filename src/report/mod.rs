@@ -120,7 +120,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         }
     };
     for w in &report.health.read_warnings {
-        eprintln!("throttlescope: warning: {w}");
+        eprintln!(
+            "throttlescope: warning: {}",
+            crate::terminal_text::inert_lines(w)
+        );
     }
     if let Some((path, file)) = html {
         write_html(&report, path, file)?;
@@ -130,7 +133,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        text::render(&report)
+        crate::terminal_text::inert_lines(&text::render(&report)).into_owned()
     };
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();

@@ -319,10 +319,7 @@ fn flows(out: &mut String, r: &Report) {
         "backoff"
     );
     for f in &r.flows {
-        let owner = f
-            .owner
-            .as_ref()
-            .map_or("-".to_string(), |o| format!("{}/{}", o.comm, o.pid));
+        let owner = f.owner.as_ref().map_or("-".to_string(), |o| o.label());
         let infl = match (f.mean_rtt_inflation, f.peak_rtt_inflation) {
             (Some(m), Some(p)) => format!("{m:.2}x/{p:.2}x"),
             _ => "-".into(),

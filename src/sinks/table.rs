@@ -151,7 +151,7 @@ pub fn busiest(flows: &[FlowSample]) -> Vec<&FlowSample> {
 
 fn owner_label(f: &FlowSample) -> String {
     match &f.owner {
-        Some(o) => format!("{}/{}", o.comm, o.pid),
+        Some(o) => o.label(),
         None => "-".into(),
     }
 }

@@ -113,7 +113,7 @@ impl View for PlainView {
             text.push_str(&format!("[{source}]\n"));
         }
         text.push_str(&table::render(snap, Some(analysis), self.top));
-        write_stdout(text.as_bytes())
+        write_stdout(crate::terminal_text::inert_lines(&text).as_bytes())
     }
 }
 

@@ -36,6 +36,29 @@ impl Bulk {
         send_for: Duration,
         rate_bytes_per_s: u64,
     ) -> Bulk {
+        Self::start_as(
+            sender_ns,
+            receiver_ns,
+            listen,
+            conns,
+            send_for,
+            rate_bytes_per_s,
+            None,
+        )
+    }
+
+    /// As [`Bulk::start`], the sending threads named `sender_name` (their
+    /// comm, as prctl(PR_SET_NAME) sets it: at most 15 bytes are kept).
+    pub fn start_as(
+        sender_ns: &str,
+        receiver_ns: &str,
+        listen: SocketAddr,
+        conns: usize,
+        send_for: Duration,
+        rate_bytes_per_s: u64,
+        sender_name: Option<&str>,
+    ) -> Bulk {
+        let sender_name = sender_name.map(|n| std::ffi::CString::new(n).expect("no NUL in a name"));
         let sender_path = PathBuf::from("/run/netns").join(sender_ns);
         let receiver_path = PathBuf::from("/run/netns").join(receiver_ns);
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -58,7 +81,12 @@ impl Bulk {
                 let mut w = s.try_clone().unwrap();
                 sockets.push(s);
                 let done_tx = done_tx.clone();
+                let name = sender_name.clone();
                 senders.push(std::thread::spawn(move || {
+                    if let Some(name) = name {
+                        // SAFETY: PR_SET_NAME reads a NUL-terminated string.
+                        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+                    }
                     let buf = vec![0x5au8; 64 * 1024];
                     let start = Instant::now();
                     let mut sent = 0u64;

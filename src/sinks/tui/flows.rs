@@ -66,7 +66,7 @@ impl FlowRow<'_> {
 
     pub fn owner_label(&self) -> String {
         match &self.attr.owner {
-            Some(o) => format!("{}/{}", o.comm, o.pid),
+            Some(o) => o.label(),
             None => "-".into(),
         }
     }

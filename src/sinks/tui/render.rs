@@ -54,6 +54,17 @@ pub struct Screen<'a> {
 }
 
 pub fn draw(frame: &mut Frame, screen: &Screen) {
+    draw_widgets(frame, screen);
+    // The last line of defence: a cell that still holds a control character
+    // (text from another user a widget forgot) shows a replacement mark.
+    for cell in frame.buffer_mut().content.iter_mut() {
+        if cell.symbol().chars().any(crate::terminal_text::is_hostile) {
+            cell.set_symbol("\u{fffd}");
+        }
+    }
+}
+
+fn draw_widgets(frame: &mut Frame, screen: &Screen) {
     let area = frame.area();
     let n_ifaces = screen
         .model
