@@ -231,7 +231,7 @@ impl Collector {
             Some(hq) => hq.read()?,
             None => HashMap::new(),
         };
-        let mut interfaces = self.read_interfaces();
+        let (mut interfaces, missing_interfaces) = self.read_interfaces();
         for i in &mut interfaces {
             i.host_queue = host_queue.remove(&i.name);
         }
@@ -255,6 +255,7 @@ impl Collector {
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
+            missing_interfaces,
         };
 
         let snap = Snapshot {
@@ -294,14 +295,22 @@ impl Collector {
         delta
     }
 
-    fn read_interfaces(&mut self) -> Vec<InterfaceSample> {
-        let names = match ifstats::interfaces(&self.config.interfaces) {
+    /// This interval's interfaces, and the asked-for ones that are missing.
+    fn read_interfaces(&mut self) -> (Vec<InterfaceSample>, Vec<String>) {
+        let (names, missing) = match ifstats::present(&self.config.interfaces) {
             Ok(n) => n,
             Err(_) => {
                 self.counter_read_failures += 1;
-                return Vec::new();
+                return (Vec::new(), Vec::new());
             }
         };
+        // One that comes back starts over from a baseline (a new device
+        // of the same name has counters of its own).
+        for name in &missing {
+            self.prev_links.remove(name);
+            self.allowance.remove(name);
+            self.drivers.remove(name);
+        }
         let mut out = Vec::with_capacity(names.len());
         for name in names {
             let totals = match ifstats::read_counters(&name) {
@@ -326,7 +335,7 @@ impl Collector {
             });
             self.prev_links.insert(name, totals);
         }
-        out
+        (out, missing)
     }
 
     /// The interface's allowance reader: from `--counters` if given, else

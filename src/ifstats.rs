@@ -15,6 +15,28 @@ const SYS_NET: &str = "/sys/class/net";
 /// Interface names of this namespace, sorted; `lo` is left out unless
 /// `wanted` names it. A non-empty `wanted` keeps only those names.
 pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
+    let (names, missing) = present(wanted)?;
+    // An asked-for interface that does not exist is a typo or the wrong
+    // namespace: say so rather than report nothing.
+    if !missing.is_empty() {
+        let all = present(&[])?.0;
+        anyhow::bail!(
+            "--iface {}: no such interface in this network namespace (it has: {})",
+            missing.join(", "),
+            if all.is_empty() {
+                "none but lo".to_string()
+            } else {
+                all.join(", ")
+            }
+        );
+    }
+    Ok(names)
+}
+
+/// The interfaces to watch that exist now (all but `lo` when `wanted` is
+/// empty), sorted, and the wanted ones that do not: an interface deleted
+/// while watching is reported missing while the others go on.
+pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
     let mut names: Vec<String> = fs::read_dir(SYS_NET)
         .with_context(|| format!("listing {SYS_NET}"))?
         .filter_map(|e| e.ok())
@@ -28,26 +50,12 @@ pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
         })
         .collect();
     names.sort();
-    // An asked-for interface that does not exist is a typo or the wrong
-    // namespace: say so rather than report nothing.
-    let missing: Vec<&String> = wanted.iter().filter(|w| !names.contains(w)).collect();
-    if !missing.is_empty() {
-        let all = interfaces(&[])?;
-        anyhow::bail!(
-            "--iface {}: no such interface in this network namespace (it has: {})",
-            missing
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            if all.is_empty() {
-                "none but lo".to_string()
-            } else {
-                all.join(", ")
-            }
-        );
-    }
-    Ok(names)
+    let missing = wanted
+        .iter()
+        .filter(|w| !names.contains(w))
+        .cloned()
+        .collect();
+    Ok((names, missing))
 }
 
 /// The counters of one interface, now.

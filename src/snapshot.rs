@@ -435,6 +435,11 @@ pub struct Health {
     /// their map was full.
     #[serde(default)]
     pub host_queue_untracked: u64,
+    /// Interfaces asked for with `--iface` that were missing this interval
+    /// (deleted, renamed, moved): reported, not silently dropped; the
+    /// others go on. Absent in recordings before format 1.4.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_interfaces: Vec<String>,
 }
 
 /// One BPF program's run statistics, or why it is not running.

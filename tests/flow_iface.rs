@@ -226,3 +226,78 @@ fn flows_of_other_namespaces_have_no_interface() {
     assert!(of(broker_ns).all(|f| f.iface.as_deref() == Some("b0")));
     assert!(of(client_ns).all(|f| f.iface.is_none()));
 }
+
+/// `--iface b0 --iface d1`, and d1 is deleted while watching: b0 keeps its
+/// rows and verdicts in every interval, d1 is reported missing (health and
+/// the plain view), nothing else changes.
+#[test]
+fn a_deleted_interface_is_reported_missing_and_the_others_go_on() {
+    let lab = Lab::up("ifdel");
+    let broker = lab.broker();
+    for args in [
+        &["link", "add", "d1", "type", "veth", "peer", "name", "d1p"][..],
+        &["link", "set", "d1", "up"],
+        &["link", "set", "d1p", "up"],
+    ] {
+        lab.exec(&broker, "ip", args);
+    }
+    let addr: SocketAddr = format!("{}:7211", Lab::BROKER_IP).parse().unwrap();
+    let bulk = Bulk::start(&broker, &lab.client(), addr, 1, Duration::from_secs(9), 0);
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", &broker])
+        .arg(common::binary())
+        .args(["watch", "--json", "--interval", "1s", "--duration", "8s"])
+        .args(["--iface", "b0", "--iface", "d1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn watch");
+    let stdout = watch.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        lines.push(line);
+        if lines.len() == 3 {
+            lab.exec(&broker, "ip", &["link", "del", "d1"]);
+        }
+    }
+    let status = watch.wait().unwrap();
+    bulk.close();
+    assert!(status.success(), "watch exited {status}");
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(parsed.len() >= 6, "{} intervals", parsed.len());
+    // A line is the snapshot's fields with `analysis` beside them.
+    let names = |v: &serde_json::Value, part: Option<&str>, key: &str| -> Vec<String> {
+        part.map_or(v, |p| &v[p])["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i[key].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut missing_seen = 0;
+    for (i, v) in parsed.iter().enumerate() {
+        let snap_ifaces = names(v, None, "name");
+        let judged = names(v, Some("analysis"), "iface");
+        let missing: Vec<String> =
+            serde_json::from_value(v["health"]["missing_interfaces"].clone()).unwrap_or_default();
+        eprintln!("interval {i}: {snap_ifaces:?} judged {judged:?} missing {missing:?}");
+        assert!(snap_ifaces.contains(&"b0".to_string()), "interval {i}");
+        assert!(judged.contains(&"b0".to_string()), "interval {i}");
+        if i < 2 {
+            assert_eq!(snap_ifaces, ["b0", "d1"], "interval {i}");
+            assert!(missing.is_empty());
+        }
+        if missing == ["d1"] {
+            missing_seen += 1;
+            assert_eq!(snap_ifaces, ["b0"], "interval {i}");
+        }
+    }
+    assert!(
+        missing_seen >= 3,
+        "d1 reported missing after it was deleted"
+    );
+}

@@ -126,6 +126,13 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         h.untracked_flows,
         h.counter_read_failures
     );
+    if !h.missing_interfaces.is_empty() {
+        let _ = writeln!(
+            out,
+            "health: interface MISSING: {} (asked for with --iface; the others go on)",
+            h.missing_interfaces.join(", ")
+        );
+    }
     for p in h.not_attached() {
         let _ = writeln!(
             out,

@@ -463,6 +463,7 @@ impl Generator {
                 seeded_flows: self.seeded,
                 counter_read_failures: 0,
                 host_queue_untracked: 0,
+                missing_interfaces: Vec::new(),
             },
         }
     }

@@ -393,6 +393,15 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     counter_failures.int(Vec::new(), state.counter_read_failures);
+    let mut missing = Family::new(
+        "throttlescope_interface_missing",
+        "1 for an interface asked for with --iface that was missing in the last interval \
+         (deleted, renamed or moved); the other interfaces are still reported.",
+        Kind::Gauge,
+    );
+    for name in &state.missing_interfaces {
+        missing.int(vec![("device", name.clone())], 1);
+    }
     let mut intervals = Family::new(
         "throttlescope_intervals",
         "Intervals published to this endpoint since start.",
@@ -414,6 +423,7 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         ringbuf,
         untracked,
         counter_failures,
+        missing,
         intervals,
         last,
     ]

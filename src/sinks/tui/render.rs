@@ -205,11 +205,18 @@ pub fn health_text(h: &Health) -> String {
     if !absent.is_empty() {
         text.push_str(&format!(" | NOT attached: {absent}"));
     }
+    if !h.missing_interfaces.is_empty() {
+        text.push_str(&format!(
+            " | interface MISSING: {}",
+            h.missing_interfaces.join(", ")
+        ));
+    }
     text
 }
 
 fn health_ok(h: &Health) -> bool {
-    h.missed_total() == 0
+    h.missing_interfaces.is_empty()
+        && h.missed_total() == 0
         && h.not_attached().next().is_none()
         && h.ringbuf_drops == 0
         && h.untracked_flows == 0
