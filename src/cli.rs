@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::allowance::parse_counters_arg;
-use crate::duration::{parse_duration, parse_size};
+use crate::duration::{parse_duration, parse_interval, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -61,8 +61,8 @@ pub enum Command {
 /// What to observe and how often: shared by `watch` and `record`.
 #[derive(Debug, Args, Clone)]
 pub struct ObserveArgs {
-    /// Length of one interval (e.g. 500ms, 1s, 5s).
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    /// Length of one interval (e.g. 500ms, 1s, 5s; from 10ms to 1h).
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
     /// Stop after this long (e.g. 30s, 10m); runs until Ctrl-C when absent.

@@ -108,6 +108,7 @@ impl Collector {
     /// Attaches the probes and reads the starting values. The first
     /// [`Collector::collect`] covers the time from here.
     pub fn start(config: CollectorConfig) -> Result<Self> {
+        check_counter_files(&config)?;
         let netns = own_netns()?;
         let filter = if config.all_netns {
             NetnsFilter::All
@@ -359,6 +360,33 @@ impl Collector {
             .or_insert_with(|| ifstats::driver(iface))
             .clone()
     }
+}
+
+/// `--counters IFACE=PATH` must name an interface that is watched, once:
+/// a typo or a second file for one interface would otherwise be ignored
+/// and the ioctl (or nothing) read instead without a word.
+fn check_counter_files(config: &CollectorConfig) -> Result<()> {
+    let watched = ifstats::interfaces(&config.interfaces)?;
+    let mut seen = std::collections::HashSet::new();
+    for (iface, path) in &config.counter_files {
+        if !seen.insert(iface.as_str()) {
+            anyhow::bail!(
+                "--counters {iface}: given more than once (one counter file per interface)"
+            );
+        }
+        if !watched.contains(iface) {
+            anyhow::bail!(
+                "--counters {iface}={}: {iface} is not among the interfaces watched here ({})",
+                path.display(),
+                if watched.is_empty() {
+                    "none".to_string()
+                } else {
+                    watched.join(", ")
+                }
+            );
+        }
+    }
+    Ok(())
 }
 
 fn event_kind(kind: u32, arg0: i32, arg1: i32) -> FlowEventKind {

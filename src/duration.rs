@@ -28,7 +28,33 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !secs.is_finite() || secs <= 0.0 {
         return Err(format!("{s:?}: a duration must be positive"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    if secs > MAX_SECS {
+        return Err(format!("{s:?}: too long (at most 100 years)"));
+    }
+    let d = Duration::from_secs_f64(secs);
+    if d.is_zero() {
+        return Err(format!("{s:?}: shorter than a nanosecond"));
+    }
+    Ok(d)
+}
+
+/// Longer than anything a person means; Duration and the clocks' i64/u64
+/// nanoseconds overflow not far beyond (584 years).
+const MAX_SECS: f64 = 100.0 * 365.25 * 86400.0;
+
+/// The shortest and longest interval: below 10 ms the collection itself
+/// (one pass over every socket) is most of the interval, and an interval
+/// longer than an hour averages away anything worth seeing.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Parses `--interval`: a duration from 10ms to 1h.
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&d) {
+        return Err(format!("{s:?}: an interval must be from 10ms to 1h"));
+    }
+    Ok(d)
 }
 
 /// Parses a byte size; suffixes K, M, G (powers of 1024), a bare number is bytes.
@@ -82,5 +108,31 @@ mod tests {
         assert!(parse_size("big").is_err());
         assert!(parse_size("1T").is_err());
         assert!(parse_size("-5M").is_err());
+    }
+
+    #[test]
+    fn absurd_durations_and_intervals_are_errors_not_panics() {
+        assert!(parse_duration("18446744073709551615s")
+            .unwrap_err()
+            .contains("too long"));
+        assert!(parse_duration("5000000000000000h")
+            .unwrap_err()
+            .contains("too long"));
+        assert!(parse_duration("0.0000000001")
+            .unwrap_err()
+            .contains("nanosecond"));
+        assert_eq!(
+            parse_duration("876000h"),
+            Ok(Duration::from_secs(876_000 * 3600))
+        );
+        assert!(parse_interval("0.0000000001").is_err());
+        assert!(parse_interval("5ms")
+            .unwrap_err()
+            .contains("from 10ms to 1h"));
+        assert!(parse_interval("2h")
+            .unwrap_err()
+            .contains("from 10ms to 1h"));
+        assert_eq!(parse_interval("10ms"), Ok(MIN_INTERVAL));
+        assert_eq!(parse_interval("1h"), Ok(MAX_INTERVAL));
     }
 }

@@ -43,15 +43,13 @@ impl RecordTarget {
     /// that name exists (checked here, before any view takes the terminal).
     pub fn new(path: &Path, rotate: &RotateArgs) -> Result<Self> {
         let path = segments::expand_name(path, crate::clock::now_unix_ms(), &hostname());
-        writer::refuse_existing(&path)?;
-        Ok(RecordTarget {
-            path,
-            rotate: RotateOptions {
-                max_bytes: rotate.rotate_size,
-                max_age: rotate.rotate_time,
-                keep: rotate.keep,
-            },
-        })
+        let rotate = RotateOptions {
+            max_bytes: rotate.rotate_size,
+            max_age: rotate.rotate_time,
+            keep: rotate.keep,
+        };
+        writer::refuse_existing(&path, &rotate)?;
+        Ok(RecordTarget { path, rotate })
     }
 }
 
@@ -201,10 +199,24 @@ pub fn run_live(
     view: Box<dyn View>,
     record: Option<RecordTarget>,
 ) -> Result<Option<(PathBuf, u64)>> {
+    if let Some(d) = observe.duration.filter(|d| *d < observe.interval) {
+        anyhow::bail!(
+            "--duration {d:?} is shorter than one --interval {:?}: nothing would be reported",
+            observe.interval
+        );
+    }
     let workloads = observe.workloads.filter()?;
     signals::install();
     let metrics = match observe.metrics {
-        Some(addr) => Some(MetricsServer::start(addr, observe.metrics_flows)?),
+        Some(addr) => {
+            let m = MetricsServer::start(addr, observe.metrics_flows)?;
+            // Port 0 asks the kernel for one: say which.
+            eprintln!(
+                "throttlescope: metrics on http://{}/metrics",
+                m.local_addr()
+            );
+            Some(m)
+        }
         None => None,
     };
     let mut pipeline = Pipeline::new(thresholds, view);

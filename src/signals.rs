@@ -1,4 +1,5 @@
-//! SIGINT/SIGTERM set a flag; the interval loop checks it and stops cleanly,
+//! SIGINT/SIGTERM/SIGHUP set a flag (a closed terminal or session ends a
+//! recording with its end record, as Ctrl-C does); the interval loop checks it and stops cleanly,
 //! so the probes are detached by their destructors.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,6 +19,7 @@ pub fn install() {
         libc::sigemptyset(&mut sa.sa_mask);
         libc::sigaction(libc::SIGINT, &sa, std::ptr::null_mut());
         libc::sigaction(libc::SIGTERM, &sa, std::ptr::null_mut());
+        libc::sigaction(libc::SIGHUP, &sa, std::ptr::null_mut());
     }
 }
 

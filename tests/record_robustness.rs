@@ -679,3 +679,49 @@ fn replay_puts_shuffled_rotated_segments_in_order() {
     assert_eq!(r.seqs, (0..60).collect::<Vec<_>>());
     assert!(warnings(&r.stderr).is_empty(), "{}", r.stderr);
 }
+
+/// SIGHUP (the terminal or session closed) ends `record` as SIGTERM does:
+/// exit 0 and an end record, every interval kept.
+#[test]
+fn sighup_ends_a_recording_with_its_end_record() {
+    let lab = Lab::up("rhup");
+    let dir = TempDir::new("rhup");
+    let path = dir.join("hup.jsonl");
+    let p = path.to_str().unwrap();
+    let mut child = in_broker(
+        &lab,
+        &[
+            "record",
+            "-o",
+            p,
+            "--interval",
+            "200ms",
+            "--duration",
+            "60s",
+            "-q",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let started = Instant::now();
+    while intervals_now(&path) < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(45),
+            "no intervals in 45 s"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "record exited early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // `ip netns exec` execs: this is the recorder itself.
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "record after SIGHUP: {status}");
+    let mut r = record::open(&path).unwrap();
+    let n = r.by_ref().filter(|i| i.is_ok()).count();
+    let summary = r.summary();
+    assert!(summary.end.is_some(), "no end record: {summary:?}");
+    assert_eq!(summary.end.unwrap().intervals, n as u64);
+}

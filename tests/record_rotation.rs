@@ -156,3 +156,39 @@ fn keep_zero_keeps_only_the_live_segment() {
     let seqs: Vec<u64> = r.by_ref().map(|s| s.unwrap().seq).collect();
     assert_eq!(seqs, vec![4]);
 }
+
+/// A segment an earlier recording left as `FILE.1`: rotating into the same
+/// name would rename it into this recording or delete it. Refused before
+/// anything is written, and the old segment is untouched; without rotation
+/// it is no concern.
+#[test]
+fn rotation_never_touches_an_earlier_recordings_segments() {
+    let dir = TempDir::new("foreign");
+    let path = dir.join("t.jsonl");
+    let old = segment_path(&path, 1);
+    std::fs::write(&old, "an earlier recording's segment\n").unwrap();
+    let opts = RotateOptions {
+        max_bytes: Some(1),
+        max_age: None,
+        keep: 3,
+    };
+    let err = TraceWriter::create(&path, header(), opts)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("a segment of an earlier recording"), "{err}");
+    assert_eq!(files_in(&dir.0), vec!["t.jsonl.1"]);
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        "an earlier recording's segment\n"
+    );
+    // Without rotation FILE.1 is never renamed: recording is allowed.
+    let mut w = TraceWriter::create(&path, header(), RotateOptions::default()).unwrap();
+    w.write(&snapshot(0, 1)).unwrap();
+    w.finish().unwrap();
+    assert_eq!(files_in(&dir.0), vec!["t.jsonl", "t.jsonl.1"]);
+    // Created 0640 whatever the umask allows.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o640, 0, "mode {mode:o}");
+}

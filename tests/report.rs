@@ -448,4 +448,15 @@ fn bad_options_are_clear_errors() {
     assert!(stdout.starts_with("throttlescope report: "), "{stdout}");
     let page = std::fs::read_to_string(&out).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    // 0640 (the umask may take more away), and never written over.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o640, 0, "mode {mode:o}");
+    let (code, _, stderr) = report(&["--html", &out.display().to_string(), &name]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("already exists; refusing to overwrite"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), page);
 }

@@ -52,7 +52,7 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
         Some((n, l)) => {
             return Err(fail(
                 n,
-                format!("expected the header {HEADER:?}, found {:?}", l.trim()),
+                format!("expected the header {HEADER:?}, found {}", brief(l.trim())),
             ))
         }
     }
@@ -64,17 +64,20 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
         }
         // The value never holds a colon; a name might, so split at the last.
         let Some((name, value)) = line.rsplit_once(':') else {
-            return Err(fail(n, format!("expected \"name: value\", found {line:?}")));
+            return Err(fail(
+                n,
+                format!("expected \"name: value\", found {}", brief(line)),
+            ));
         };
         let (name, value) = (name.trim_end(), value.trim());
         if name.is_empty() {
             return Err(fail(
                 n,
-                format!("no statistic name before the colon in {line:?}"),
+                format!("no statistic name before the colon in {}", brief(line)),
             ));
         }
         if value.is_empty() {
-            return Err(fail(n, format!("no value for {name:?}")));
+            return Err(fail(n, format!("no value for {}", brief(name))));
         }
         // u64::from_str accepts a leading '+'; ethtool never prints one.
         let parsed = value
@@ -87,7 +90,7 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
             None => {
                 return Err(fail(
                     n,
-                    format!("value {value:?} is not an unsigned integer"),
+                    format!("value {} is not an unsigned integer", brief(value)),
                 ))
             }
         }
@@ -95,11 +98,67 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
     Ok(stats)
 }
 
+/// A counter file larger than this is not `ethtool -S` output (a real ENA
+/// prints ~10 KiB with 32 queues): refused, never read whole.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// At most this much of a line is quoted in an error: a 10 MB line of NULs
+/// would otherwise be repeated in every interval's evidence.
+const QUOTED_CHARS: usize = 60;
+
+/// `text` quoted for an error message, cut after [`QUOTED_CHARS`].
+fn brief(text: &str) -> String {
+    let mut chars = text.chars();
+    let head: String = chars.by_ref().take(QUOTED_CHARS).collect();
+    if chars.next().is_none() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}... ({} bytes)", text.len())
+    }
+}
+
+/// Reads a counter file without blocking and with a size bound: only a
+/// regular file is read (a FIFO would block start-up, a device such as
+/// /dev/zero never ends), and only up to [`MAX_FILE_BYTES`].
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "{shown}: not a regular file (a FIFO, socket or device): counter files must be \
+             regular files, as `ethtool -S IFACE > FILE` writes them"
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "{shown}: larger than {MAX_FILE_BYTES} bytes: not `ethtool -S` output"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{shown}: not text (invalid UTF-8 at byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Reads and parses a counter file. A file that cannot be read is an error
 /// naming the file (there is no line to name).
 pub fn parse_file(path: &Path) -> Result<Vec<(String, u64)>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let text = read_bounded(path)?;
     parse_stats(&text, &path.display().to_string()).map_err(|e| e.to_string())
 }
 
@@ -188,6 +247,40 @@ mod tests {
         assert!(
             e.starts_with("/nonexistent/throttlescope-counters.txt: cannot read:"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn devices_fifos_and_huge_files_are_refused_without_blocking() {
+        // /dev/zero never ends: refused before a byte is read.
+        let e = parse_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // A FIFO with no writer: opening it must not block.
+        let dir = std::env::temp_dir().join(format!("ts-parse-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = parse_file(&fifo).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+        // Past the size bound: refused, not read whole.
+        let big = dir.join("big");
+        std::fs::write(&big, vec![b'x'; MAX_FILE_BYTES as usize + 10]).unwrap();
+        let e = parse_file(&big).unwrap_err();
+        assert!(e.contains("larger than"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_huge_line_is_quoted_briefly() {
+        let text = format!("NIC statistics:\n{}\n", "\0".repeat(10_000_000));
+        let e = err(&text);
+        assert!(e.len() < 600, "{} bytes of error", e.len());
+        assert!(
+            e.ends_with("... (10000000 bytes)"),
+            "{}",
+            &e[e.len() - 40..]
         );
     }
 }

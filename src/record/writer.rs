@@ -3,6 +3,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -33,7 +34,7 @@ pub struct RotateOptions {
 /// A recording is never overwritten by accident: an existing `path` is an
 /// error. (`record` checks before it starts observing, the writer again
 /// when it creates the file.)
-pub fn refuse_existing(path: &Path) -> Result<()> {
+pub fn refuse_existing(path: &Path, opts: &RotateOptions) -> Result<()> {
     if path.exists() {
         bail!(
             "{}: already exists; refusing to overwrite a recording (remove it, choose another \
@@ -41,7 +42,30 @@ pub fn refuse_existing(path: &Path) -> Result<()> {
             path.display()
         );
     }
+    // Rotation renames FILE.1 .. FILE.<keep> and deletes the last: segments
+    // an earlier recording left under those names would be renamed into
+    // this one or deleted without a word.
+    if opts.rotates() {
+        if let Some(old) = (1..=opts.keep)
+            .map(|n| segments::segment_path(path, n))
+            .find(|p| p.exists())
+        {
+            bail!(
+                "{}: a segment of an earlier recording; rotating {} would rename or delete \
+                 it (move it away, choose another name, or put {{start}} in the name)",
+                old.display(),
+                path.display()
+            );
+        }
+    }
     Ok(())
+}
+
+impl RotateOptions {
+    /// Segments are closed and renamed at all.
+    pub fn rotates(&self) -> bool {
+        self.max_bytes.is_some() || self.max_age.is_some()
+    }
 }
 
 /// Records snapshots to `FILE` (`.zst` suffix: zstd-compressed).
@@ -84,7 +108,7 @@ impl TraceWriter {
     /// Creates `path` and writes its header. Refuses to replace an existing
     /// file: a recording is never overwritten by accident.
     pub fn create(path: &Path, header: TraceHeader, opts: RotateOptions) -> Result<Self> {
-        refuse_existing(path)?;
+        refuse_existing(path, &opts)?;
         let compress = path.extension().is_some_and(|e| e == "zst");
         let mut w = TraceWriter {
             base: path.to_path_buf(),
@@ -211,9 +235,12 @@ impl TraceWriter {
     /// could not be written whole is removed (it holds nothing).
     fn open_segment(&mut self) -> Result<Segment> {
         let path = &self.base;
+        // 0640: a recording names every peer and process of the host; the
+        // umask may take more away, never add.
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
+            .mode(0o640)
             .open(path)
             .map_err(|e| anyhow!("{}: cannot create: {e}", path.display()))?;
         let encoder = if self.compress {

@@ -15,6 +15,7 @@ mod tests;
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -100,12 +101,27 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         ),
         Some(path) => Some((
             path,
-            File::create(path).map_err(|e| {
-                anyhow!(
-                    "--html {}: cannot write the report there: {e}",
-                    path.display()
-                )
-            })?,
+            // Never over an existing file; 0640, as recordings: the page
+            // names peers and processes.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o640)
+                .open(path)
+                .map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        anyhow!(
+                            "--html {}: already exists; refusing to overwrite it (remove it or \
+                             choose another name)",
+                            path.display()
+                        )
+                    } else {
+                        anyhow!(
+                            "--html {}: cannot write the report there: {e}",
+                            path.display()
+                        )
+                    }
+                })?,
         )),
         None => None,
     };
