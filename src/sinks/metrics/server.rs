@@ -15,7 +15,9 @@
 //!   the answer;
 //! - threads: this one.
 //!
-//! No accept() error ends the loop. Every refusal is counted (the
+//! No accept() error ends the loop: out of descriptors, the connection
+//! waiting longest is closed for the next; other errors rest the listener
+//! for 50 ms. Every refusal is counted (the
 //! `throttlescope_metrics_connections_dropped_total` family) and reported
 //! on stderr at most once per `REPORT_EVERY`.
 
@@ -41,9 +43,9 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest poll(2) wait: how soon a stop request is seen.
 const TICK: Duration = Duration::from_millis(100);
-/// After a failed accept() (other than an aborted handshake) the listener
-/// rests this long, so a persistent error such as EMFILE cannot spin the
-/// loop.
+/// After a failed accept() that evicting cannot cure (no connection to
+/// give back, or not EMFILE/ENFILE/ECONNABORTED) the listener rests this
+/// long, so a persistent error cannot spin the loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// At most one stderr line per this long while connections are refused.
 const REPORT_EVERY: Duration = Duration::from_secs(10);
@@ -531,11 +533,14 @@ fn accept_some(
                     continue;
                 }
                 // Out of descriptors: give one back (the longest-waiting
-                // connection) so the pending scraper can be taken next.
-                if matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE)) {
-                    evict(conns, stats);
-                }
+                // connection) and take the next pending one at once, so
+                // a scraper queued behind a flood is reached quickly. Only
+                // when there is nothing to give back, rest.
+                let out_of_fds = matches!(errno, Some(libc::EMFILE) | Some(libc::ENFILE));
                 reporter.accept_error = Some(e);
+                if out_of_fds && evict(conns, stats) {
+                    continue;
+                }
                 *listen_after = Some(now + ACCEPT_BACKOFF);
                 return;
             }
