@@ -296,6 +296,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     ]);
     out.extend(flow_families(state));
     out.extend(health_families(state));
+    out.extend(endpoint_families(state));
     out
 }
 
@@ -427,6 +428,41 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         intervals,
         last,
     ]
+}
+
+/// The /metrics endpoint's own bounds at work (server.rs): what it closed
+/// or refused and how full it is, so an alert can tell a scraper locked out
+/// from an observer down.
+fn endpoint_families(state: &ExporterState) -> Vec<Family> {
+    let Some(e) = state.endpoint else {
+        return Vec::new();
+    };
+    let mut dropped = Family::new(
+        "throttlescope_metrics_connections_dropped",
+        "Connections to this /metrics endpoint closed before an answer, and failed accepts, by reason: evicted (closed to make room at the connection cap: the one waiting longest for its request), timeout (no complete request head within 5 s, or the answer not taken within 10 s), header_too_large (request head over 8 KiB: 431), accept_error (accept() failed, e.g. out of file descriptors). As of the last interval.",
+        Kind::Counter,
+    );
+    for (reason, v) in [
+        ("evicted", e.evicted),
+        ("timeout", e.timeout),
+        ("header_too_large", e.header_too_large),
+        ("accept_error", e.accept_error),
+    ] {
+        dropped.int(vec![("reason", reason.to_string())], v);
+    }
+    let mut open = Family::new(
+        "throttlescope_metrics_connections_open",
+        "Connections open to this /metrics endpoint at the end of the last interval.",
+        Kind::Gauge,
+    );
+    open.int(Vec::new(), e.open);
+    let mut max = Family::new(
+        "throttlescope_metrics_connections_max",
+        "The cap on connections open to this /metrics endpoint (256, or a quarter of the soft file descriptor limit if lower); at it a new connection evicts the one waiting longest for its request.",
+        Kind::Gauge,
+    );
+    max.int(Vec::new(), e.max);
+    vec![dropped, open, max]
 }
 
 /// Reads the shared state on each encode.

@@ -1,14 +1,12 @@
-//! The HTTP side: which path gets what, and the worker loop that answers.
+//! The HTTP side: reading one request head, which path gets what, and the
+//! bytes of the answer. No sockets here (server.rs owns them), so every
+//! rule is testable on byte strings.
 //!
-//! Workers only read the last published text (an `Arc` swapped in by the
-//! collection side), so a slow or stuck scraper never holds up an interval.
-//! tiny_http parses requests; malformed ones get its 400 and are closed.
+//! Answers only hand out the last published text (an `Arc` swapped in by
+//! the collection side), so a slow or stuck scraper never holds up an
+//! interval, and a body is never copied per request.
 
-use std::io::Cursor;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-
-use tiny_http::{Header, Method, Request, Response, Server, StatusCode};
 
 use super::encode::{OPENMETRICS_TYPE, PROMETHEUS_TYPE};
 
@@ -30,6 +28,37 @@ GET /metrics   metrics of the last interval: OpenMetrics when the Accept
 Metric names and labels: docs/metrics.md
 ";
 
+/// Request line and headers past this many bytes get 431 and the
+/// connection closed: a scrape needs a few hundred, and the server never
+/// buffers more than this per connection.
+pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+
+/// The request methods `route` tells apart; every other token is `Other`
+/// (a 405 on a known path, like POST).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Other,
+}
+
+impl Method {
+    fn parse(token: &str) -> Method {
+        // Methods are case-sensitive (RFC 9110 9.1): `get` is not GET.
+        match token {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            _ => Method::Other,
+        }
+    }
+}
+
 /// What to answer.
 #[derive(Debug)]
 pub struct Reply {
@@ -49,11 +78,6 @@ pub fn route(
     metrics: impl FnOnce() -> Arc<Exposition>,
 ) -> Reply {
     let path = url.split(['?', '#']).next().unwrap_or("");
-    let text = |status, body: &str| Reply {
-        status,
-        content_type: "text/plain; charset=utf-8",
-        body: Arc::new(body.to_string()),
-    };
     if path != "/metrics" && path != "/" {
         return text(404, "not found: try /metrics\n");
     }
@@ -79,69 +103,162 @@ pub fn route(
     }
 }
 
-/// The body without copying the shared text.
-struct SharedBody(Arc<String>);
-
-impl AsRef<[u8]> for SharedBody {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
+fn text(status: u16, body: &str) -> Reply {
+    Reply {
+        status,
+        content_type: "text/plain; charset=utf-8",
+        body: Arc::new(body.to_string()),
     }
 }
 
-/// Request line and headers past this many bytes get 431: a scrape needs a
-/// few hundred. (tiny_http has read them by then; this keeps the answer
-/// honest, not the memory bounded: see docs/metrics.md, Security.)
-pub const MAX_HEADER_BYTES: usize = 8 * 1024;
-
-fn header_bytes(rq: &Request) -> usize {
-    rq.url().len()
-        + rq.headers()
-            .iter()
-            .map(|h| h.field.as_str().as_str().len() + h.value.as_str().len() + 4)
-            .sum::<usize>()
+/// The parts of a request head that matter here.
+#[derive(Debug, PartialEq)]
+pub struct Request<'a> {
+    pub method: Method,
+    pub target: &'a str,
+    pub accept: Option<&'a str>,
+    /// The client may send another request on this connection: HTTP/1.1
+    /// without `Connection: close` and without a body (a body is never
+    /// read, so what follows it could not be told from a next request).
+    pub keep_alive: bool,
 }
 
-fn answer(rq: Request, published: &Published) {
-    if header_bytes(&rq) > MAX_HEADER_BYTES {
-        let body = format!("request headers over {MAX_HEADER_BYTES} bytes\n");
-        let _ = rq.respond(Response::from_string(body).with_status_code(431));
-        return;
+/// Parses a complete request head (request line and headers, up to and
+/// including the blank line). `Err` is the status to answer with.
+pub fn parse_head(head: &[u8]) -> Result<Request<'_>, u16> {
+    // Header values may in theory carry obsolete non-ASCII text; no
+    // scraper sends any, so refusing it keeps parsing to &str.
+    let head = std::str::from_utf8(head).map_err(|_| 400u16)?;
+    let mut lines = head.split("\r\n");
+    let line = lines.next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(400);
+    };
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_graphic() && !b"\"(),/:;<=>?@[\\]{}".contains(&b))
+    };
+    if !token(method) || target.is_empty() || !target.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(400);
     }
-    let accept = rq
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("Accept"))
-        .map(|h| h.value.as_str().to_string());
-    let reply = route(rq.method(), rq.url(), accept.as_deref(), || {
-        published.read().unwrap_or_else(|e| e.into_inner()).clone()
-    });
-    let mut headers = vec![
-        Header::from_bytes("Content-Type", reply.content_type).expect("static header is valid")
-    ];
-    if reply.status == 405 {
-        headers.push(Header::from_bytes("Allow", "GET, HEAD").expect("static header is valid"));
-    }
-    let len = reply.body.len();
-    let response = Response::new(
-        StatusCode(reply.status),
-        headers,
-        Cursor::new(SharedBody(reply.body)),
-        Some(len),
-        None,
-    );
-    // A client that went away is its own problem, not the exporter's.
-    let _ = rq.respond(response);
-}
-
-/// Answers requests until `stop` is set and the server unblocked.
-pub fn worker(server: Arc<Server>, published: Published, stop: Arc<AtomicBool>) {
-    while !stop.load(Ordering::Acquire) {
-        // Err: unblocked for shutdown, or a failed accept (already
-        // reported to that client); either way look at `stop` again.
-        if let Ok(rq) = server.recv() {
-            answer(rq, &published);
+    let http11 = match version {
+        "HTTP/1.1" => true,
+        "HTTP/1.0" => false,
+        v if v.starts_with("HTTP/") => return Err(505),
+        _ => return Err(400),
+    };
+    let mut request = Request {
+        method: Method::parse(method),
+        target,
+        accept: None,
+        keep_alive: http11,
+    };
+    for l in lines.take_while(|l| !l.is_empty()) {
+        // No colon, an empty or spaced name, or a folded continuation line
+        // (leading whitespace, obsolete since RFC 7230): malformed.
+        let Some((name, value)) = l.split_once(':') else {
+            return Err(400);
+        };
+        if !token(name) {
+            return Err(400);
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("accept") {
+            request.accept.get_or_insert(value);
+        } else if name.eq_ignore_ascii_case("connection") {
+            if value
+                .split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("close"))
+            {
+                request.keep_alive = false;
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || (name.eq_ignore_ascii_case("content-length") && value != "0")
+        {
+            request.keep_alive = false;
         }
     }
+    Ok(request)
+}
+
+/// An answer ready to write: the head bytes, then the body shared with the
+/// published exposition (none for HEAD).
+#[derive(Debug)]
+pub struct Response {
+    pub head: Vec<u8>,
+    pub body: Option<Arc<String>>,
+    /// Close the connection once written.
+    pub close: bool,
+}
+
+impl Response {
+    pub fn body_bytes(&self) -> &[u8] {
+        self.body.as_deref().map_or(&[], |b| b.as_bytes())
+    }
+
+    pub fn len(&self) -> usize {
+        self.head.len() + self.body_bytes().len()
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+fn response(reply: Reply, head_only: bool, close: bool) -> Response {
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n",
+        reply.status,
+        reason(reply.status),
+        reply.content_type,
+        reply.body.len()
+    );
+    if reply.status == 405 {
+        head.push_str("Allow: GET, HEAD\r\n");
+    }
+    if close {
+        head.push_str("Connection: close\r\n");
+    }
+    head.push_str("\r\n");
+    Response {
+        head: head.into_bytes(),
+        body: (!head_only).then_some(reply.body),
+        close,
+    }
+}
+
+/// The answer to a request that could not be taken: closes the connection.
+pub fn refusal(status: u16) -> Response {
+    let body = match status {
+        431 => format!("request headers over {MAX_HEADER_BYTES} bytes\n"),
+        505 => "only HTTP/1.0 and HTTP/1.1\n".to_string(),
+        _ => "malformed request\n".to_string(),
+    };
+    response(text(status, &body), false, true)
+}
+
+/// The answer to one complete request head.
+pub fn answer(head: &[u8], published: &Published) -> Response {
+    let rq = match parse_head(head) {
+        Ok(rq) => rq,
+        Err(status) => return refusal(status),
+    };
+    let reply = route(&rq.method, rq.target, rq.accept, || {
+        published.read().unwrap_or_else(|e| e.into_inner()).clone()
+    });
+    response(reply, rq.method == Method::Head, !rq.keep_alive)
 }
 
 #[cfg(test)]
@@ -179,5 +296,84 @@ mod tests {
         assert_eq!(route(&Method::Post, "/metrics", None, metrics).status, 405);
         assert_eq!(route(&Method::Delete, "/", None, metrics).status, 405);
         assert_eq!(route(&Method::Post, "/nope", None, metrics).status, 404);
+    }
+
+    #[test]
+    fn parses_heads() {
+        let rq = parse_head(
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\naccept:  application/openmetrics-text \r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rq,
+            Request {
+                method: Method::Get,
+                target: "/metrics",
+                accept: Some("application/openmetrics-text"),
+                keep_alive: true,
+            }
+        );
+        let close = |h: &[u8]| !parse_head(h).unwrap().keep_alive;
+        assert!(close(b"GET / HTTP/1.0\r\n\r\n"));
+        assert!(close(
+            b"GET / HTTP/1.1\r\nConnection: keep-alive, Close\r\n\r\n"
+        ));
+        assert!(close(b"POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\n"));
+        assert!(close(
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        ));
+        assert!(!close(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"));
+        assert_eq!(
+            parse_head(b"BREW / HTTP/1.1\r\n\r\n").unwrap().method,
+            Method::Other
+        );
+        for bad in [
+            &b"\x00\xff garbage\r\n\r\n"[..],
+            b"GET /metrics\r\n\r\n",
+            b"GET  /metrics HTTP/1.1\r\n\r\n",
+            b"GET /metrics HTTP/1.1 x\r\n\r\n",
+            b"GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n",
+            b"GET /metrics HTTP/1.1\r\n folded: x\r\n\r\n",
+            b"GET /metrics HTTP/1.1\r\nsp ace: x\r\n\r\n",
+            b"GET /metrics FTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(
+                parse_head(bad),
+                Err(400),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(parse_head(b"GET /metrics HTTP/9.9\r\n\r\n"), Err(505));
+    }
+
+    #[test]
+    fn answers_share_the_body_and_head_has_none() {
+        let published: Published = Arc::new(RwLock::new(metrics()));
+        let r = answer(b"GET /metrics HTTP/1.1\r\n\r\n", &published);
+        let head = String::from_utf8(r.head.clone()).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+        assert!(head.contains("Content-Length: 4\r\n"), "{head}");
+        assert!(!r.close && !head.contains("Connection"));
+        let shared = published.read().unwrap().prometheus.clone();
+        assert!(Arc::ptr_eq(r.body.as_ref().unwrap(), &shared));
+
+        let r = answer(
+            b"HEAD /metrics HTTP/1.1\r\nConnection: close\r\n\r\n",
+            &published,
+        );
+        let head = String::from_utf8(r.head.clone()).unwrap();
+        assert!(head.contains("Content-Length: 4\r\n") && head.contains("Connection: close\r\n"));
+        assert!(r.body.is_none() && r.close);
+
+        let r = answer(b"DELETE / HTTP/1.1\r\n\r\n", &published);
+        let head = String::from_utf8(r.head).unwrap();
+        assert!(
+            head.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nAllow: GET, HEAD\r\n"), "{head}");
+        let r = refusal(431);
+        assert!(r.close && r.head.starts_with(b"HTTP/1.1 431 "));
     }
 }

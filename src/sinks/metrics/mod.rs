@@ -2,32 +2,30 @@
 //! `GET /metrics` (names and labels: docs/metrics.md).
 //!
 //! Collection and serving never wait on each other: `update` encodes the
-//! interval once and swaps the text in; HTTP workers hand out whichever text
-//! is current. It binds exactly the address given and has no
-//! authentication, so a non-loopback address must be asked for on purpose.
+//! interval once and swaps the text in; the server thread hands out
+//! whichever text is current. It binds exactly the address given and has
+//! no authentication, so a non-loopback address must be asked for on
+//! purpose; the connections, bytes and time any client can claim are
+//! bounded (server.rs).
 
 mod encode;
 mod http;
+mod server;
 mod state;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
 use anyhow::{anyhow, Context, Result};
 use prometheus_client::registry::Registry;
-use tiny_http::Server;
 
 use crate::analysis::IntervalAnalysis;
 use crate::snapshot::Snapshot;
 
 pub use encode::{to_prometheus_text, OPENMETRICS_TYPE, PROMETHEUS_TYPE};
-pub use state::ExporterState;
-
-/// Threads answering requests. tiny_http reads each connection on a thread
-/// of its own, so these only pick up parsed requests and write replies.
-const WORKERS: usize = 2;
+pub use state::{EndpointCounters, ExporterState};
 
 /// The exporter's state as it would be served: for tests and tools that
 /// want the text without a server.
@@ -43,48 +41,53 @@ fn exposition(registry: &Registry) -> http::Exposition {
     }
 }
 
-/// Serves /metrics from background threads; `update` publishes an interval.
+/// Serves /metrics from a background thread; `update` publishes an
+/// interval.
 pub struct MetricsServer {
     addr: SocketAddr,
     state: Arc<Mutex<ExporterState>>,
     registry: Registry,
     published: http::Published,
-    server: Arc<Server>,
+    stats: Arc<server::Stats>,
     stop: Arc<AtomicBool>,
-    workers: Vec<JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl MetricsServer {
     /// Binds `addr` and starts serving; `top_flows` bounds per-flow series.
     pub fn start(addr: SocketAddr, top_flows: usize) -> Result<Self> {
-        let server = Server::http(addr)
+        let listener = TcpListener::bind(addr)
             .map_err(|e| anyhow!("--metrics {addr}: cannot listen on {addr}: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .with_context(|| format!("--metrics {addr}: making the listener non-blocking"))?;
         // Port 0 asks for any free port: report the one we got.
-        let addr = server.server_addr().to_ip().unwrap_or(addr);
-        let server = Arc::new(server);
-        let state = Arc::new(Mutex::new(ExporterState::new(top_flows)));
+        let addr = listener.local_addr().unwrap_or(addr);
+        let cap = server::connection_cap(server::soft_nofile());
+        let stats = Arc::new(server::Stats::new(cap));
+        let mut initial = ExporterState::new(top_flows);
+        initial.endpoint = Some(stats.read());
+        let state = Arc::new(Mutex::new(initial));
         let registry = encode::registry(state.clone());
         // Before the first interval /metrics already answers, with the
         // families that have values (`throttlescope_intervals_total 0`).
         let published = Arc::new(RwLock::new(Arc::new(exposition(&registry))));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut workers = Vec::with_capacity(WORKERS);
-        for i in 0..WORKERS {
-            let (server, published, stop) = (server.clone(), published.clone(), stop.clone());
-            let worker = std::thread::Builder::new()
-                .name(format!("metrics-http-{i}"))
-                .spawn(move || http::worker(server, published, stop))
-                .with_context(|| format!("--metrics {addr}: starting an HTTP worker"))?;
-            workers.push(worker);
-        }
+        let thread = {
+            let (published, stop, stats) = (published.clone(), stop.clone(), stats.clone());
+            std::thread::Builder::new()
+                .name("metrics-http".into())
+                .spawn(move || server::run(listener, published, stop, stats, cap))
+                .with_context(|| format!("--metrics {addr}: starting the HTTP thread"))?
+        };
         Ok(MetricsServer {
             addr,
             state,
             registry,
             published,
-            server,
+            stats,
             stop,
-            workers,
+            thread: Some(thread),
         })
     }
 
@@ -95,10 +98,13 @@ impl MetricsServer {
 
     /// Publishes the latest interval and its analysis.
     pub fn update(&self, snap: &Snapshot, analysis: &IntervalAnalysis) {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .apply(snap, analysis);
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.apply(snap, analysis);
+            // The endpoint's own counters as of this interval: one read
+            // per interval keeps every scrape one consistent text.
+            state.endpoint = Some(self.stats.read());
+        }
         // Encoded outside the published lock: scrapes keep getting the
         // previous text until the new one is swapped in.
         let text = Arc::new(exposition(&self.registry));
@@ -108,13 +114,11 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
+        // The server thread looks at `stop` at least every 100 ms; it
+        // closes the listener and every connection as it returns.
         self.stop.store(true, Ordering::Release);
-        // Each unblock wakes one worker waiting in recv().
-        for _ in 0..self.workers.len() {
-            self.server.unblock();
-        }
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

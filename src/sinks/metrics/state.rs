@@ -99,6 +99,28 @@ pub struct ExporterState {
     pub intervals: u64,
     /// Wall clock at the end of the last interval, in ms since the epoch.
     pub last_unix_ms: Option<u64>,
+    /// The endpoint's own connection counters; `None` without a server
+    /// (text encoded for tools), so no such series are written.
+    pub endpoint: Option<EndpointCounters>,
+}
+
+/// What the /metrics server refused or closed, since it started, and how
+/// full it is (server.rs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointCounters {
+    /// Connections closed to make room for a new one at the cap.
+    pub evicted: u64,
+    /// Connections without a complete request head, or whose answer was
+    /// not taken, in time.
+    pub timeout: u64,
+    /// Requests whose head passed `MAX_HEADER_BYTES`: 431 and closed.
+    pub header_too_large: u64,
+    /// Failed accept() calls (out of descriptors, aborted handshakes...).
+    pub accept_error: u64,
+    /// Connections open when read.
+    pub open: u64,
+    /// The cap on open connections.
+    pub max: u64,
 }
 
 impl ExporterState {

@@ -428,3 +428,31 @@ fn flow_series_carry_the_workload_and_stay_bounded_with_500_pods() {
     assert!(text.contains("process=\"java\",pod=\"0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8\"}"));
     assert!(text.contains("process=\"java\",service=\"kafka.service\"}"));
 }
+
+#[test]
+fn endpoint_counters_only_with_a_server() {
+    let st = ExporterState::new(20);
+    assert!(!encode_state(st.clone()).contains("throttlescope_metrics_connections"));
+    let mut st = st;
+    st.endpoint = Some(super::EndpointCounters {
+        evicted: 3,
+        timeout: 4,
+        header_too_large: 1,
+        accept_error: 2,
+        open: 17,
+        max: 256,
+    });
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        "# TYPE throttlescope_metrics_connections_dropped counter",
+        r#"throttlescope_metrics_connections_dropped_total{reason="evicted"} 3"#,
+        r#"throttlescope_metrics_connections_dropped_total{reason="timeout"} 4"#,
+        r#"throttlescope_metrics_connections_dropped_total{reason="header_too_large"} 1"#,
+        r#"throttlescope_metrics_connections_dropped_total{reason="accept_error"} 2"#,
+        "throttlescope_metrics_connections_open 17",
+        "throttlescope_metrics_connections_max 256",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+}
