@@ -210,11 +210,14 @@ pub fn run_live(
     let metrics = match observe.metrics {
         Some(addr) => {
             let m = MetricsServer::start(addr, observe.metrics_flows)?;
-            // Port 0 asks the kernel for one: say which.
-            eprintln!(
-                "throttlescope: metrics on http://{}/metrics",
-                m.local_addr()
-            );
+            // Port 0 asks the kernel for one: say which (not over the
+            // full-screen view, which shows its own title).
+            if !crate::sinks::tui::terminal::is_taken() {
+                eprintln!(
+                    "throttlescope: metrics on http://{}/metrics",
+                    m.local_addr()
+                );
+            }
             Some(m)
         }
         None => None,

@@ -351,6 +351,14 @@ impl Reporter {
                 .map_or(String::new(), |e| format!(" (last: {e})"));
             parts.push(format!("{acc} failed accepts{last}"));
         }
+        // Under the full-screen view the counts stay in the metrics only.
+        if crate::sinks::tui::terminal::is_taken() {
+            self.reported = c;
+            self.at = now;
+            self.accept_error = None;
+            self.quiet_until = Some(now + REPORT_EVERY);
+            return;
+        }
         eprintln!(
             "throttlescope: metrics endpoint {}: dropped connections in the last {:.0} s: {}; \
              still serving ({} open)",

@@ -9,7 +9,7 @@ pub mod history;
 pub mod keys;
 pub mod layout;
 pub mod render;
-mod terminal;
+pub mod terminal;
 
 #[cfg(test)]
 mod tests;

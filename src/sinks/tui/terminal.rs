@@ -46,6 +46,12 @@ pub fn take() -> Result<Term> {
 
 /// Gives the terminal back as it was; does nothing when it is not ours, so
 /// every exit path may call it.
+/// The full-screen view owns the terminal: a line on stderr now would be
+/// drawn over it (messages wait in the metrics and health instead).
+pub fn is_taken() -> bool {
+    TAKEN.load(Ordering::SeqCst)
+}
+
 pub fn restore() -> Result<()> {
     if !TAKEN.swap(false, Ordering::SeqCst) {
         return Ok(());
