@@ -1,0 +1,145 @@
+//! A counter gap never invents a verdict: the broker of a lab sends ~50
+//! Mbit/s while this test plays the ENA device, writing `ethtool -S` text
+//! whose bw_out_allowance_exceeded grows by 20% of b0's wire packets (free
+//! flow); the file is then missing for 4 s and comes back with all the
+//! growth of the gap at once. Run as root.
+//!
+//! Without the untrusted-read rule the first read after the gap puts four
+//! seconds of growth into one interval (~100%) and judges
+//! hypervisor_queuing.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::traffic::Bulk;
+use common::{enter_netns, Lab};
+use throttlescope::analysis::{Location, Verdict};
+
+/// b0's transmitted bytes, from the calling thread's namespace.
+fn b0_tx_bytes() -> u64 {
+    let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+    let line = dev
+        .lines()
+        .find(|l| l.trim_start().starts_with("b0:"))
+        .expect("b0 in /proc/thread-self/net/dev");
+    // face: rx bytes packets errs drop fifo frame compressed multicast | tx bytes ...
+    let fields: Vec<&str> = line.split(':').nth(1).unwrap().split_whitespace().collect();
+    fields[8].parse().unwrap()
+}
+
+fn write_counters(path: &Path, bw_out: u64) {
+    let text = format!(
+        "NIC statistics:\n     bw_in_allowance_exceeded: 0\n     bw_out_allowance_exceeded: {bw_out}\n     \
+         pps_allowance_exceeded: 0\n     conntrack_allowance_exceeded: 0\n     \
+         linklocal_allowance_exceeded: 0\n     conntrack_allowance_available: 100000\n"
+    );
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+#[test]
+fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
+    let lab = Lab::up("gap");
+    let listen: SocketAddr = format!("{}:7401", Lab::BROKER_IP).parse().unwrap();
+    let bulk = Bulk::start(
+        &lab.broker(),
+        &lab.client(),
+        listen,
+        1,
+        Duration::from_secs(14),
+        6_000_000,
+    );
+    let dir = std::env::temp_dir().join(format!("ts-gap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file: PathBuf = dir.join("ethtool-S-b0.txt");
+
+    // The stand-in ENA: 20% of the wire packets (full-size frames of the
+    // bulk flow) counted as over the allowance, every 100 ms; from 4 s to
+    // 8 s no file at all.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (file, stop, ns) = (file.clone(), stop.clone(), lab.broker());
+        std::thread::spawn(move || {
+            enter_netns(&PathBuf::from("/run/netns").join(ns));
+            let base = b0_tx_bytes();
+            let start = Instant::now();
+            while !stop.load(Ordering::SeqCst) {
+                let t = start.elapsed();
+                let exceeded = (b0_tx_bytes() - base) / 1514 / 5;
+                if t < Duration::from_secs(4) || t >= Duration::from_secs(8) {
+                    write_counters(&file, exceeded);
+                } else {
+                    let _ = std::fs::remove_file(&file);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", &lab.broker()])
+        .arg(common::binary())
+        .args(["watch", "--json", "--interval", "1s", "--duration", "12s"])
+        .arg("--counters")
+        .arg(format!("b0={}", file.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn watch");
+    let lines: Vec<serde_json::Value> = BufReader::new(watch.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(watch.wait().unwrap().success());
+    stop.store(true, Ordering::SeqCst);
+    writer.join().unwrap();
+    bulk.close();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut untrusted = 0;
+    let mut judged_rates = Vec::new();
+    for (i, v) in common::interface_analyses(
+        &lines
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        "b0",
+    )
+    .iter()
+    .enumerate()
+    {
+        let raw: Verdict = serde_json::from_value(v["verdict"].clone()).unwrap();
+        let held: Verdict = serde_json::from_value(v["held"]["verdict"].clone()).unwrap();
+        let flagged = v["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["signal"] == "allowance_untrusted");
+        let pct = v["rates"]["bw_out_pct"].as_f64();
+        eprintln!("interval {i}: {raw} (held {held}) bw_out {pct:?} untrusted {flagged}");
+        assert_ne!(raw.location(), Location::Hypervisor, "interval {i}");
+        assert_ne!(held.location(), Location::Hypervisor, "interval {i}");
+        untrusted += usize::from(flagged);
+        judged_rates.extend(pct);
+    }
+    // The failed reads and the read after them were flagged, not judged;
+    // the others read about 20%.
+    assert!(untrusted >= 4, "{untrusted} intervals flagged");
+    assert!(
+        judged_rates
+            .iter()
+            .filter(|p| (10.0..=35.0).contains(*p))
+            .count()
+            >= 4,
+        "{judged_rates:?}"
+    );
+}
