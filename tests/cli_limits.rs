@@ -1,0 +1,106 @@
+//! Values at and past the edges of the command line are clear errors, never
+//! a panic, a busy loop or a silently ignored option.
+
+mod common;
+
+use std::process::Command;
+
+use common::{binary, Lab};
+
+/// (exit code, stderr) of `throttlescope ARGS`.
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(binary()).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn absurd_intervals_and_durations_are_refused() {
+    for (args, want) in [
+        (
+            &["watch", "--interval", "18446744073709551615s"][..],
+            "too long",
+        ),
+        (&["watch", "--interval", "0.0000000001"], "nanosecond"),
+        (&["watch", "--interval", "2h"], "from 10ms to 1h"),
+        (&["watch", "--duration", "5000000000000000h"], "too long"),
+        (
+            &["watch", "--interval", "10s", "--duration", "2s"],
+            "shorter than one --interval",
+        ),
+        (
+            &["record", "-o", "/nonexistent/x.jsonl", "--interval", "5ms"],
+            "from 10ms to 1h",
+        ),
+    ] {
+        let (code, stderr) = run(args);
+        assert!(code == 1 || code == 2, "{args:?}: exit {code}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
+    let lab = Lab::up("cli");
+    let in_broker = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.broker()])
+            .arg(binary())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = in_broker(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1s",
+        "--counters",
+        "eth9=/tmp/x",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("eth9 is not among the interfaces watched here (b0)"),
+        "{stderr}"
+    );
+    let (code, stderr) = in_broker(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1s",
+        "--counters",
+        "b0=/tmp/x",
+        "--counters",
+        "b0=/tmp/y",
+    ]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("--counters b0: given more than once"),
+        "{stderr}"
+    );
+
+    // Port 0: the kernel picks one, and the observer says which.
+    let (code, stderr) = in_broker(&[
+        "watch",
+        "--json",
+        "--duration",
+        "1s",
+        "--metrics",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let port: u16 = stderr
+        .split("metrics on http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {stderr}"));
+    assert!(port > 0);
+}
