@@ -366,7 +366,12 @@ impl Collector {
 /// a typo or a second file for one interface would otherwise be ignored
 /// and the ioctl (or nothing) read instead without a word.
 fn check_counter_files(config: &CollectorConfig) -> Result<()> {
-    let watched = ifstats::interfaces(&config.interfaces)?;
+    // The calling thread's namespace (/proc/thread-self), which /sys may
+    // not show for a thread that entered another one.
+    let watched: Vec<String> = ifstats::netns_interfaces()?
+        .into_iter()
+        .filter(|n| config.interfaces.is_empty() || config.interfaces.contains(n))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     for (iface, path) in &config.counter_files {
         if !seen.insert(iface.as_str()) {

@@ -58,6 +58,21 @@ pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
     Ok((names, missing))
 }
 
+/// The interfaces of the calling thread's network namespace, but `lo`,
+/// sorted (from /proc/thread-self/net/dev).
+pub fn netns_interfaces() -> Result<Vec<String>> {
+    let path = "/proc/thread-self/net/dev";
+    let text = fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    let mut names: Vec<String> = text
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_string()))
+        .filter(|n| n != "lo")
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// The counters of one interface, now.
 pub fn read_counters(iface: &str) -> Result<LinkCounters> {
     let dir = Path::new(SYS_NET).join(iface).join("statistics");
