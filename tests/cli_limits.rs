@@ -7,13 +7,18 @@ use std::process::Command;
 
 use common::{binary, Lab};
 
-/// (exit code, stderr) of `throttlescope ARGS`.
-fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(binary()).args(args).output().unwrap();
+/// (exit code, stderr) of a command.
+fn status(cmd: &mut Command) -> (i32, String) {
+    let out = cmd.output().unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// (exit code, stderr) of `throttlescope ARGS`.
+fn run(args: &[&str]) -> (i32, String) {
+    status(Command::new(binary()).args(args))
 }
 
 #[test]
@@ -46,45 +51,34 @@ fn absurd_intervals_and_durations_are_refused() {
 fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
     let lab = Lab::up("cli");
     let in_broker = |args: &[&str]| {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &lab.broker()])
-            .arg(binary())
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        status(
+            Command::new("ip")
+                .args(["netns", "exec", &lab.broker()])
+                .arg(binary())
+                .args(args),
         )
     };
-    let (code, stderr) = in_broker(&[
-        "watch",
-        "--json",
-        "--duration",
-        "1s",
-        "--counters",
-        "eth9=/tmp/x",
-    ]);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("eth9 is not among the interfaces watched here (b0)"),
-        "{stderr}"
-    );
-    let (code, stderr) = in_broker(&[
-        "watch",
-        "--json",
-        "--duration",
-        "1s",
-        "--counters",
-        "b0=/tmp/x",
-        "--counters",
-        "b0=/tmp/y",
-    ]);
-    assert_eq!(code, 1, "{stderr}");
-    assert!(
-        stderr.contains("--counters b0: given more than once"),
-        "{stderr}"
-    );
+    for (counters, want) in [
+        (
+            &["eth9=/tmp/x"][..],
+            "eth9 is not among the interfaces watched here (b0)",
+        ),
+        (
+            &["b0=/tmp/x", "b0=/tmp/y"],
+            "--counters b0: given more than once",
+        ),
+    ] {
+        let mut args = vec!["watch", "--json", "--duration", "1s"];
+        for c in counters {
+            args.extend(["--counters", c]);
+        }
+        let (code, stderr) = in_broker(&args);
+        assert_eq!(code, 1, "{counters:?}: {stderr}");
+        assert!(
+            stderr.contains(want),
+            "{counters:?}: want {want:?} in {stderr}"
+        );
+    }
 
     // Port 0: the kernel picks one, and the observer says which.
     let (code, stderr) = in_broker(&[

@@ -357,6 +357,38 @@ fn broker_traffic(lab: &Lab, port: u16, secs: u64) -> Bulk {
     )
 }
 
+/// `record -o PATH` (200 ms intervals) in the lab's broker namespace,
+/// once it has written `intervals` intervals. `ip netns exec` execs, so
+/// the child is the recorder itself.
+fn recording(lab: &Lab, path: &Path, intervals: usize) -> Child {
+    let p = path.to_str().unwrap();
+    let args = [
+        "record",
+        "-o",
+        p,
+        "--interval",
+        "200ms",
+        "--duration",
+        "60s",
+        "-q",
+    ];
+    let mut child = in_broker(lab, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while intervals_now(path) < intervals {
+        assert!(
+            started.elapsed() < Duration::from_secs(45),
+            "record wrote fewer than {intervals} intervals in 45 s"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "record exited early");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+}
+
 fn kill_9_record(name: &str) {
     let lab = Lab::up("rk");
     let port = 5611;
@@ -364,32 +396,7 @@ fn kill_9_record(name: &str) {
     let dir = TempDir::new("rkill");
     let path = dir.join(name);
     let p = path.to_str().unwrap();
-    let mut child = in_broker(
-        &lab,
-        &[
-            "record",
-            "-o",
-            p,
-            "--interval",
-            "200ms",
-            "--duration",
-            "60s",
-            "-q",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    let started = Instant::now();
-    while intervals_now(&path) < 10 {
-        assert!(
-            started.elapsed() < Duration::from_secs(45),
-            "record wrote fewer than 10 intervals in 45 s"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "record exited early");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut child = recording(&lab, &path, 10);
     // `ip netns exec` execs: this is the recorder itself.
     child.kill().unwrap();
     child.wait().unwrap();
@@ -687,34 +694,7 @@ fn sighup_ends_a_recording_with_its_end_record() {
     let lab = Lab::up("rhup");
     let dir = TempDir::new("rhup");
     let path = dir.join("hup.jsonl");
-    let p = path.to_str().unwrap();
-    let mut child = in_broker(
-        &lab,
-        &[
-            "record",
-            "-o",
-            p,
-            "--interval",
-            "200ms",
-            "--duration",
-            "60s",
-            "-q",
-        ],
-    )
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    let started = Instant::now();
-    while intervals_now(&path) < 3 {
-        assert!(
-            started.elapsed() < Duration::from_secs(45),
-            "no intervals in 45 s"
-        );
-        assert!(child.try_wait().unwrap().is_none(), "record exited early");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    // `ip netns exec` execs: this is the recorder itself.
+    let mut child = recording(&lab, &path, 3);
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
     let status = child.wait().unwrap();
