@@ -129,6 +129,14 @@ pub struct AllowanceSample {
     pub zeroed_reads: u64,
     /// Failed reads since start (ioctl error, unreadable or malformed file).
     pub read_failures: u64,
+    /// The ENA driver's own count of admin commands that failed
+    /// (`ena_admin_q_aborted_cmd` + `ena_admin_q_no_completion`), as read
+    /// with the counters; None when the device does not report them. The
+    /// allowance stats are fetched by an admin command: when this grew, the
+    /// read's allowance values are stale (before ENA 2.13.2 the previous
+    /// values repeat), garbage or zeros, never data. Absent before format 1.4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_cmd_failures: Option<u64>,
     /// The last read error, if the latest read failed.
     #[serde(default)]
     pub last_error: Option<String>,

@@ -91,6 +91,19 @@ fn from_array(v: Values) -> AllowanceCounters {
     }
 }
 
+/// The ENA driver's admin-queue failure counters: the allowance stats come
+/// from an admin command, so a failure since the last read makes it no data.
+const ADMIN_FAILURE_STATS: [&str; 2] = ["ena_admin_q_aborted_cmd", "ena_admin_q_no_completion"];
+
+/// The sum of the admin-queue failure counters, None when the device has
+/// neither.
+fn admin_failures(stats: &[(String, u64)]) -> Option<u64> {
+    ADMIN_FAILURE_STATS
+        .iter()
+        .filter_map(|n| stats.iter().find(|(s, _)| s == n).map(|(_, v)| *v))
+        .reduce(u64::saturating_add)
+}
+
 /// Picks the allowance stats out of everything a device reports. Matching
 /// is by exact name; a name reported twice counts once (the first).
 pub fn extract(stats: &[(String, u64)]) -> AllowanceCounters {
@@ -115,6 +128,8 @@ pub struct AllowanceTracker {
     resets: u64,
     zeroed_reads: u64,
     read_failures: u64,
+    /// The admin-queue failure count of the last good read.
+    admin_failures: Option<u64>,
 }
 
 impl AllowanceTracker {
@@ -196,6 +211,7 @@ impl AllowanceTracker {
         }
         self.resets += u64::from(reset);
         self.zeroed_reads += u64::from(zeroed);
+        self.admin_failures = admin_failures(stats);
         Some(self.sample(source, totals, delta, None))
     }
 
@@ -234,6 +250,7 @@ impl AllowanceTracker {
             resets: self.resets,
             zeroed_reads: self.zeroed_reads,
             read_failures: self.read_failures,
+            admin_cmd_failures: self.admin_failures,
             last_error,
         }
     }
@@ -487,5 +504,25 @@ mod tests {
         assert_eq!(s.totals, AllowanceCounters::default());
         let s = observe(&mut t, &eni(1, 2, 3));
         assert_eq!(s.delta.bw_in_allowance_exceeded, Some(0));
+    }
+
+    #[test]
+    fn admin_queue_failures_are_summed_and_absent_without_them() {
+        let mut t = AllowanceTracker::new();
+        let stats = |aborted: u64, no_completion: u64| {
+            vec![
+                ("bw_out_allowance_exceeded".to_string(), 5),
+                ("ena_admin_q_aborted_cmd".to_string(), aborted),
+                ("ena_admin_q_no_completion".to_string(), no_completion),
+            ]
+        };
+        let s = t.observe(&stats(1, 2), "t").unwrap();
+        assert_eq!(s.admin_cmd_failures, Some(3));
+        let s = t.observe(&stats(1, 4), "t").unwrap();
+        assert_eq!(s.admin_cmd_failures, Some(5));
+        let s = t
+            .observe(&[("bw_out_allowance_exceeded".to_string(), 6)], "t")
+            .unwrap();
+        assert_eq!(s.admin_cmd_failures, None);
     }
 }

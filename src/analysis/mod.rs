@@ -68,7 +68,7 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
 }
 
 /// Judge `snap`. `prev` is the history before it, oldest first (may be
-/// empty); only the throughput plateau and the checks on zeroed and stale
+/// empty); only the throughput plateau and the checks on zeroed and failed
 /// reads look at it.
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
     let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
@@ -79,9 +79,8 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);
             let r = rates::normalise(iface, snap);
-            let untrusted = trust::read_gap(prev.last(), iface)
-                .or_else(|| trust::implausible(iface, &r, th))
-                .or_else(|| trust::frozen(prev, iface, &r, th));
+            let untrusted =
+                trust::read_gap(prev, iface).or_else(|| trust::implausible(iface, &r, th));
             let r = match untrusted {
                 Some(_) => r.without_allowance(),
                 None => r,

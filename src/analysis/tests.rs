@@ -816,13 +816,20 @@ fn failed_or_zeroed_allowance_reads_are_no_data() {
     let v = judge_one(std::slice::from_ref(&prev), &s);
     assert!(v.rates.bw_out_pct.is_none());
     assert!(v.evidence.iter().any(|e| e.note.contains("all-zero")));
-    // The next good read is judged again.
+    // The next read holds the growth of both intervals (the zeroed one
+    // counted nothing): not judged either; the one after it is.
     let mut next = m5_enforced(2);
     if let AllowanceStatus::Read(a) = &mut next.interfaces[0].allowance {
         a.zeroed_reads = 1;
     }
+    let v = judge_one(&[prev.clone(), s.clone()], &next);
+    assert!(v.evidence.iter().any(|e| e.note.contains("spans the gap")));
+    let mut after = m5_enforced(3);
+    if let AllowanceStatus::Read(a) = &mut after.interfaces[0].allowance {
+        a.zeroed_reads = 1;
+    }
     assert_eq!(
-        judge_one(&[prev, s], &next).verdict,
+        judge_one(&[prev, s, next], &after).verdict,
         Verdict::HypervisorQueuing
     );
 }
@@ -1357,29 +1364,23 @@ fn a_hard_cap_is_held_from_its_first_interval() {
 }
 
 /// ENA before 2.13.2: a failed admin command leaves the previous values in
-/// place, so the read repeats the last one exactly, the moving
-/// conntrack_allowance_available gauge included.
+/// place, so the read repeats the last one; the driver's admin queue counts
+/// the failure (ena_admin_q_no_completion), and that read is no data.
 #[test]
-fn a_stale_repeat_of_live_counters_is_flagged_and_never_judged() {
+fn a_read_taken_while_the_admin_queue_failed_is_flagged_and_never_judged() {
     let th = Thresholds::default();
     let mut judge = Judge::new(th.clone());
-    // Enforcement at 100% with a gauge that moves every interval, then from
-    // seq 4 the driver repeats the seq 3 read.
-    let mut last_totals = None;
+    // Enforcement at 100%; at seq 4 and 5 the admin command times out and
+    // the counters repeat (no growth: free flow, were it judged).
     for seq in 0..8u64 {
-        let mut s = free_at(seq, 96e6, 100.0);
+        let stale = seq == 4 || seq == 5;
+        let mut s = free_at(seq, 96e6, if stale { 0.0 } else { 100.0 });
         if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
-            if seq < 4 {
-                a.totals.bw_out_allowance_exceeded = Some(1_000_000 + seq * 8_000);
-                a.totals.conntrack_allowance_available = Some(90_000 + seq * 37 % 11);
-                last_totals = Some(a.totals);
-            } else {
-                a.totals = last_totals.unwrap();
-                a.delta = AllowanceCounters {
-                    conntrack_allowance_available: a.totals.conntrack_allowance_available,
-                    ..ena_zero()
-                };
-            }
+            a.admin_cmd_failures = Some(match seq {
+                0..=3 => 0,
+                4 => 1,
+                _ => 2,
+            });
         }
         let a = judge.judge(&s);
         let v = &a.interfaces[0];
@@ -1387,23 +1388,40 @@ fn a_stale_repeat_of_live_counters_is_flagged_and_never_judged() {
             .evidence
             .iter()
             .find(|e| e.signal == trust::UNTRUSTED_SIGNAL);
-        if seq < 4 {
-            assert!(flagged.is_none(), "seq {seq}: {flagged:?}");
-        } else {
-            let e = flagged.unwrap_or_else(|| panic!("seq {seq} flagged: {:#?}", v.evidence));
-            assert!(e.note.contains("stale read"), "{}", e.note);
-            // Neither free flow from the zero growth nor a fresh verdict.
+        if stale {
+            let e = flagged.unwrap_or_else(|| panic!("seq {seq}: {:#?}", v.evidence));
+            assert!(
+                e.note.contains("admin queue failed 1 command"),
+                "{}",
+                e.note
+            );
             assert!(!v.rates.allowance_available);
+            // The held enforcement is not broken by the stale reads.
+            assert_eq!(v.held.verdict, Verdict::HypervisorQueuing, "seq {seq}");
+        } else if seq == 6 {
+            // Its growth spans the stale reads.
+            assert!(flagged.is_some_and(|e| e.note.contains("spans the gap")));
+        } else {
+            assert!(flagged.is_none(), "seq {seq}: {flagged:?}");
         }
     }
 }
 
 #[test]
-fn an_exact_repeat_is_judged_where_nothing_shows_the_reads_are_live() {
+fn an_unchanged_read_without_an_admin_failure_is_judged() {
     let th = Thresholds::default();
-    // The gauge never moved (an idle table): an unchanged read is just
-    // nothing shaped.
-    let snaps: Vec<Snapshot> = (0..5).map(|s| free_at(s, 300e6, 0.0)).collect();
+    // Counters that stand still are nothing shaped (a value-based "frozen"
+    // check would flag a quiet allowance, or a gauge that came back to the
+    // same value, as the lab's conntrack churn does).
+    let snaps: Vec<Snapshot> = (0..5)
+        .map(|s| {
+            let mut snap = free_at(s, 300e6, 0.0);
+            if let AllowanceStatus::Read(a) = &mut snap.interfaces[0].allowance {
+                a.admin_cmd_failures = Some(3);
+            }
+            snap
+        })
+        .collect();
     let a = analyze(&snaps[..4], &snaps[4], &th);
     assert!(a.interfaces[0]
         .evidence

@@ -2,15 +2,15 @@
 //! zeroed struct (ENA driver 2.16.0 and later when the admin command
 //! fails), growth that spans a failed read, or counts no shaper could have
 //! produced (ENA 2.13.2 to 2.15.x copy uninitialised memory on the same
-//! failure), and a read that repeats the last one exactly while traffic
-//! flows and the counters had been live (ENA before 2.13.2 keeps the
-//! previous values on that failure) are flagged with the reason and not
-//! judged: judging them would turn enforcement into free flow, or invent
-//! enforcement.
+//! failure), and a read taken while the driver's admin queue counted a
+//! failed command (before 2.13.2 the previous values then repeat, which no
+//! value-based check can tell from a quiet allowance) are flagged with the
+//! reason and not judged: judging them would turn enforcement into free
+//! flow, or invent enforcement.
 
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
-use crate::snapshot::{AllowanceCounters, InterfaceSample, Snapshot};
+use crate::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
 
 /// Evidence signal of an interval whose allowance read was no data.
 pub const UNTRUSTED_SIGNAL: &str = "allowance_untrusted";
@@ -20,20 +20,21 @@ pub const UNTRUSTED_SIGNAL: &str = "allowance_untrusted";
 /// driver memory reads as such values.
 const IMPOSSIBLE_TOTAL: u64 = 1 << 48;
 
-/// Why the read behind `iface` in this interval is no data, judged from
-/// the read itself and the previous snapshot (`prev`), before any rate is
-/// computed.
-pub fn read_gap(prev: Option<&Snapshot>, iface: &InterfaceSample) -> Option<String> {
-    let now = iface.allowance.sample()?;
+fn sample_of<'a>(snap: &'a Snapshot, iface: &str) -> Option<&'a AllowanceSample> {
+    snap.interfaces
+        .iter()
+        .find(|i| i.name == iface)?
+        .allowance
+        .sample()
+}
+
+/// Why `now`, read after `before`, is no data in itself: a failed read, a
+/// zeroed struct, or a failed admin command in between.
+fn own_gap(now: &AllowanceSample, before: Option<&AllowanceSample>) -> Option<String> {
     if let Some(e) = &now.last_error {
         return Some(format!("allowance read failed this interval: {e}"));
     }
-    let before = prev?
-        .interfaces
-        .iter()
-        .find(|i| i.name == iface.name)?
-        .allowance
-        .sample()?;
+    let before = before?;
     if now.zeroed_reads > before.zeroed_reads {
         return Some(
             "the driver returned all-zero allowance counters this interval (failed admin \
@@ -41,60 +42,42 @@ pub fn read_gap(prev: Option<&Snapshot>, iface: &InterfaceSample) -> Option<Stri
                 .to_string(),
         );
     }
-    if now.read_failures > before.read_failures || before.last_error.is_some() {
-        return Some(
-            "the read before this one failed: this interval's growth spans the gap, so it \
-             is not judged"
-                .to_string(),
-        );
+    if let (Some(n), Some(b)) = (now.admin_cmd_failures, before.admin_cmd_failures) {
+        if n > b {
+            return Some(format!(
+                "the driver's admin queue failed {} command(s) since the last read \
+                 (ena_admin_q_aborted_cmd + ena_admin_q_no_completion): the allowance values \
+                 of this read are stale (before ENA 2.13.2 the previous values repeat), \
+                 garbage or zeros, not data",
+                n - b
+            ));
+        }
+    }
+    if now.read_failures > before.read_failures {
+        return Some("a read failed since the last interval: no data".to_string());
     }
     None
 }
 
-/// Intervals in the look-back in which `conntrack_allowance_available`
-/// must have moved before an exact repeat is called stale: a gauge that
-/// moves with every connection opened or closed shows the reads are live.
-const LIVE_GAUGE_MOVES: usize = 2;
-
-/// Why this interval's read is a stale copy of the last one, if it is:
-/// every allowance field, the `conntrack_allowance_available` gauge
-/// included, repeats the previous read exactly while the interface carries
-/// traffic, and that gauge had been moving in the look-back (`prev`,
-/// oldest first). Exceeded counters that stand still are normal (nothing is
-/// shaped); a live gauge that freezes together with them is not. Where the
-/// gauge never moved (an idle table, a lab) nothing can be told: no flag.
-pub fn frozen(
-    prev: &[Snapshot],
-    iface: &InterfaceSample,
-    r: &NormalisedRates,
-    th: &Thresholds,
-) -> Option<String> {
+/// Why the read behind `iface` in this interval is no data, judged from
+/// the read itself and the two snapshots before it (`prev`, oldest first),
+/// before any rate is computed: its own failure, or one of the read before,
+/// whose missed growth this interval's delta then holds.
+pub fn read_gap(prev: &[Snapshot], iface: &InterfaceSample) -> Option<String> {
     let now = iface.allowance.sample()?;
-    let reads: Vec<&AllowanceCounters> = prev
-        .iter()
-        .filter_map(|s| s.interfaces.iter().find(|i| i.name == iface.name))
-        .filter_map(|i| i.allowance.sample())
-        .map(|a| &a.totals)
-        .collect();
-    let last = *reads.last()?;
-    if now.totals != *last || now.totals.conntrack_allowance_available.is_none() {
-        return None;
+    let before = prev.last().and_then(|s| sample_of(s, &iface.name));
+    if let Some(why) = own_gap(now, before) {
+        return Some(why);
     }
-    if r.wire_pps < th.idle_pps {
-        return None;
-    }
-    let moves = reads
-        .windows(2)
-        .filter(|w| w[0].conntrack_allowance_available != w[1].conntrack_allowance_available)
-        .count();
-    (moves >= LIVE_GAUGE_MOVES).then(|| {
-        format!(
-            "every allowance counter, conntrack_allowance_available included, repeats the last \
-             read exactly while {:.0} packets/s flow, and that gauge had moved in {moves} recent \
-             intervals: a stale read (ENA before 2.13.2 keeps the previous values when the \
-             admin command fails), not judged",
-            r.wire_pps
-        )
+    let before = before?;
+    let earlier = prev
+        .len()
+        .checked_sub(2)
+        .and_then(|i| sample_of(&prev[i], &iface.name));
+    own_gap(before, earlier).map(|_| {
+        "the read before this one was no data (failed, zeroed or stale): this interval's \
+         growth spans the gap, so it is not judged"
+            .to_string()
     })
 }
 

@@ -14,7 +14,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// header's `thresholds` and `segment`; 1.2 the flows' `iface`; 1.3 the
 /// owners' `cgroup` and `workload`, and the health programs' `attached`,
 /// `not_attached` and `lost`; 1.4 the flows' `busy_us`, `rwnd_limited_us`,
-/// `sndbuf_limited_us`, `waiting_events`, `notsent_bytes` and `cwnd_limited`.
+/// `sndbuf_limited_us`, `waiting_events`, `notsent_bytes` and `cwnd_limited`,
+/// the allowance's `admin_cmd_failures`, health's `missing_interfaces` and
+/// the snapshot's `fragments_created`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 4 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -118,6 +118,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
         resets: 0,
         zeroed_reads: seq % 4,
         read_failures: 0,
+        admin_cmd_failures: Some(seq / 10),
         last_error: (seq % 10 == 9).then(|| "short read".to_string()),
     };
     let mut drops = BTreeMap::new();

@@ -504,6 +504,7 @@ impl Generator {
                 resets: 0,
                 zeroed_reads: 0,
                 read_failures: 0,
+                admin_cmd_failures: Some(0),
                 last_error: None,
             }))
         } else {

@@ -37,6 +37,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
                 resets: 1,
                 zeroed_reads: 0,
                 read_failures: 2,
+                admin_cmd_failures: None,
                 last_error: None,
             })),
             None => AllowanceStatus::Unavailable {
