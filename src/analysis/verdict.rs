@@ -567,10 +567,16 @@ pub fn judge(
     }
     if verdict == Verdict::HypervisorCap {
         let value = rates.bw_out_pct.unwrap_or(0.0);
-        let cv = evidence
+        let flat = evidence
             .iter()
             .find(|e| e.signal == "tx_plateau_cv")
-            .map_or(0.0, |e| e.value);
+            .map_or(
+                format!(
+                    "flatness not known yet: {} intervals needed",
+                    Thresholds::count(th.plateau_intervals).max(2)
+                ),
+                |e| format!("cv {}", fmt_num(e.value)),
+            );
         evidence.insert(
             0,
             Evidence {
@@ -578,16 +584,15 @@ pub fn judge(
                 value,
                 threshold: th.cap_allowance_pct,
                 note: format!(
-                    "hard cap: tx flat at {:.3} Gbps (cv {}), the senders had data waiting in {}% \
+                    "hard cap: tx at {:.3} Gbps ({flat}), the senders had data waiting in {}% \
                      of their incoming segments, and bw_out counted {}% of tx wire packets \
                      (>= {}%, under the {}% line); a bottleneck beyond the hypervisor would read \
                      alike only if the counter's microbursts coincided",
                     rates.tx_bps / 1e9,
-                    fmt_num(cv),
                     fmt_num(rates.data_waiting_pct.unwrap_or(0.0)),
                     fmt_num(value),
-                    fmt_num(th.cap_allowance_pct),
-                    fmt_num(th.bw_allowance_pct)
+                    th.cap_allowance_pct,
+                    th.bw_allowance_pct
                 ),
                 exceeded: true,
             },
