@@ -242,6 +242,9 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
 
     let mut inflations: Vec<(f64, f64)> = Vec::new();
     let (mut probes, mut waiting, mut busy, mut rwnd) = (0u64, 0u64, 0u64, 0u64);
+    // A recording before format 1.4 has no send-limit figures at all:
+    // unknown, not "never waiting". Any sending flow of 1.4 has busy time.
+    let mut known = false;
     for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
@@ -255,12 +258,10 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             waiting += f.delta.waiting_events;
             busy += f.delta.busy_us;
             rwnd += f.delta.rwnd_limited_us;
+            known |= f.totals.busy_us > 0;
         }
     }
     r.retransmit_pct = pct(Some(r.retrans_segs), r.segs_out);
-    // A recording before format 1.4 has no waiting counts at all: unknown,
-    // not "never waiting".
-    let known = snap.flows.iter().any(|f| f.totals.busy_us > 0);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);
     r.rwnd_limited_pct = pct(Some(rwnd), busy);

@@ -728,7 +728,7 @@ fn decide(s: &Signals, r: &NormalisedRates, th: &Thresholds) -> (Verdict, f64, &
         // intervals (too little history) nothing says it is not.
         if p >= th.cap_allowance_pct
             && s.hit("data_waiting_pct")
-            && s.get("rwnd_limited_pct").is_none_or(|e| !e.exceeded)
+            && !s.hit("rwnd_limited_pct")
             && s.get("tx_plateau_cv").is_none_or(|e| e.exceeded)
             && pushing
         {
