@@ -9,6 +9,7 @@
 //! hypervisor_queuing.
 
 mod common;
+mod record_support;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::traffic::Bulk;
 use common::{enter_netns, Lab};
+use record_support::TempDir;
 use throttlescope::analysis::{Location, Verdict};
 
 /// b0's transmitted bytes, from the calling thread's namespace.
@@ -57,8 +59,7 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
         Duration::from_secs(14),
         6_000_000,
     );
-    let dir = std::env::temp_dir().join(format!("ts-gap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("gap");
     let file: PathBuf = dir.join("ethtool-S-b0.txt");
 
     // The stand-in ENA: 20% of the wire packets (full-size frames of the
@@ -102,7 +103,6 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
     bulk.close();
-    let _ = std::fs::remove_dir_all(&dir);
 
     let mut untrusted = 0;
     let mut judged_rates = Vec::new();

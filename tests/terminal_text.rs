@@ -5,6 +5,7 @@
 //! raw. (The full-screen view: tests/tui_tmux.rs.) Run as root.
 
 mod common;
+mod record_support;
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use common::traffic::Bulk;
 use common::{binary, run, Lab};
+use record_support::TempDir;
 
 /// 12 bytes: clear screen, a newline, set the window title, bell.
 pub const HOSTILE: &str = "\x1b[2J\nX\x1b]0;P\x07";
@@ -47,8 +49,7 @@ fn a_hostile_process_name_is_inert_in_plain_report_and_replay() {
         2_000_000,
         Some(HOSTILE),
     );
-    let dir = std::env::temp_dir().join(format!("ts-esc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("esc");
     let rec = dir.join("esc.jsonl");
     let out = run(Command::new("ip")
         .args(["netns", "exec", &lab.broker()])
@@ -79,5 +80,4 @@ fn a_hostile_process_name_is_inert_in_plain_report_and_replay() {
         .args(["replay", "--plain", "--as-fast-as-possible"])
         .arg(&rec));
     check("replay --plain", &replay.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
 }
