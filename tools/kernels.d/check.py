@@ -115,6 +115,17 @@ def main():
             verdicts.append(f"{scenario} {hits}/{len(judged)} {want}")
             if not judged or hits / len(judged) < MOST:
                 fails.append(f"{scenario}: {want} in {hits} of {len(judged)} busy intervals: {judged}")
+            # Bulk senders against the shaper have data waiting: the send
+            # limit figures (tcp_info's chrono, the per-ACK count) are read on
+            # this kernel, and the tick rate was told.
+            sending = [f for r in rows[1:] for f in r["flows"] if f["delta"]["bytes_sent"] > 0]
+            probes = sum(f["delta"]["probe_events"] for f in sending)
+            waiting = sum(f["delta"].get("waiting_events", 0) for f in sending)
+            busy = sum(f["delta"].get("busy_us", 0) for f in sending)
+            share = waiting / probes if probes else 0.0
+            verdicts.append(f"{scenario} data waiting {share:.0%}")
+            if share < MOST or busy == 0:
+                fails.append(f"{scenario}: data waiting in {waiting}/{probes} segments, busy {busy} us")
             s0 = snmp(got.get("SNMP0", ("", ""))[1])
             s1 = snmp(got.get("SNMP1", ("", ""))[1])
             ours = sum(f["delta"]["retrans_segs"] for r in rows for f in r["flows"])
