@@ -16,8 +16,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use serde::Serialize;
 
-use crate::probes::empty_skel::EmptySkelBuilder;
-use crate::signals;
+use crate::collect::probes::empty_skel::EmptySkelBuilder;
+use crate::shared::signals;
 
 /// The one program in bpf/empty.bpf.c.
 const PROGRAM: &str = "empty_tcp_probe";

@@ -1,31 +1,21 @@
 //! throttlescope: per-flow TCP observation from the kernel, to tell
 //! hypervisor shaping apart from host queuing and network loss.
 //!
-//! Data flows one way: [`probes`] (kernel) -> [`collector`] (one
-//! [`snapshot::Snapshot`] per interval) -> analysis -> [`sinks`].
+//! Data flows one way: [`collect`] (the kernel; one
+//! [`model::snapshot::Snapshot`] per interval) -> [`analysis`] -> [`sinks`]
+//! ([`record`]ings are read back into the same snapshots and turned into a
+//! [`report`]). [`pipeline`] is the loop between them and [`commands`] the
+//! entry points. The model, the analysis, recordings, reports and sinks do
+//! not depend on collection: they build without the BPF side
+//! (`cargo build --no-default-features`).
 
-pub mod allowance;
 pub mod analysis;
 pub mod baseline_probe;
-pub mod cli;
-pub mod clock;
-pub mod collector;
-pub mod doctor;
-pub mod duration;
-pub mod flowtable;
-pub mod fragments;
-pub mod ifindex;
-pub mod ifstats;
-pub mod netns;
-pub mod owners;
+pub mod collect;
+pub mod commands;
+pub mod model;
 pub mod pipeline;
-pub mod probes;
 pub mod record;
-pub mod replay;
 pub mod report;
-pub mod signals;
+pub mod shared;
 pub mod sinks;
-pub mod snapshot;
-pub mod terminal_text;
-pub mod watch;
-pub mod workload;

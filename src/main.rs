@@ -1,18 +1,24 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use throttlescope::cli::{Cli, Command};
+use throttlescope::commands::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Watch(args) => throttlescope::watch::run(args).map(|_| ExitCode::SUCCESS),
-        Command::Record(args) => throttlescope::watch::run_record(args).map(|_| ExitCode::SUCCESS),
+        Command::Watch(args) => {
+            throttlescope::commands::watch::run(args).map(|_| ExitCode::SUCCESS)
+        }
+        Command::Record(args) => {
+            throttlescope::commands::watch::run_record(args).map(|_| ExitCode::SUCCESS)
+        }
         Command::Report(args) => throttlescope::report::run(args),
-        Command::Replay(args) => throttlescope::replay::run(args).map(|_| ExitCode::SUCCESS),
-        Command::Doctor(args) => throttlescope::doctor::run(args),
+        Command::Replay(args) => {
+            throttlescope::commands::replay::run(args).map(|_| ExitCode::SUCCESS)
+        }
+        Command::Doctor(args) => throttlescope::commands::doctor::run(args),
         Command::Thresholds => {
-            throttlescope::watch::print_thresholds();
+            throttlescope::commands::watch::print_thresholds();
             Ok(ExitCode::SUCCESS)
         }
         Command::BaselineProbe(args) => {
@@ -25,7 +31,7 @@ fn main() -> ExitCode {
             let msg = format!("{e:#}");
             eprintln!(
                 "throttlescope: {}",
-                throttlescope::terminal_text::inert_lines(&msg)
+                throttlescope::shared::terminal_text::inert_lines(&msg)
             );
             ExitCode::FAILURE
         }

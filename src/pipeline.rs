@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use crate::analysis::{EpisodeTracker, IntervalAnalysis, Judge, Thresholds};
-use crate::cli::{ObserveArgs, RotateArgs};
-use crate::collector::{Collector, CollectorConfig};
+use crate::collect::collector::{Collector, CollectorConfig};
+use crate::commands::cli::{ObserveArgs, RotateArgs};
+use crate::model::snapshot::Snapshot;
 use crate::record::format::hostname;
 use crate::record::{segments, writer, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
-use crate::signals;
+use crate::shared::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
-use crate::snapshot::Snapshot;
 
 /// Closed episodes per interface that each interval carries for the views
 /// (the one under way comes on top).
@@ -42,7 +42,7 @@ impl RecordTarget {
     /// `path` with `{start}` and `{host}` filled in; refused when a file of
     /// that name exists (checked here, before any view takes the terminal).
     pub fn new(path: &Path, rotate: &RotateArgs) -> Result<Self> {
-        let path = segments::expand_name(path, crate::clock::now_unix_ms(), &hostname());
+        let path = segments::expand_name(path, crate::shared::clock::now_unix_ms(), &hostname());
         let rotate = RotateOptions {
             max_bytes: rotate.rotate_size,
             max_age: rotate.rotate_time,
@@ -72,7 +72,7 @@ impl Recorder {
                 .map(|i| InterfaceInfo {
                     name: i.name.clone(),
                     driver: i.driver.clone(),
-                    driver_version: crate::allowance::ethtool::driver_version(&i.name),
+                    driver_version: crate::collect::allowance::ethtool::driver_version(&i.name),
                 })
                 .collect();
             let mut header = TraceHeader::for_this_host(
@@ -139,8 +139,8 @@ impl Pipeline {
             interval,
             thresholds,
             started: (
-                crate::clock::now_unix_ms(),
-                crate::collector::monotonic_ns(),
+                crate::shared::clock::now_unix_ms(),
+                crate::collect::collector::monotonic_ns(),
             ),
             writer: None,
         });

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rates::{flow_rtt_inflation, flow_sent};
 use super::thresholds::Thresholds;
-use crate::snapshot::{FlowSample, Owner, Snapshot};
+use crate::model::snapshot::{FlowSample, Owner, Snapshot};
 
 /// Share of the cwnd-changing ACKs that were cuts at which the cwnd part of
 /// the backoff score is full: one ACK in ten shrinking the window means the

@@ -14,7 +14,7 @@ use super::hold::same_kind;
 use super::thresholds::Thresholds;
 use super::verdict::{InterfaceVerdict, Verdict};
 use super::IntervalAnalysis;
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// Intervals of per-interface history kept for "throughput before".
 const HISTORY_KEPT: usize = 256;

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::hold::Hold;
 use super::thresholds::Thresholds;
 use super::{analyze, IntervalAnalysis};
-use crate::snapshot::{Health, Snapshot};
+use crate::model::snapshot::{Health, Snapshot};
 
 /// Intervals of look-back the interval's own judgement may read (the
 /// throughput plateau, the zeroed-read check).

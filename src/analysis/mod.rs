@@ -25,7 +25,7 @@ pub use rates::NormalisedRates;
 pub use thresholds::{ThresholdInfo, Thresholds};
 pub use verdict::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
 
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// The judgement of one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::{AllowanceCounters, FlowSample, InterfaceSample, Snapshot};
+use crate::model::snapshot::{AllowanceCounters, FlowSample, InterfaceSample, Snapshot};
 
 /// Ethernet header bytes the interface byte counters include per frame.
 const ETH_HEADER: u64 = 14;

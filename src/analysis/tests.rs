@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::rates::wire_packets;
 use super::*;
-use crate::snapshot::{
+use crate::model::snapshot::{
     AllowanceCounters, AllowanceSample, AllowanceStatus, FlowCounters, FlowSample, Health,
     HostQueueSample, InterfaceSample, LinkCounters, Snapshot,
 };

@@ -10,7 +10,7 @@
 
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
-use crate::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
+use crate::model::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
 
 /// Evidence signal of an interval whose allowance read was no data.
 pub const UNTRUSTED_SIGNAL: &str = "allowance_untrusted";

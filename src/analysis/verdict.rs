@@ -13,7 +13,7 @@ use super::hold::HeldVerdict;
 use super::rates::NormalisedRates;
 use super::thresholds::Thresholds;
 use super::trust::UNTRUSTED_SIGNAL;
-use crate::snapshot::{AllowanceStatus, InterfaceSample};
+use crate::model::snapshot::{AllowanceStatus, InterfaceSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,7 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// The `format` value of every trace header.
 pub const FORMAT_NAME: &str = "throttlescope-trace";
@@ -93,7 +93,7 @@ impl TraceHeader {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
-            start_mono_ns: crate::collector::monotonic_ns(),
+            start_mono_ns: crate::collect::collector::monotonic_ns(),
             segment: 0,
         }
     }

@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Result};
 use super::continuity::Continuity;
 use super::format::{parse_header, EndRecord, TraceHeader, TraceRecord};
 use super::lines::{read_line, Line, MAX_LINE_BYTES};
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// The four bytes every zstd frame starts with (little-endian 0xFD2FB528).
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];

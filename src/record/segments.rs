@@ -57,7 +57,7 @@ pub fn expand_name(path: &Path, start_unix_ms: u64, host: &str) -> PathBuf {
     // A host name never holds '/', but the name must stay one path component.
     let host = host.replace('/', "_");
     PathBuf::from(
-        text.replace("{start}", &crate::clock::compact_utc(start_unix_ms))
+        text.replace("{start}", &crate::shared::clock::compact_utc(start_unix_ms))
             .replace("{host}", &host),
     )
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::format::{EndRecord, TraceHeader};
 use super::segments;
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// zstd level: 3 is zstd's default, fast enough to run every interval.
 const ZSTD_LEVEL: i32 = 3;

@@ -21,9 +21,9 @@ use crate::analysis::{
     EpisodeTracker, Evidence, FlowAttribution, InterfaceVerdict, IntervalAnalysis, Judge,
     Thresholds, Verdict,
 };
-use crate::clock::format_utc;
+use crate::model::snapshot::{Owner, Snapshot};
 use crate::record::TraceHeader;
-use crate::snapshot::{Owner, Snapshot};
+use crate::shared::clock::format_utc;
 
 /// Flows whose RTT inflation is charted.
 pub const SERIES_FLOWS: usize = 5;
@@ -998,7 +998,7 @@ impl ReportBuilder {
 fn add_interface(
     acc: &mut IfaceAcc,
     v: &InterfaceVerdict,
-    sample: Option<&crate::snapshot::InterfaceSample>,
+    sample: Option<&crate::model::snapshot::InterfaceSample>,
     min_packets: f64,
     min_segs: f64,
 ) {

@@ -5,10 +5,10 @@ use std::net::{IpAddr, SocketAddr};
 
 use anyhow::{bail, Result};
 
-use crate::cli::ReportArgs;
-use crate::clock::{parse_time, TimeSpec};
-use crate::snapshot::FlowSample;
-use crate::workload::WorkloadFilter;
+use crate::commands::cli::ReportArgs;
+use crate::model::snapshot::FlowSample;
+use crate::model::workload::WorkloadFilter;
+use crate::shared::clock::{parse_time, TimeSpec};
 
 /// Longest process name the kernel keeps (`TASK_COMM_LEN` - 1).
 const COMM_MAX: usize = 15;

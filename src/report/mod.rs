@@ -21,7 +21,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use crate::cli::ReportArgs;
+use crate::commands::cli::ReportArgs;
 use crate::pipeline::thresholds_over;
 use crate::record::{headers_in_order, recorded_thresholds, Continuity};
 pub use build::ReportBuilder;
@@ -138,7 +138,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     for w in &report.health.read_warnings {
         eprintln!(
             "throttlescope: warning: {}",
-            crate::terminal_text::inert_lines(w)
+            crate::shared::terminal_text::inert_lines(w)
         );
     }
     if let Some((path, file)) = html {
@@ -149,7 +149,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        crate::terminal_text::inert_lines(&text::render(&report)).into_owned()
+        crate::shared::terminal_text::inert_lines(&text::render(&report)).into_owned()
     };
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
+use crate::model::snapshot::Owner;
 use crate::record::InterfaceInfo;
-use crate::snapshot::Owner;
 
 pub use super::workloads::WorkloadSummary;
 

@@ -8,9 +8,9 @@ use super::build::ReportBuilder;
 use super::filters::{FlowPattern, ReportFilters};
 use super::model::Report;
 use crate::analysis::{Thresholds, Verdict};
-use crate::clock::TimeSpec;
+use crate::model::snapshot::*;
 use crate::record::{InterfaceInfo, TraceHeader, CURRENT_VERSION, FORMAT_NAME};
-use crate::snapshot::*;
+use crate::shared::clock::TimeSpec;
 
 const START_MS: u64 = 1_763_000_000_000;
 const START_MONO: u64 = 7_000_000_000;

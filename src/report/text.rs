@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use super::model::*;
 use crate::analysis::Verdict;
-use crate::clock::{format_offset, format_time_of_day, format_utc};
+use crate::shared::clock::{format_offset, format_time_of_day, format_utc};
 use crate::sinks::table::rate_bits;
 
 /// Episodes listed one by one; the rest are counted (all are in `--json`).

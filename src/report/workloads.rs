@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::Owner;
+use crate::model::snapshot::Owner;
 
 /// One pod, container or service, over the report's span.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +79,7 @@ impl WorkloadTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::Workload;
+    use crate::model::workload::Workload;
 
     fn owner(w: Workload) -> Owner {
         Owner {

@@ -11,7 +11,7 @@ use std::io::IsTerminal;
 
 use anyhow::Result;
 
-use crate::cli::ViewArgs;
+use crate::commands::cli::ViewArgs;
 use view::{JsonView, PlainView, View};
 
 /// The view `args` ask for: JSON, plain tables, or the full-screen view

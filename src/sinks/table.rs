@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
+use crate::model::snapshot::{AllowanceStatus, FlowSample, Snapshot};
 use crate::sinks::held;
-use crate::snapshot::{AllowanceStatus, FlowSample, Snapshot};
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
 /// flows at most.
@@ -189,7 +189,7 @@ fn micros(us: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{FlowCounters, Health, InterfaceSample, LinkCounters};
+    use crate::model::snapshot::{FlowCounters, Health, InterfaceSample, LinkCounters};
 
     #[test]
     fn rates_have_units() {
@@ -264,12 +264,12 @@ mod tests {
         };
         let text = render(&snap, None, 10);
         assert!(!text.contains("workload"), "{text}");
-        snap.flows[0].owner = Some(crate::snapshot::Owner {
+        snap.flows[0].owner = Some(crate::model::snapshot::Owner {
             pid: 7,
             comm: "java".into(),
             cgroup_id: 0,
             cgroup: Some("/system.slice/kafka.service".into()),
-            workload: Some(crate::workload::Workload::from_cgroup_path(
+            workload: Some(crate::model::workload::Workload::from_cgroup_path(
                 "/system.slice/kafka.service",
             )),
         });
@@ -296,7 +296,7 @@ mod tests {
             flows: vec![],
             events: vec![],
             health: Health {
-                programs: vec![crate::snapshot::ProgramHealth {
+                programs: vec![crate::model::snapshot::ProgramHealth {
                     name: "tcp_sendmsg_locked".into(),
                     attached: false,
                     not_attached: Some("tracepoint absent".into()),

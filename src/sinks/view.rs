@@ -9,9 +9,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::analysis::IntervalAnalysis;
-use crate::signals;
+use crate::model::snapshot::Snapshot;
+use crate::shared::signals;
 use crate::sinks::table;
-use crate::snapshot::Snapshot;
 
 /// What the view wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +113,7 @@ impl View for PlainView {
             text.push_str(&format!("[{source}]\n"));
         }
         text.push_str(&table::render(snap, Some(analysis), self.top));
-        write_stdout(crate::terminal_text::inert_lines(&text).as_bytes())
+        write_stdout(crate::shared::terminal_text::inert_lines(&text).as_bytes())
     }
 }
 

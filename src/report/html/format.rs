@@ -92,7 +92,7 @@ pub fn significant(value: f64, digits: usize) -> String {
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
 pub fn utc(unix_ms: u64) -> String {
-    let t = crate::clock::utc_fields(unix_ms);
+    let t = crate::shared::clock::utc_fields(unix_ms);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",
         t.year, t.month, t.day, t.hour, t.minute, t.second, t.milli

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use super::render;
 use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
+use crate::model::snapshot::Owner;
 use crate::record::InterfaceInfo;
 use crate::report::model::*;
-use crate::snapshot::Owner;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 

@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 
 use super::state::{ExporterState, ALLOWANCES};
 use crate::analysis::Verdict;
-use crate::snapshot::AllowanceCounters;
+use crate::model::snapshot::AllowanceCounters;
 
 /// The content type of what [`encode`] writes.
 pub const OPENMETRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -22,7 +22,7 @@ use anyhow::{anyhow, Context, Result};
 use prometheus_client::registry::Registry;
 
 use crate::analysis::IntervalAnalysis;
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 pub use encode::{to_prometheus_text, OPENMETRICS_TYPE, PROMETHEUS_TYPE};
 pub use state::{EndpointCounters, ExporterState};

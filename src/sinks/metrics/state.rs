@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::analysis::{IntervalAnalysis, Verdict};
-use crate::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
-use crate::workload::Workload;
+use crate::model::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
+use crate::model::workload::Workload;
 
 /// The allowance kinds of `throttlescope_allowance_exceeded_percent`.
 pub const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];

@@ -8,7 +8,7 @@ use super::state::ExporterState;
 use crate::analysis::{
     FlowAttribution, HeldVerdict, InterfaceVerdict, IntervalAnalysis, NormalisedRates, Verdict,
 };
-use crate::snapshot::{
+use crate::model::snapshot::{
     AllowanceCounters, AllowanceSample, AllowanceStatus, FlowSample, Health, InterfaceSample,
     LinkCounters, Owner, ProgramHealth, Snapshot,
 };
@@ -377,12 +377,12 @@ fn departed_device_vanishes_and_before_first_interval_is_valid() {
 fn pod_flow(rank: usize, n: u16) -> FlowAttribution {
     let mut f = flow(rank, 10_000 + n);
     if let Some(o) = f.owner.as_mut() {
-        o.workload = Some(crate::workload::Workload {
+        o.workload = Some(crate::model::workload::Workload {
             pod_uid: Some(format!("00000000-0000-0000-0000-{n:012}")),
             pod_namespace: Some("kafka".into()),
             pod_name: Some(format!("consumer-{n}")),
             container_id: Some(format!("{n:064x}")),
-            runtime: Some(crate::workload::Runtime::Containerd),
+            runtime: Some(crate::model::workload::Runtime::Containerd),
             ..Default::default()
         });
     }
@@ -414,12 +414,12 @@ fn flow_series_carry_the_workload_and_stay_bounded_with_500_pods() {
 
     // A pod known only by UID is labelled with it; a service with its unit.
     let mut f = flow(1, 6000);
-    f.owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+    f.owner.as_mut().unwrap().workload = Some(crate::model::workload::Workload {
         pod_uid: Some("0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8".into()),
         ..Default::default()
     });
     let mut g = flow(2, 6001);
-    g.owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+    g.owner.as_mut().unwrap().workload = Some(crate::model::workload::Workload {
         service: Some("kafka.service".into()),
         ..Default::default()
     });

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 
 use crate::analysis::{FlowAttribution, IntervalAnalysis};
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
 
 /// The order of the flow table. Every key puts the most notable flow
 /// first: the most backed off, the fastest, the most retransmits, the most

@@ -24,8 +24,8 @@ use self::render::{draw, Model, Screen};
 use self::terminal::Term;
 use super::view::{Control, View};
 use crate::analysis::IntervalAnalysis;
-use crate::signals;
-use crate::snapshot::Snapshot;
+use crate::model::snapshot::Snapshot;
+use crate::shared::signals;
 
 /// How often a wait looks at the stop flag (SIGTERM) between keys.
 const POLL_SLICE: Duration = Duration::from_millis(100);

@@ -13,8 +13,8 @@ use super::history::{newest, History};
 use super::keys::UiState;
 use super::layout::{columns_for, peer_width, plan, Column, COLUMN_SPACING, MIN_HEIGHT, MIN_WIDTH};
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, VerdictFamily};
+use crate::model::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
 use crate::sinks::held;
-use crate::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
 
 /// The latest interval, as shown.
 #[derive(Debug, Clone)]
@@ -58,7 +58,11 @@ pub fn draw(frame: &mut Frame, screen: &Screen) {
     // The last line of defence: a cell that still holds a control character
     // (text from another user a widget forgot) shows a replacement mark.
     for cell in frame.buffer_mut().content.iter_mut() {
-        if cell.symbol().chars().any(crate::terminal_text::is_hostile) {
+        if cell
+            .symbol()
+            .chars()
+            .any(crate::shared::terminal_text::is_hostile)
+        {
             cell.set_symbol("\u{fffd}");
         }
     }

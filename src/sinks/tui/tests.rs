@@ -9,7 +9,7 @@ use super::history::HISTORY_LEN;
 use super::keys::UiState;
 use super::render::{draw, Model, Screen};
 use crate::analysis::{analyze, IntervalAnalysis, Thresholds, Verdict};
-use crate::snapshot::{
+use crate::model::snapshot::{
     AllowanceCounters, AllowanceSample, AllowanceStatus, FlowCounters, FlowSample, Health,
     HostQueueSample, InterfaceSample, LinkCounters, Owner, Snapshot,
 };
@@ -439,7 +439,7 @@ fn with_two_interfaces_a_wide_flow_table_says_which_each_flow_uses() {
 fn workloads_get_a_column_and_the_filter_finds_them() {
     let th = Thresholds::default();
     let mut snap = shaped(0);
-    snap.flows[0].owner.as_mut().unwrap().workload = Some(crate::workload::Workload {
+    snap.flows[0].owner.as_mut().unwrap().workload = Some(crate::model::workload::Workload {
         pod_uid: Some("0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8".into()),
         pod_namespace: Some("kafka".into()),
         pod_name: Some("broker-0".into()),

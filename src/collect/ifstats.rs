@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-use crate::snapshot::LinkCounters;
+use crate::model::snapshot::LinkCounters;
 
 const SYS_NET: &str = "/sys/class/net";
 
@@ -107,7 +107,7 @@ pub fn mtu(iface: &str) -> Option<u32> {
 /// The interface's driver: ETHTOOL_GDRVINFO (veth, ena, virtio_net...),
 /// else the sysfs `device/driver` link.
 pub fn driver(iface: &str) -> Option<String> {
-    crate::allowance::ethtool::driver_name(iface)
+    crate::collect::allowance::ethtool::driver_name(iface)
         .ok()
         .or_else(|| sysfs_driver(iface))
 }

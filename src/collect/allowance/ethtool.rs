@@ -14,7 +14,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::snapshot::Offloads;
+use crate::model::snapshot::Offloads;
 
 /// `SIOCETHTOOL` from `include/uapi/linux/sockios.h`.
 const SIOCETHTOOL: c_ulong = 0x8946;

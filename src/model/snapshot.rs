@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workload::Workload;
+use crate::model::workload::Workload;
 
 /// One interval of observation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -208,7 +208,11 @@ impl Owner {
     /// `comm/pid` as the views show it, the name made inert for a
     /// terminal: any process can name itself with escape sequences.
     pub fn label(&self) -> String {
-        format!("{}/{}", crate::terminal_text::inert(&self.comm), self.pid)
+        format!(
+            "{}/{}",
+            crate::shared::terminal_text::inert(&self.comm),
+            self.pid
+        )
     }
 }
 
@@ -393,7 +397,7 @@ impl FlowSample {
             .and_then(|o| o.workload.as_ref())
             .and_then(|w| w.label())
             .or_else(|| self.netns_name.as_ref().map(|n| format!("netns {n}")))
-            .map(|l| crate::terminal_text::inert(&l).into_owned())
+            .map(|l| crate::shared::terminal_text::inert(&l).into_owned())
     }
 
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.

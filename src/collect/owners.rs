@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fs;
 
-use crate::snapshot::Owner;
+use crate::model::snapshot::Owner;
 
 /// Socket inode -> owner, rebuilt from /proc on demand.
 #[derive(Debug, Default)]

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::probes::flows_skel::types::ts_flow_record;
-use crate::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
+use crate::collect::probes::flows_skel::types::ts_flow_record;
+use crate::model::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
 
 const AF_INET6: u16 = 10;
 

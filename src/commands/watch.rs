@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use anyhow::Result;
 
 use crate::analysis::Thresholds;
-use crate::cli::{RecordArgs, WatchArgs};
+use crate::commands::cli::{RecordArgs, WatchArgs};
 use crate::pipeline::{run_live, thresholds_over, RecordTarget};
 use crate::sinks::view::SilentView;
 

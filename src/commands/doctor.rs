@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use libbpf_rs::btf::Btf;
 
-use crate::allowance::{AllowanceReader, CounterSource};
-use crate::cli::DoctorArgs;
-use crate::collector::{own_netns, CollectorConfig};
-use crate::ifstats;
-use crate::probes::flows::FLOW_PROGRAMS;
-use crate::probes::hostq::HOSTQ_PROGRAMS;
-use crate::probes::load::{self, NotLoaded, ProgramSpec};
-use crate::snapshot::AllowanceStatus;
+use crate::collect::allowance::{AllowanceReader, CounterSource};
+use crate::collect::collector::{own_netns, CollectorConfig};
+use crate::collect::ifstats;
+use crate::collect::probes::flows::FLOW_PROGRAMS;
+use crate::collect::probes::hostq::HOSTQ_PROGRAMS;
+use crate::collect::probes::load::{self, NotLoaded, ProgramSpec};
+use crate::commands::cli::DoctorArgs;
+use crate::model::snapshot::AllowanceStatus;
 
 /// Linux capabilities the observer uses (bit numbers from capability.h).
 const CAPS: &[(&str, u32, &str)] = &[
@@ -169,7 +169,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
                         format!("unavailable ({reason}; give --counters to use a counters file)")
                     }
                 };
-                let version = crate::allowance::ethtool::driver_version(&n);
+                let version = crate::collect::allowance::ethtool::driver_version(&n);
                 r.check(
                     readable,
                     format!(
@@ -179,7 +179,9 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
                     ),
                 );
                 let known = version.as_deref().and_then(|v| {
-                    crate::allowance::driver_versions::ena_failed_read_behaviour(&driver, v)
+                    crate::collect::allowance::driver_versions::ena_failed_read_behaviour(
+                        &driver, v,
+                    )
                 });
                 if let Some((bad, text)) = known {
                     r.push(if bad { Mark::Warn } else { Mark::Ok }, text);
@@ -193,7 +195,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
 
     let mut load_ok = true;
     if !args.no_load && btf_ok && floor_ok {
-        let trial = crate::collector::Collector::start(CollectorConfig {
+        let trial = crate::collect::collector::Collector::start(CollectorConfig {
             events: false,
             ..Default::default()
         });
@@ -239,7 +241,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
             Mark::Lost => "[lost]",
             Mark::Warn => "[warn]",
         };
-        println!("{tag} {}", crate::terminal_text::inert_lines(line));
+        println!("{tag} {}", crate::shared::terminal_text::inert_lines(line));
     }
     let possible = r.count(Mark::Fail) == 0 && load_ok;
     let lost = r.count(Mark::Lost);

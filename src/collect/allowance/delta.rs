@@ -3,7 +3,7 @@
 //! zeroed reads, stats that appear or vanish, and failed reads. No I/O:
 //! the reader hands it what it read.
 
-use crate::snapshot::{AllowanceCounters, AllowanceSample};
+use crate::model::snapshot::{AllowanceCounters, AllowanceSample};
 
 /// How many allowance statistics we know by name.
 const N: usize = 11;

@@ -13,7 +13,7 @@ pub mod parse;
 
 use std::path::PathBuf;
 
-use crate::snapshot::AllowanceStatus;
+use crate::model::snapshot::AllowanceStatus;
 
 use self::delta::AllowanceTracker;
 use self::ethtool::Ethtool;
@@ -234,7 +234,7 @@ mod tests {
         )
     }
 
-    fn sample(status: AllowanceStatus) -> crate::snapshot::AllowanceSample {
+    fn sample(status: AllowanceStatus) -> crate::model::snapshot::AllowanceSample {
         match status {
             AllowanceStatus::Read(s) => *s,
             other => panic!("expected a sample, got {other:?}"),

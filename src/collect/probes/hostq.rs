@@ -16,7 +16,7 @@ use super::flows::{health_of, not_loaded, NetnsFilter};
 use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
-use crate::snapshot::{HostQueueSample, ProgramHealth};
+use crate::model::snapshot::{HostQueueSample, ProgramHealth};
 
 /// (program name, the health counter of its observed events).
 const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
@@ -138,7 +138,7 @@ impl HostQueueProbes {
     /// `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
     pub fn read(&mut self) -> Result<HashMap<String, HostQueueSample>> {
         let epoch = self.close_epoch()?;
-        let own_netns = crate::netns::own().unwrap_or(0);
+        let own_netns = crate::collect::netns::own().unwrap_or(0);
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         let map = &self.skel.maps.if_stats;

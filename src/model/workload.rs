@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::FlowSample;
+use crate::model::snapshot::FlowSample;
 
 /// Where the cgroup v2 hierarchy is mounted, from the text of /proc/mounts:
 /// /sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a hybrid one.
@@ -702,7 +702,7 @@ mod tests {
 
     fn owned(cgroup: &str, w: Workload) -> FlowSample {
         FlowSample {
-            owner: Some(crate::snapshot::Owner {
+            owner: Some(crate::model::snapshot::Owner {
                 pid: 1,
                 comm: "java".into(),
                 cgroup_id: 0,

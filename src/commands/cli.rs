@@ -7,8 +7,8 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::allowance::parse_counters_arg;
-use crate::duration::{parse_duration, parse_interval, parse_size};
+use crate::collect::allowance::parse_counters_arg;
+use crate::shared::duration::{parse_duration, parse_interval, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -136,8 +136,8 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
-    pub fn filter(&self) -> anyhow::Result<crate::workload::WorkloadFilter> {
-        crate::workload::WorkloadFilter::new(&self.pods, &self.cgroups, &self.services)
+    pub fn filter(&self) -> anyhow::Result<crate::model::workload::WorkloadFilter> {
+        crate::model::workload::WorkloadFilter::new(&self.pods, &self.cgroups, &self.services)
             .map_err(anyhow::Error::msg)
     }
 }

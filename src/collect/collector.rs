@@ -8,19 +8,21 @@ use anyhow::{Context, Result};
 
 use std::path::PathBuf;
 
-use crate::allowance::{AllowanceReader, CounterSource};
-use crate::flowtable::{ca_state_name, tcp_state_name, FlowTable};
-use crate::fragments;
-use crate::ifindex::IfIndexNames;
-use crate::ifstats;
-use crate::netns::NetnsNames;
-use crate::owners::OwnerIndex;
-use crate::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
-use crate::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
-use crate::probes::hostq::HostQueueProbes;
-use crate::probes::load::{NotLoaded, ProgramSpec};
-use crate::snapshot::{FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot};
-use crate::workload::{WorkloadFilter, WorkloadResolver};
+use crate::collect::allowance::{AllowanceReader, CounterSource};
+use crate::collect::flowtable::{ca_state_name, tcp_state_name, FlowTable};
+use crate::collect::fragments;
+use crate::collect::ifindex::IfIndexNames;
+use crate::collect::ifstats;
+use crate::collect::netns::NetnsNames;
+use crate::collect::owners::OwnerIndex;
+use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
+use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
+use crate::collect::probes::hostq::HostQueueProbes;
+use crate::collect::probes::load::{NotLoaded, ProgramSpec};
+use crate::model::snapshot::{
+    FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
+};
+use crate::model::workload::{WorkloadFilter, WorkloadResolver};
 
 /// What to observe.
 #[derive(Debug, Clone)]
@@ -91,7 +93,7 @@ pub fn monotonic_ns() -> u64 {
 
 /// Inode of this thread's network namespace.
 pub fn own_netns() -> Result<u32> {
-    Ok(crate::netns::own()?)
+    Ok(crate::collect::netns::own()?)
 }
 
 impl Collector {
@@ -328,7 +330,7 @@ impl Collector {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
                 totals,
-                offloads: crate::allowance::ethtool::offloads(&name).ok(),
+                offloads: crate::collect::allowance::ethtool::offloads(&name).ok(),
                 mtu: ifstats::mtu(&name).unwrap_or(0),
                 allowance,
                 host_queue: None,

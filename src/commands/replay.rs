@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::cli::ReplayArgs;
+use crate::commands::cli::ReplayArgs;
 use crate::pipeline::{thresholds_over, Pipeline};
 use crate::record::{open_in_order, recorded_thresholds};
-use crate::signals;
+use crate::shared::signals;
 use crate::sinks::view::Control;
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
@@ -50,7 +50,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
                 let offset = snap.mono_ns.saturating_sub(start_mono) as f64 / 1e9;
                 let source = format!(
                     "replay {name} {} seq {}",
-                    crate::clock::format_offset(offset.floor()),
+                    crate::shared::clock::format_offset(offset.floor()),
                     snap.seq
                 );
                 shown += 1;
@@ -71,7 +71,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     for w in &warnings {
         eprintln!(
             "throttlescope: warning: {}",
-            crate::terminal_text::inert_lines(w)
+            crate::shared::terminal_text::inert_lines(w)
         );
     }
     if shown == 0 {

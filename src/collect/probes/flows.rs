@@ -22,7 +22,7 @@ use super::flows_skel::types::{
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::netns_dump::{read_iter, OtherNamespaces};
-use crate::snapshot::ProgramHealth;
+use crate::model::snapshot::ProgramHealth;
 
 /// Which sockets to observe.
 #[derive(Debug, Clone, Copy)]

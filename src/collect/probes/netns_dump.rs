@@ -26,7 +26,7 @@ impl OtherNamespaces {
     /// Finds the namespaces there are now: new ones are opened, gone ones
     /// closed. This thread's own is left out.
     fn refresh(&mut self) {
-        let own = crate::netns::own().ok().map(u64::from);
+        let own = crate::collect::netns::own().ok().map(u64::from);
         let mut seen = HashSet::new();
         let mut candidates: Vec<std::path::PathBuf> = Vec::new();
         if let Ok(dir) = fs::read_dir("/proc") {
@@ -41,7 +41,7 @@ impl OtherNamespaces {
             candidates.extend(dir.flatten().map(|e| e.path()));
         }
         for path in candidates {
-            let Ok(ino) = crate::netns::inode_of(&path) else {
+            let Ok(ino) = crate::collect::netns::inode_of(&path) else {
                 continue; // the process exited meanwhile
             };
             if Some(ino) == own || !seen.insert(ino) {

@@ -1,0 +1,16 @@
+//! Collection: everything that reads the running kernel. The BPF probes,
+//! the NIC's allowance counters, the interface counters and names, socket
+//! owners and namespaces, turned by the [`collector::Collector`] into one
+//! [`crate::model::snapshot::Snapshot`] per interval. Nothing outside this
+//! folder and the commands that start it depends on it, so the model, the
+//! analysis, recordings and reports build without BPF (feature `collect`).
+
+pub mod allowance;
+pub mod collector;
+pub mod flowtable;
+pub mod fragments;
+pub mod ifindex;
+pub mod ifstats;
+pub mod netns;
+pub mod owners;
+pub mod probes;

@@ -1,0 +1,6 @@
+//! The data model: what one interval holds ([`snapshot::Snapshot`]) and who
+//! a flow belongs to ([`workload::Workload`]). Plain data with serde, the
+//! same type live and in a recording.
+
+pub mod snapshot;
+pub mod workload;
