@@ -4,15 +4,32 @@
 //! committed (see docs/architecture.md, "Kernel types"): it is several MB and
 //! CO-RE relocations make the result portable across kernels anyway.
 
+#![cfg_attr(not(feature = "collect"), allow(dead_code, unused_imports))]
+
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[cfg(feature = "collect")]
 use libbpf_cargo::SkeletonBuilder;
 
-const PROGRAMS: &[&str] = &["flows", "empty", "hostq"];
+/// The product's programs (src/collect/probes/), then the benchmark's
+/// yardstick, an empty program that only the example
+/// tools/bench/baseline_probe.rs includes: it never reaches the product
+/// binary.
+const PROGRAMS: &[&str] = &[
+    "bpf/flows.bpf.c",
+    "bpf/hostq.bpf.c",
+    "tools/bench/empty.bpf.c",
+];
 
+/// Without the `collect` feature nothing of the kernel side is built (the
+/// offline part of the library needs no clang).
+#[cfg(not(feature = "collect"))]
+fn main() {}
+
+#[cfg(feature = "collect")]
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let vmlinux = out.join("vmlinux.h");
@@ -25,10 +42,14 @@ fn main() {
         Ok(other) => panic!("unsupported target architecture for the BPF programs: {other}"),
         Err(_) => "x86",
     };
-    for name in PROGRAMS {
-        let src = format!("bpf/{name}.bpf.c");
+    for src in PROGRAMS {
+        let name = Path::new(src)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .and_then(|f| f.strip_suffix(".bpf.c"))
+            .expect("a PROGRAMS entry ends in .bpf.c");
         SkeletonBuilder::new()
-            .source(&src)
+            .source(src)
             .clang(&clang)
             .clang_args([
                 format!("-I{}", out.display()),
@@ -40,6 +61,7 @@ fn main() {
             .unwrap_or_else(|e| panic!("building {src} with {clang}: {e:#}"));
     }
     println!("cargo:rerun-if-changed=bpf");
+    println!("cargo:rerun-if-changed=tools/bench/empty.bpf.c");
     println!("cargo:rerun-if-env-changed=THROTTLESCOPE_VMLINUX_H");
     println!("cargo:rerun-if-env-changed=THROTTLESCOPE_VMLINUX_BTF");
     println!("cargo:rerun-if-env-changed=THROTTLESCOPE_CLANG");

@@ -10,8 +10,9 @@
 //! (`cargo build --no-default-features`).
 
 pub mod analysis;
-pub mod baseline_probe;
+#[cfg(feature = "collect")]
 pub mod collect;
+#[cfg(feature = "collect")]
 pub mod commands;
 pub mod model;
 pub mod pipeline;

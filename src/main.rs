@@ -12,7 +12,7 @@ fn main() -> ExitCode {
         Command::Record(args) => {
             throttlescope::commands::watch::run_record(args).map(|_| ExitCode::SUCCESS)
         }
-        Command::Report(args) => throttlescope::report::run(args),
+        Command::Report(args) => throttlescope::commands::report::run(args),
         Command::Replay(args) => {
             throttlescope::commands::replay::run(args).map(|_| ExitCode::SUCCESS)
         }
@@ -20,9 +20,6 @@ fn main() -> ExitCode {
         Command::Thresholds => {
             throttlescope::commands::watch::print_thresholds();
             Ok(ExitCode::SUCCESS)
-        }
-        Command::BaselineProbe(args) => {
-            throttlescope::baseline_probe::run(args.duration).map(|_| ExitCode::SUCCESS)
         }
     };
     match result {

@@ -1,19 +1,17 @@
-//! The interval loop shared by `watch`, `record` and `replay`: a source of
-//! snapshots (the live kernel or a recording), the analysis, then the sinks
-//! (a view, the recorder, the metrics endpoint). Data flows one way.
+//! What `watch`, `record` and `replay` do with each interval, wherever it
+//! came from (the live kernel or a recording): the analysis, then the sinks
+//! (a view, the recorder, the metrics endpoint). Data flows one way; the
+//! source is the command's (commands/watch.rs, commands/replay.rs).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::analysis::{EpisodeTracker, IntervalAnalysis, Judge, Thresholds};
-use crate::collect::collector::{Collector, CollectorConfig};
-use crate::commands::cli::{ObserveArgs, RotateArgs};
 use crate::model::snapshot::Snapshot;
 use crate::record::format::hostname;
 use crate::record::{segments, writer, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
-use crate::shared::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
 
@@ -21,35 +19,32 @@ use crate::sinks::view::{Control, View};
 /// (the one under way comes on top).
 const RECENT_EPISODES: usize = 3;
 
-/// The thresholds of `--threshold NAME=VALUE` options over `base`.
-pub fn thresholds_over(base: Thresholds, assignments: &[String]) -> Result<Thresholds> {
-    let mut th = base;
-    for a in assignments {
-        th.set_assignment(a)
-            .map_err(|e| anyhow!("--threshold {a}: {e}"))?;
-    }
-    Ok(th)
-}
-
 /// Where a recording goes. The file is created at the first interval, so
 /// its header can name the interfaces and drivers actually observed.
 pub struct RecordTarget {
     pub path: PathBuf,
     pub rotate: RotateOptions,
+    /// The driver version of an interface, for the header: read from the
+    /// running system by the command that records (the pipeline reads
+    /// nothing itself).
+    pub driver_version: fn(&str) -> Option<String>,
 }
 
 impl RecordTarget {
     /// `path` with `{start}` and `{host}` filled in; refused when a file of
     /// that name exists (checked here, before any view takes the terminal).
-    pub fn new(path: &Path, rotate: &RotateArgs) -> Result<Self> {
+    pub fn new(
+        path: &Path,
+        rotate: RotateOptions,
+        driver_version: fn(&str) -> Option<String>,
+    ) -> Result<Self> {
         let path = segments::expand_name(path, crate::shared::clock::now_unix_ms(), &hostname());
-        let rotate = RotateOptions {
-            max_bytes: rotate.rotate_size,
-            max_age: rotate.rotate_time,
-            keep: rotate.keep,
-        };
         writer::refuse_existing(&path, &rotate)?;
-        Ok(RecordTarget { path, rotate })
+        Ok(RecordTarget {
+            path,
+            rotate,
+            driver_version,
+        })
     }
 }
 
@@ -72,7 +67,7 @@ impl Recorder {
                 .map(|i| InterfaceInfo {
                     name: i.name.clone(),
                     driver: i.driver.clone(),
-                    driver_version: crate::collect::allowance::ethtool::driver_version(&i.name),
+                    driver_version: (self.target.driver_version)(&i.name),
                 })
                 .collect();
             let mut header = TraceHeader::for_this_host(
@@ -140,7 +135,7 @@ impl Pipeline {
             thresholds,
             started: (
                 crate::shared::clock::now_unix_ms(),
-                crate::collect::collector::monotonic_ns(),
+                crate::shared::clock::monotonic_ns(),
             ),
             writer: None,
         });
@@ -189,82 +184,5 @@ impl Pipeline {
         outcome?;
         view_done?;
         recorded
-    }
-}
-
-/// Observes live until the duration ends, the view quits or a signal.
-pub fn run_live(
-    observe: &ObserveArgs,
-    thresholds: Thresholds,
-    view: Box<dyn View>,
-    record: Option<RecordTarget>,
-) -> Result<Option<(PathBuf, u64)>> {
-    if let Some(d) = observe.duration.filter(|d| *d < observe.interval) {
-        anyhow::bail!(
-            "--duration {d:?} is shorter than one --interval {:?}: nothing would be reported",
-            observe.interval
-        );
-    }
-    let workloads = observe.workloads.filter()?;
-    signals::install();
-    let metrics = match observe.metrics {
-        Some(addr) => {
-            let m = MetricsServer::start(addr, observe.metrics_flows)?;
-            // Port 0 asks the kernel for one: say which (not over the
-            // full-screen view, which shows its own title).
-            if !crate::sinks::tui::terminal::is_taken() {
-                eprintln!(
-                    "throttlescope: metrics on http://{}/metrics",
-                    m.local_addr()
-                );
-            }
-            Some(m)
-        }
-        None => None,
-    };
-    let mut pipeline = Pipeline::new(thresholds, view);
-    // The recording starts when observing does: the collector's baseline.
-    if let Some(target) = record {
-        pipeline.record_to(target, observe.interval)?;
-    }
-    if let Some(m) = metrics {
-        pipeline.serve_metrics(m);
-    }
-    let collector = Collector::start(CollectorConfig {
-        all_netns: observe.all_netns,
-        interfaces: observe.interfaces.clone(),
-        events: !observe.no_events,
-        counter_files: observe.counters.clone(),
-        host_queue: !observe.no_host_queue,
-        workloads,
-        pod_logs: observe.pod_logs.clone(),
-    });
-    let mut collector = match collector {
-        Ok(c) => c,
-        Err(e) => return pipeline.finish(Err(e)),
-    };
-    let outcome = live_loop(observe, &mut collector, &mut pipeline);
-    pipeline.finish(outcome)
-}
-
-fn live_loop(
-    observe: &ObserveArgs,
-    collector: &mut Collector,
-    pipeline: &mut Pipeline,
-) -> Result<()> {
-    let started = Instant::now();
-    let mut next = Instant::now() + observe.interval;
-    loop {
-        if pipeline.wait(next)? == Control::Quit {
-            return Ok(());
-        }
-        next += observe.interval;
-        let snap = collector.collect()?;
-        if pipeline.process(snap, "live")? == Control::Quit {
-            return Ok(());
-        }
-        if observe.duration.is_some_and(|d| started.elapsed() >= d) {
-            return Ok(());
-        }
     }
 }

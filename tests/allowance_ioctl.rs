@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use throttlescope::allowance::ethtool::Ethtool;
-use throttlescope::allowance::parse::parse_stats;
-use throttlescope::allowance::{AllowanceReader, CounterSource};
-use throttlescope::snapshot::{AllowanceStatus, Offloads};
+use throttlescope::collect::allowance::ethtool::Ethtool;
+use throttlescope::collect::allowance::parse::parse_stats;
+use throttlescope::collect::allowance::{AllowanceReader, CounterSource};
+use throttlescope::model::snapshot::{AllowanceStatus, Offloads};
 
 const A: &str = "tsva";
 const B: &str = "tsvb";

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::traffic::Bulk;
 use common::{in_netns, Lab};
 use throttlescope::analysis::{analyze, Thresholds};
-use throttlescope::collector::{Collector, CollectorConfig};
+use throttlescope::collect::collector::{Collector, CollectorConfig};
 
 #[test]
 fn heavy_flow_ranks_first_and_shares_sum_to_100() {

@@ -347,8 +347,8 @@ fn allowed_names(extra: &[String]) -> BTreeSet<String> {
 /// tests/record_support, judged by the real analysis.
 fn populated_exposition() -> String {
     use throttlescope::analysis::{analyze, Thresholds};
+    use throttlescope::model::snapshot::{AllowanceCounters, AllowanceStatus};
     use throttlescope::sinks::metrics::{encode_state, to_prometheus_text, ExporterState};
-    use throttlescope::snapshot::{AllowanceCounters, AllowanceStatus};
 
     let th = Thresholds::default();
     let mut state = ExporterState::new(20);

@@ -24,8 +24,8 @@ use std::time::Duration;
 use common::traffic::Bulk;
 use common::{in_netns, Lab};
 use throttlescope::analysis::{analyze, Thresholds};
-use throttlescope::collector::{Collector, CollectorConfig};
-use throttlescope::snapshot::{FlowSample, Snapshot};
+use throttlescope::collect::collector::{Collector, CollectorConfig};
+use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 /// The `dev` of `ip route get PEER from LOCAL` in namespace `ns`: the
 /// route the kernel picks for the flow (`local ... dev lo` for a local peer).

@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use common::traffic::Bulk;
 use common::{close_to, in_netns, parse_ss, Lab, SsFlow};
-use throttlescope::collector::{Collector, CollectorConfig};
-use throttlescope::snapshot::{FlowSample, Snapshot};
+use throttlescope::collect::collector::{Collector, CollectorConfig};
+use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 fn config() -> CollectorConfig {
     CollectorConfig::default()

@@ -13,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use throttlescope::probes::flows::NetnsFilter;
-use throttlescope::probes::hostq::HostQueueProbes;
-use throttlescope::snapshot::HostQueueSample;
+use throttlescope::collect::probes::flows::NetnsFilter;
+use throttlescope::collect::probes::hostq::HostQueueProbes;
+use throttlescope::model::snapshot::HostQueueSample;
 
 const SENDER_IF: &str = "hqa";
 const RECEIVER_IF: &str = "hqb";

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use common::{in_netns, Lab};
 use serde_json::Value;
 use throttlescope::analysis::{analyze, Thresholds};
+use throttlescope::model::snapshot::Snapshot;
 use throttlescope::sinks::metrics::MetricsServer;
-use throttlescope::snapshot::Snapshot;
 
 /// A child process killed and reaped on drop (also when a test fails).
 struct Proc(Child);

@@ -12,7 +12,7 @@ mod common;
 use std::process::Command;
 
 use common::Lab;
-use throttlescope::probes::load::TEST_FAIL_ENV;
+use throttlescope::collect::probes::load::TEST_FAIL_ENV;
 
 const FAILED: &str = "tcp_cong_state_set,tcp_sendmsg_locked,qdisc_enqueue,dump_flows";
 

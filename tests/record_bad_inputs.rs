@@ -5,8 +5,8 @@ mod record_support;
 use std::path::{Path, PathBuf};
 
 use record_support::{header, snapshot, TempDir};
+use throttlescope::model::snapshot::AllowanceStatus;
 use throttlescope::record::{self, ProblemKind, RotateOptions, TraceWriter};
-use throttlescope::snapshot::AllowanceStatus;
 
 fn open_err(path: &Path) -> String {
     format!("{:#}", record::open(path).err().expect("open must fail"))

@@ -13,9 +13,9 @@ use common::Lab;
 use record_support::{header, snapshot, TempDir};
 use serde_json::Value;
 use throttlescope::analysis::{EpisodeTracker, IntervalAnalysis, Thresholds};
+use throttlescope::model::snapshot::Snapshot;
 use throttlescope::record::{self, RotateOptions, TraceHeader, TraceWriter};
 use throttlescope::report::{ReportBuilder, ReportFilters};
-use throttlescope::snapshot::Snapshot;
 
 /// `throttlescope report ARGS`: exit code, stdout, stderr.
 fn report(args: &[&str]) -> (i32, String, String) {

@@ -24,10 +24,10 @@ mod common;
 
 use common::Lab;
 use throttlescope::analysis::{Episode, Evidence, Thresholds, Verdict};
+use throttlescope::model::snapshot::Owner;
 use throttlescope::record::InterfaceInfo;
 use throttlescope::report::html;
 use throttlescope::report::model::*;
-use throttlescope::snapshot::Owner;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 use record_support::{header, snapshot, TempDir};
+use throttlescope::model::snapshot::FlowSample;
 use throttlescope::record::TraceRecord;
-use throttlescope::snapshot::FlowSample;
 
 /// Peak resident memory, in bytes, of a command run to its end.
 fn peak_rss(cmd: &mut Command) -> (i32, u64) {

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::Lab;
 use serde_json::Value;
-use throttlescope::workload::cgroup2_mount;
+use throttlescope::collect::cgroups::cgroup2_mount;
 
 const CID: &str = "4b8c3c0f1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e";
 

@@ -198,6 +198,16 @@ impl Thresholds {
         self.set(name.trim(), value)
     }
 
+    /// These thresholds with `--threshold NAME=VALUE` assignments applied in
+    /// order; the error names the option that was refused.
+    pub fn with_assignments(mut self, assignments: &[String]) -> Result<Self, String> {
+        for a in assignments {
+            self.set_assignment(a)
+                .map_err(|e| format!("--threshold {a}: {e}"))?;
+        }
+        Ok(self)
+    }
+
     pub fn names() -> Vec<&'static str> {
         Self::describe().into_iter().map(|t| t.name).collect()
     }

@@ -2,13 +2,13 @@
 //! one [`Snapshot`]. All I/O of observation happens here or below.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
 use std::path::PathBuf;
 
 use crate::collect::allowance::{AllowanceReader, CounterSource};
+use crate::collect::cgroups::WorkloadResolver;
 use crate::collect::flowtable::{ca_state_name, tcp_state_name, FlowTable};
 use crate::collect::fragments;
 use crate::collect::ifindex::IfIndexNames;
@@ -22,7 +22,8 @@ use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::model::snapshot::{
     FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
-use crate::model::workload::{WorkloadFilter, WorkloadResolver};
+use crate::model::workload::WorkloadFilter;
+use crate::shared::clock::monotonic_ns;
 
 /// What to observe.
 #[derive(Debug, Clone)]
@@ -78,17 +79,6 @@ pub struct Collector {
     counter_read_failures: u64,
     /// FragCreates at the end of the last interval; None after a failed read.
     prev_frag_creates: Option<u64>,
-}
-
-/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Inode of this thread's network namespace.
@@ -264,10 +254,7 @@ impl Collector {
         let snap = Snapshot {
             seq: self.seq,
             mono_ns,
-            unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
+            unix_ms: crate::shared::clock::now_unix_ms(),
             interval_ns: mono_ns.saturating_sub(self.prev_mono_ns),
             interfaces,
             flows,

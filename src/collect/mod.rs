@@ -6,6 +6,7 @@
 //! analysis, recordings and reports build without BPF (feature `collect`).
 
 pub mod allowance;
+pub mod cgroups;
 pub mod collector;
 pub mod flowtable;
 pub mod fragments;

@@ -53,9 +53,6 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// List the verdict thresholds with their defaults and why.
     Thresholds,
-    /// Attach an empty program to tp_btf/tcp_probe (tools/bench's yardstick).
-    #[command(hide = true)]
-    BaselineProbe(BaselineProbeArgs),
 }
 
 /// What to observe and how often: shared by `watch` and `record`.
@@ -304,13 +301,6 @@ pub struct DoctorArgs {
     /// Skip the trial load of the BPF programs.
     #[arg(long)]
     pub no_load: bool,
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct BaselineProbeArgs {
-    /// Stop after this long; runs until Ctrl-C when absent.
-    #[arg(long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
 }
 
 /// `--speed`: a finite factor above zero.

@@ -5,4 +5,25 @@
 pub mod cli;
 pub mod doctor;
 pub mod replay;
+pub mod report;
 pub mod watch;
+
+use std::io::IsTerminal;
+
+use anyhow::Result;
+
+use crate::sinks::view::{JsonView, PlainView, View};
+use cli::ViewArgs;
+
+/// The view `args` ask for: JSON, plain tables, or the full-screen view
+/// when stdout is a terminal. (Here, not in sinks/view.rs, so the full-screen
+/// view depends on the trait and not the other way round.)
+pub fn choose_view(args: &ViewArgs) -> Result<Box<dyn View>> {
+    if args.json {
+        return Ok(Box::new(JsonView));
+    }
+    if args.plain || !std::io::stdout().is_terminal() {
+        return Ok(Box::new(PlainView { top: args.top }));
+    }
+    Ok(Box::new(crate::sinks::tui::TuiView::new()?))
+}

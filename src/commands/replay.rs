@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::commands::cli::ReplayArgs;
-use crate::pipeline::{thresholds_over, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::record::{open_in_order, recorded_thresholds};
 use crate::shared::signals;
 use crate::sinks::view::Control;
@@ -15,11 +15,13 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let readers = open_in_order(&args.files)?;
     let first = &readers[0];
     let (base, warning) = recorded_thresholds(first.header(), first.name());
-    let thresholds = thresholds_over(base, &args.thresholds)?;
+    let thresholds = base
+        .with_assignments(&args.thresholds)
+        .map_err(anyhow::Error::msg)?;
     let start_mono = first.header().start_mono_ns;
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
-    let mut pipeline = Pipeline::new(thresholds, crate::sinks::choose_view(&args.view)?);
+    let mut pipeline = Pipeline::new(thresholds, crate::commands::choose_view(&args.view)?);
     let mut shown = 0u64;
     let outcome = (|| -> Result<()> {
         let mut prev_mono: Option<u64> = None;

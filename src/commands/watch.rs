@@ -2,25 +2,36 @@
 //! or recorded (or both).
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::Result;
 
 use crate::analysis::Thresholds;
+use crate::collect::allowance::ethtool::driver_version;
+use crate::collect::collector::{Collector, CollectorConfig};
+use crate::commands::cli::{ObserveArgs, RotateArgs};
 use crate::commands::cli::{RecordArgs, WatchArgs};
-use crate::pipeline::{run_live, thresholds_over, RecordTarget};
+use crate::pipeline::{Pipeline, RecordTarget};
+use crate::record::RotateOptions;
+use crate::shared::signals;
+use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::SilentView;
+use crate::sinks::view::{Control, View};
 
 pub use crate::sinks::view::WatchLine;
 
 pub fn run(args: &WatchArgs) -> Result<()> {
     // Refuse bad options before taking over the terminal.
-    let thresholds = thresholds_over(Thresholds::default(), &args.observe.thresholds)?;
+    let thresholds = Thresholds::default()
+        .with_assignments(&args.observe.thresholds)
+        .map_err(anyhow::Error::msg)?;
     let target = args
         .record
         .as_deref()
-        .map(|p| RecordTarget::new(p, &args.rotate))
+        .map(|p| record_target(p, &args.rotate))
         .transpose()?;
-    let view = crate::sinks::choose_view(&args.view)?;
+    let view = crate::commands::choose_view(&args.view)?;
     if let Some((path, n)) = run_live(&args.observe, thresholds, view, target)? {
         eprintln!(
             "throttlescope: recorded {n} intervals to {}",
@@ -31,8 +42,10 @@ pub fn run(args: &WatchArgs) -> Result<()> {
 }
 
 pub fn run_record(args: &RecordArgs) -> Result<()> {
-    let thresholds = thresholds_over(Thresholds::default(), &args.observe.thresholds)?;
-    let target = RecordTarget::new(&args.output, &args.rotate)?;
+    let thresholds = Thresholds::default()
+        .with_assignments(&args.observe.thresholds)
+        .map_err(anyhow::Error::msg)?;
+    let target = record_target(&args.output, &args.rotate)?;
     let output = target.path.clone();
     let talk = !args.quiet;
     if talk {
@@ -68,5 +81,93 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
 pub fn print_thresholds() {
     for t in Thresholds::describe() {
         println!("{:<28} {:>10}  {}", t.name, t.default, t.doc);
+    }
+}
+
+/// Where `--record`/`record -o` writes, with the rotation options; refused
+/// when the file exists (before any view takes the terminal).
+fn record_target(path: &Path, rotate: &RotateArgs) -> Result<RecordTarget> {
+    let rotate = RotateOptions {
+        max_bytes: rotate.rotate_size,
+        max_age: rotate.rotate_time,
+        keep: rotate.keep,
+    };
+    RecordTarget::new(path, rotate, driver_version)
+}
+
+/// Observes live until the duration ends, the view quits or a signal.
+pub fn run_live(
+    observe: &ObserveArgs,
+    thresholds: Thresholds,
+    view: Box<dyn View>,
+    record: Option<RecordTarget>,
+) -> Result<Option<(PathBuf, u64)>> {
+    if let Some(d) = observe.duration.filter(|d| *d < observe.interval) {
+        anyhow::bail!(
+            "--duration {d:?} is shorter than one --interval {:?}: nothing would be reported",
+            observe.interval
+        );
+    }
+    let workloads = observe.workloads.filter()?;
+    signals::install();
+    let metrics = match observe.metrics {
+        Some(addr) => {
+            let m = MetricsServer::start(addr, observe.metrics_flows)?;
+            // Port 0 asks the kernel for one: say which (not over the
+            // full-screen view, which shows its own title).
+            if !crate::sinks::tui::terminal::is_taken() {
+                eprintln!(
+                    "throttlescope: metrics on http://{}/metrics",
+                    m.local_addr()
+                );
+            }
+            Some(m)
+        }
+        None => None,
+    };
+    let mut pipeline = Pipeline::new(thresholds, view);
+    // The recording starts when observing does: the collector's baseline.
+    if let Some(target) = record {
+        pipeline.record_to(target, observe.interval)?;
+    }
+    if let Some(m) = metrics {
+        pipeline.serve_metrics(m);
+    }
+    let collector = Collector::start(CollectorConfig {
+        all_netns: observe.all_netns,
+        interfaces: observe.interfaces.clone(),
+        events: !observe.no_events,
+        counter_files: observe.counters.clone(),
+        host_queue: !observe.no_host_queue,
+        workloads,
+        pod_logs: observe.pod_logs.clone(),
+    });
+    let mut collector = match collector {
+        Ok(c) => c,
+        Err(e) => return pipeline.finish(Err(e)),
+    };
+    let outcome = live_loop(observe, &mut collector, &mut pipeline);
+    pipeline.finish(outcome)
+}
+
+fn live_loop(
+    observe: &ObserveArgs,
+    collector: &mut Collector,
+    pipeline: &mut Pipeline,
+) -> Result<()> {
+    let started = Instant::now();
+    let mut next = Instant::now() + observe.interval;
+    loop {
+        if pipeline.wait(next)? == Control::Quit {
+            return Ok(());
+        }
+        next += observe.interval;
+        let snap = collector.collect()?;
+        if pipeline.process(snap, "live")? == Control::Quit {
+            return Ok(());
+        }
+        if observe.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(());
+        }
     }
 }

@@ -1,8 +1,6 @@
 //! What a trace file holds: the header line and the record lines, and the
 //! version rule that decides whether this build can read a file.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde::{Deserialize, Serialize};
 
 use crate::model::snapshot::Snapshot;
@@ -89,11 +87,8 @@ impl TraceHeader {
             interfaces,
             interval_ns,
             thresholds,
-            start_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
-            start_mono_ns: crate::collect::collector::monotonic_ns(),
+            start_unix_ms: crate::shared::clock::now_unix_ms(),
+            start_mono_ns: crate::shared::clock::monotonic_ns(),
             segment: 0,
         }
     }

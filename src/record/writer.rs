@@ -5,7 +5,9 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::shared::clock::now_unix_ms;
 
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
@@ -314,11 +316,4 @@ fn store(seg: &mut Segment, bytes: &[u8]) -> std::io::Result<()> {
             Err(e)
         }
     }
-}
-
-fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }

@@ -5,7 +5,6 @@ use std::net::{IpAddr, SocketAddr};
 
 use anyhow::{bail, Result};
 
-use crate::commands::cli::ReportArgs;
 use crate::model::snapshot::FlowSample;
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::{parse_time, TimeSpec};
@@ -96,39 +95,43 @@ pub struct ReportFilters {
 }
 
 impl ReportFilters {
-    pub fn from_args(args: &ReportArgs) -> Result<Self> {
+    /// Filters from the option texts (`--flow`, `--iface`, `--since`,
+    /// `--until`); the error names the option that was refused.
+    pub fn parse(
+        flow_texts: &[String],
+        interface_names: &[String],
+        since: Option<&str>,
+        until: Option<&str>,
+        workloads: WorkloadFilter,
+    ) -> Result<Self> {
         let mut flows = Vec::new();
-        for f in &args.flows {
+        for f in flow_texts {
             match FlowPattern::parse(f) {
                 Ok(p) => flows.push(p),
                 Err(e) => bail!("{e}"),
             }
         }
         let mut interfaces = Vec::new();
-        for i in &args.interfaces {
+        for i in interface_names {
             let i = i.trim();
             if i.is_empty() || i.len() > 15 || i.contains(['/', ' ']) {
                 bail!("--iface {i:?}: not an interface name");
             }
             interfaces.push(i.to_string());
         }
-        let since = args
-            .since
-            .as_deref()
+        let since = since
             .map(|s| parse_time("--since", s))
             .transpose()
             .map_err(anyhow::Error::msg)?;
-        let until = args
-            .until
-            .as_deref()
+        let until = until
             .map(|s| parse_time("--until", s))
             .transpose()
             .map_err(anyhow::Error::msg)?;
         Ok(ReportFilters {
-            flow_texts: args.flows.clone(),
+            flow_texts: flow_texts.to_vec(),
             flows,
             interfaces,
-            workloads: args.workloads.filter()?,
+            workloads,
             since,
             until,
         })

@@ -53,6 +53,17 @@ pub fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A UTC instant split into its fields (year, month, day, hour, minute,
 /// second, millisecond): what every printed form below is made of.
 pub struct UtcFields {

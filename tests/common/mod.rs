@@ -280,7 +280,7 @@ pub fn interface_analyses(lines: &str, iface: &str) -> Vec<serde_json::Value> {
 pub fn watch_lines(
     stdout: &[u8],
 ) -> Vec<(
-    throttlescope::snapshot::Snapshot,
+    throttlescope::model::snapshot::Snapshot,
     throttlescope::analysis::IntervalAnalysis,
 )> {
     String::from_utf8_lossy(stdout)

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use throttlescope::model::snapshot::*;
 use throttlescope::record::{InterfaceInfo, TraceHeader, CURRENT_VERSION, FORMAT_NAME};
-use throttlescope::snapshot::*;
 
 /// A directory removed (with its contents) when dropped.
 pub struct TempDir(pub PathBuf);

@@ -25,10 +25,10 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Parser;
 use throttlescope::analysis::Thresholds;
+use throttlescope::model::snapshot::*;
 use throttlescope::record::{
     InterfaceInfo, RotateOptions, TraceHeader, TraceWriter, CURRENT_VERSION, FORMAT_NAME,
 };
-use throttlescope::snapshot::*;
 
 #[derive(Debug, Parser)]
 #[command(

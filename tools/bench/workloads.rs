@@ -10,8 +10,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use throttlescope::snapshot::{FlowSample, Owner};
-use throttlescope::workload::{cgroup2_mount, WorkloadResolver};
+use throttlescope::collect::cgroups::{cgroup2_mount, WorkloadResolver};
+use throttlescope::model::snapshot::{FlowSample, Owner};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -112,5 +112,5 @@ fn main() {
 }
 
 fn zero() -> serde_json::Value {
-    serde_json::to_value(throttlescope::snapshot::FlowCounters::default()).unwrap()
+    serde_json::to_value(throttlescope::model::snapshot::FlowCounters::default()).unwrap()
 }

@@ -442,18 +442,22 @@ pub fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> Pr
 /// Kernel statistics of one loaded program.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProgStats {
+    /// The kernel's id of the program (bpftool prog show id N).
+    pub id: u32,
     pub run_cnt: u64,
     pub run_time_ns: u64,
     pub recursion_misses: u64,
 }
 
-/// `bpf_prog_get_info_by_fd` for the three counters we report.
+/// `bpf_prog_get_info_by_fd` for the program's id and the three counters
+/// we report.
 pub fn prog_stats(fd: i32) -> Option<ProgStats> {
     let mut info = libbpf_sys::bpf_prog_info::default();
     let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
     // SAFETY: `info` is a valid, writable bpf_prog_info and `len` its size.
     let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
     (rc == 0).then_some(ProgStats {
+        id: info.id,
         run_cnt: info.run_cnt,
         run_time_ns: info.run_time_ns,
         recursion_misses: info.recursion_misses,

@@ -4,10 +4,6 @@
 pub mod flows_skel {
     include!(concat!(env!("OUT_DIR"), "/flows.skel.rs"));
 }
-#[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
-pub mod empty_skel {
-    include!(concat!(env!("OUT_DIR"), "/empty.skel.rs"));
-}
 
 #[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
 pub mod hostq_skel {
