@@ -5,7 +5,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::traffic::Bulk;
@@ -18,12 +17,9 @@ fn heavy_flow_ranks_first_and_shares_sum_to_100() {
     let lab = Lab::up("at");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
-    let counters = PathBuf::from(format!(
-        "/run/throttlescope-lab/{}/ethtool-S-b0.txt",
-        lab.prefix
-    ));
-    let heavy_addr: SocketAddr = format!("{}:7201", Lab::BROKER_IP).parse().unwrap();
-    let light_addr: SocketAddr = format!("{}:7202", Lab::BROKER_IP).parse().unwrap();
+    let counters = lab.counters.clone();
+    let heavy_addr: SocketAddr = format!("{}:7201", lab.broker_ip).parse().unwrap();
+    let light_addr: SocketAddr = format!("{}:7202", lab.broker_ip).parse().unwrap();
     let heavy = Bulk::start(
         &lab.broker(),
         &lab.client(),

@@ -50,7 +50,7 @@ fn write_counters(path: &Path, bw_out: u64) {
 #[test]
 fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
     let lab = Lab::up("gap");
-    let listen: SocketAddr = format!("{}:7401", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7401", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(
         &lab.broker(),
         &lab.client(),

@@ -65,7 +65,7 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
     const LAB_PORT: u16 = 7201;
     const LOCAL_PORT: u16 = 7202;
     let ports = [LAB_PORT, LOCAL_PORT];
-    let to_client: SocketAddr = format!("{}:{LAB_PORT}", Lab::BROKER_IP).parse().unwrap();
+    let to_client: SocketAddr = format!("{}:{LAB_PORT}", lab.broker_ip).parse().unwrap();
     let local: SocketAddr = format!("127.0.0.1:{LOCAL_PORT}").parse().unwrap();
 
     // The observer as users run it in a namespace (`ip netns exec`, which
@@ -198,7 +198,7 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
 #[test]
 fn flows_of_other_namespaces_have_no_interface() {
     let lab = Lab::up("ifo");
-    let listen: SocketAddr = format!("{}:7203", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
     let (broker, client) = (lab.broker(), lab.client());
     let broker_ns = lab.netns_inode(&broker);
     let client_ns = lab.netns_inode(&client);
@@ -241,7 +241,7 @@ fn a_deleted_interface_is_reported_missing_and_the_others_go_on() {
     ] {
         lab.exec(&broker, "ip", args);
     }
-    let addr: SocketAddr = format!("{}:7211", Lab::BROKER_IP).parse().unwrap();
+    let addr: SocketAddr = format!("{}:7211", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(&broker, &lab.client(), addr, 1, Duration::from_secs(9), 0);
     let mut watch = Command::new("ip")
         .args(["netns", "exec", &broker])

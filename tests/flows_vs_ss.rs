@@ -52,7 +52,7 @@ fn by_port<'a>(snap: &'a Snapshot, ports: &[u16]) -> HashMap<u16, &'a FlowSample
 fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
     let lab = Lab::up("rtt");
     lab.tool(&["shape", "hv_queuing"]);
-    let listen: SocketAddr = format!("{}:7101", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7101", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(
         &lab.broker(),
         &lab.client(),
@@ -154,7 +154,7 @@ fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
 fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
     let lab = Lab::up("ret");
     lab.tool(&["shape", "hv_drop"]);
-    let listen: SocketAddr = format!("{}:7102", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7102", lab.broker_ip).parse().unwrap();
     let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
 
     let broker = lab.broker();
@@ -218,7 +218,7 @@ fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
 #[test]
 fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
     let lab = Lab::up("pre");
-    let listen: SocketAddr = format!("{}:7103", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7103", lab.broker_ip).parse().unwrap();
     // Opened and idle before the observer starts.
     let bulk = Bulk::start(
         &lab.broker(),
@@ -265,7 +265,7 @@ fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
 /// Runs the binary in the host's netns for a few seconds while the lab has
 /// traffic; returns the netns inodes of the flows it reported.
 fn watch_netns_seen(lab: &Lab, all_netns: bool) -> Vec<u32> {
-    let listen: SocketAddr = format!("{}:7104", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7104", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(
         &lab.broker(),
         &lab.client(),
@@ -310,7 +310,8 @@ fn fragments_created_agree_with_nstat() {
     let lab = Lab::up("frag");
     let broker = lab.broker();
     let before = lab.nstat(&broker, "IpFragCreates");
-    let snap = in_netns(&broker, || {
+    let client_ip = lab.client_ip.clone();
+    let snap = in_netns(&broker, move || {
         let mut c = Collector::start(config()).expect("attach probes");
         c.collect().unwrap();
         // 4,000-byte UDP datagrams over a 1,500-byte MTU, fragmenting
@@ -329,7 +330,7 @@ fn fragments_created_agree_with_nstat() {
         };
         assert_eq!(rc, 0, "IP_MTU_DISCOVER");
         for _ in 0..10 {
-            sock.send_to(&[0u8; 4000], (Lab::CLIENT_IP, 9)).unwrap();
+            sock.send_to(&[0u8; 4000], (client_ip.as_str(), 9)).unwrap();
         }
         c.collect().unwrap()
     });

@@ -322,7 +322,7 @@ fn prometheus_computes_the_normalised_rate_throttlescope_reports() {
     lab.tool(&["emulator", "start"]);
     lab.tool(&["traffic", "--time", "40"]);
     let broker = lab.broker();
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
 
     // The broker namespace is this test's own: its loopback ports are free.
     let exporter: SocketAddr = "127.0.0.1:9979".parse().unwrap();

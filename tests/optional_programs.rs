@@ -22,7 +22,7 @@ fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
     lab.tool(&["shape", "hv_drop"]);
     lab.tool(&["emulator", "start"]);
     lab.tool(&["traffic", "--time", "9"]);
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
     let out = common::run(
         Command::new("ip")
             .args(["netns", "exec", &lab.broker()])
@@ -121,7 +121,7 @@ fn host_queue_without_qdisc_enqueue_keeps_dequeues_and_peaks() {
     lab.tool(&["shape", "local_queuing"]);
     lab.tool(&["emulator", "start"]);
     lab.tool(&["traffic", "--time", "8"]);
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
     let out = common::run(
         Command::new("ip")
             .args(["netns", "exec", &lab.broker()])

@@ -345,7 +345,7 @@ fn in_broker(lab: &Lab, args: &[&str]) -> Command {
 /// Four connections from the broker to the client for `secs` (closing the
 /// traffic waits for their end).
 fn broker_traffic(lab: &Lab, port: u16, secs: u64) -> Bulk {
-    let listen: SocketAddr = format!("{}:{port}", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:{port}", lab.broker_ip).parse().unwrap();
     // A few MB/s per connection: real segments every interval, little CPU.
     Bulk::start(
         &lab.broker(),

@@ -69,8 +69,8 @@ fn check(scenario: &str, intervals: &[B0Interval], expected: &str) {
 
 /// One stat of the emulated `ethtool -S b0` file.
 fn counter(lab: &Lab, name: &str) -> u64 {
-    let path = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let path = lab.counters.display();
+    let text = std::fs::read_to_string(&lab.counters).unwrap_or_else(|e| panic!("{path}: {e}"));
     text.lines()
         .find_map(|l| {
             let (k, v) = l.trim().split_once(": ")?;
@@ -108,7 +108,7 @@ fn ct_rule_dropped(lab: &Lab) -> u64 {
 /// Waits (at most 20 s, else fails) until the lab's traffic client exited,
 /// then one more emulator period so the counters file has the last sample.
 fn wait_traffic_done(lab: &Lab) {
-    let pidfile = format!("/run/throttlescope-lab/{}/traffic-client.pid", lab.prefix);
+    let pidfile = lab.dir.join("traffic-client.pid");
     let pid = std::fs::read_to_string(&pidfile).expect("traffic pid file");
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::path::Path::new(&format!("/proc/{}", pid.trim())).exists() {
@@ -221,9 +221,9 @@ fn churn_under_conntrack_limit(
     }
     let emulated = counter(lab, "conntrack_allowance_exceeded") - ct0;
     let rule = ct_rule_dropped(lab) - rule0;
-    let path = format!("/run/throttlescope-lab/{}/churn-client.json", lab.prefix);
+    let path = lab.dir.join("churn-client.json");
     let churn: Value = serde_json::from_str(
-        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}")),
+        &std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
     )
     .expect("churn JSON");
     eprintln!(

@@ -39,7 +39,7 @@ fn check(what: &str, out: &[u8]) {
 #[test]
 fn a_hostile_process_name_is_inert_in_plain_report_and_replay() {
     let lab = Lab::up("esc");
-    let listen: SocketAddr = format!("{}:7301", Lab::BROKER_IP).parse().unwrap();
+    let listen: SocketAddr = format!("{}:7301", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start_as(
         &lab.broker(),
         &lab.client(),

@@ -162,8 +162,8 @@ impl Drop for Tmux {
 }
 
 /// The line of the pane that shows the flow with peer port `port`.
-fn flow_line(screen: &str, port: u16) -> Option<&str> {
-    let peer = format!("{}:{port} ", Lab::CLIENT_IP);
+fn flow_line<'a>(screen: &'a str, client_ip: &str, port: u16) -> Option<&'a str> {
+    let peer = format!("{client_ip}:{port} ");
     screen.lines().find(|l| l.contains(&peer))
 }
 
@@ -186,8 +186,8 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
     let lab = Lab::up("tui");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
-    let heavy_addr: SocketAddr = format!("{}:7201", Lab::BROKER_IP).parse().unwrap();
-    let light_addr: SocketAddr = format!("{}:7202", Lab::BROKER_IP).parse().unwrap();
+    let heavy_addr: SocketAddr = format!("{}:7201", lab.broker_ip).parse().unwrap();
+    let light_addr: SocketAddr = format!("{}:7202", lab.broker_ip).parse().unwrap();
     // Longer than the test needs; the senders stop by themselves after it
     // (a receiver busy reading does not see `close` before that).
     let send_for = Duration::from_secs(60);
@@ -204,7 +204,7 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
     let heavy_port = heavy.peer_ports[0];
     let light_port = light.peer_ports[0];
 
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
     let tmux = Tmux::new();
     // The pane's shell runs watch, then reports its status and the
     // terminal modes it was left in.
@@ -221,11 +221,11 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
     let screen = tmux.wait_for("the verdict, the interface and the heavy flow", 45, |s| {
         s.contains("hypervisor_queuing")
             && s.contains("b0 (veth)")
-            && flow_line(s, heavy_port).is_some_and(|l| l.contains("7201"))
+            && flow_line(s, &lab.client_ip, heavy_port).is_some_and(|l| l.contains("7201"))
     });
     eprintln!("--- 160x50 ---\n{screen}");
     assert_eq!(tmux.format("#{alternate_on} #{cursor_flag}"), "1 0");
-    let heavy_row = flow_line(&screen, heavy_port).unwrap();
+    let heavy_row = flow_line(&screen, &lab.client_ip, heavy_port).unwrap();
     assert!(heavy_row.contains("ESTAB"), "{heavy_row}");
     assert!(screen.contains("health: missed runs"), "{screen}");
 
@@ -239,18 +239,18 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
 
     // `/` filters by peer: one light flow left.
     tmux.keys(&["/"]);
-    tmux.keys(&["-l", &format!("{}:{light_port}", Lab::CLIENT_IP)]);
+    tmux.keys(&["-l", &format!("{}:{light_port}", lab.client_ip)]);
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("only the filtered flow", 10, |s| {
         s.contains("filter: ")
-            && flow_line(s, light_port).is_some()
-            && flow_line(s, heavy_port).is_none()
+            && flow_line(s, &lab.client_ip, light_port).is_some()
+            && flow_line(s, &lab.client_ip, heavy_port).is_none()
     });
     eprintln!("--- filtered ---\n{screen}");
     // `/` then Esc clears the filter (and does not quit).
     tmux.keys(&["/", "Escape"]);
     tmux.wait_for("the filter cleared", 10, |s| {
-        !s.contains("filter: ") && flow_line(s, heavy_port).is_some()
+        !s.contains("filter: ") && flow_line(s, &lab.client_ip, heavy_port).is_some()
     });
 
     // `p` freezes the display while intervals keep arriving.
@@ -413,7 +413,7 @@ fn plain_lines_when_stdout_is_not_a_terminal() {
 #[test]
 fn a_hostile_process_name_is_inert_in_the_live_view() {
     let lab = Lab::up("tesc");
-    let addr: SocketAddr = format!("{}:7203", Lab::BROKER_IP).parse().unwrap();
+    let addr: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start_as(
         &lab.broker(),
         &lab.client(),
@@ -433,7 +433,7 @@ fn a_hostile_process_name_is_inert_in_the_live_view() {
     );
     tmux.start(&command, 200, 40);
     let screen = tmux.wait_for("the flow with its owner's name escaped", 30, |s| {
-        flow_line(s, port).is_some_and(|l| l.contains("\\x1b[2J\\nX"))
+        flow_line(s, &lab.client_ip, port).is_some_and(|l| l.contains("\\x1b[2J\\nX"))
     });
     eprintln!("{screen}");
     assert_ne!(tmux.format("#{pane_title}"), "P", "retitled by the name");

@@ -118,7 +118,7 @@ impl Drop for Scratch {
 fn server_in_cgroup(lab: &Lab, cgroup_dir: &Path, port: u16) -> Child {
     let child = Command::new("ip")
         .args(["netns", "exec", &lab.broker(), "iperf3", "-s", "-1"])
-        .args(["-B", Lab::BROKER_IP, "-p", &port.to_string()])
+        .args(["-B", lab.broker_ip.as_str(), "-p", &port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -137,7 +137,7 @@ fn client(lab: &Lab, port: u16) -> Child {
             &lab.client(),
             "iperf3",
             "-c",
-            Lab::BROKER_IP,
+            lab.broker_ip.as_str(),
         ])
         .args(["-p", &port.to_string(), "-R", "-t", "40", "-b", "4M"])
         .stdout(Stdio::null())
@@ -150,7 +150,7 @@ fn client(lab: &Lab, port: u16) -> Child {
 /// unified host has it; the mount is in `ip netns exec`'s own mount
 /// namespace and goes away with it.
 fn watch_with_cgroup_mount(lab: &Lab, pod_logs: &str) -> Vec<u8> {
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
     let script = format!(
         "mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec {} watch --json --duration 3s --counters b0={counters} --pod-logs {pod_logs}",
         common::binary().display()
@@ -299,7 +299,7 @@ fn flows_are_attributed_to_pods_containers_and_services() {
     .stdout;
     // A recording, reviewed by workload.
     let trace = scratch.0.join("trace.jsonl");
-    let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", lab.prefix);
+    let counters = lab.counters.display();
     common::run(
         Command::new("ip")
             .args(["netns", "exec", &lab.broker()])

@@ -5,6 +5,7 @@
 
 pub mod traffic;
 
+use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -34,15 +35,25 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// A client <-> hv <-> broker lab (docs/lab.md) with a unique prefix.
+/// A client <-> hv <-> broker lab (docs/lab.md) with a unique prefix. Its
+/// addresses and paths are the lab's own (`tools/lab env`), asked once after
+/// `up`: the tests follow the lab instead of repeating its layout.
 pub struct Lab {
     pub prefix: String,
+    /// The broker's address (LAB_BROKER_IP).
+    pub broker_ip: String,
+    /// The client's address (LAB_CLIENT_IP).
+    pub client_ip: String,
+    /// The broker's interface toward hv (LAB_BROKER_IF), whose ENA counters
+    /// the lab emulates.
+    pub broker_if: String,
+    /// The emulated `ethtool -S` file of `broker_if` (LAB_COUNTERS).
+    pub counters: PathBuf,
+    /// The lab's state directory (LAB_DIR): pid files, churn results.
+    pub dir: PathBuf,
 }
 
 impl Lab {
-    pub const BROKER_IP: &'static str = "10.77.2.1";
-    pub const CLIENT_IP: &'static str = "10.77.1.1";
-
     pub fn up(tag: &str) -> Lab {
         static N: AtomicU32 = AtomicU32::new(0);
         // Short: interface and namespace names have length limits.
@@ -52,8 +63,28 @@ impl Lab {
             std::process::id() % 100_000,
             N.fetch_add(1, Ordering::SeqCst)
         );
-        let lab = Lab { prefix };
+        // Built before `up` so that Drop takes the lab down if anything
+        // below fails.
+        let mut lab = Lab {
+            prefix,
+            broker_ip: String::new(),
+            client_ip: String::new(),
+            broker_if: String::new(),
+            counters: PathBuf::new(),
+            dir: PathBuf::new(),
+        };
         lab.tool(&["up"]);
+        let env = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout));
+        let var = |name: &str| {
+            env.get(name)
+                .cloned()
+                .unwrap_or_else(|| panic!("`tools/lab env` printed no {name}: {env:?}"))
+        };
+        lab.broker_ip = var("LAB_BROKER_IP");
+        lab.client_ip = var("LAB_CLIENT_IP");
+        lab.broker_if = var("LAB_BROKER_IF");
+        lab.counters = PathBuf::from(var("LAB_COUNTERS"));
+        lab.dir = PathBuf::from(var("LAB_DIR"));
         lab
     }
 
@@ -86,12 +117,12 @@ impl Lab {
     /// namespace, with the lab's emulated counters for b0 and `extra`
     /// arguments; returns its stdout (one JSON line per interval).
     pub fn watch_json_in_broker(&self, duration: &str, extra: &[&str]) -> Vec<u8> {
-        let counters = format!("/run/throttlescope-lab/{}/ethtool-S-b0.txt", self.prefix);
+        let counters = format!("{}={}", self.broker_if, self.counters.display());
         let out = run(Command::new("ip")
             .args(["netns", "exec", &self.broker()])
             .arg(binary())
             .args(["watch", "--json", "--duration", duration])
-            .args(["--counters", &format!("b0={counters}")])
+            .args(["--counters", &counters])
             .args(extra));
         out.stdout
     }
@@ -114,6 +145,15 @@ impl Lab {
             })
             .unwrap_or(0)
     }
+}
+
+/// `KEY=VALUE` lines as `tools/lab env` prints them (shell-sourceable, no
+/// quoting: its values are names, addresses and paths without spaces).
+pub fn parse_lab_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
 }
 
 impl Drop for Lab {
