@@ -81,11 +81,6 @@ pub struct Collector {
     prev_frag_creates: Option<u64>,
 }
 
-/// Inode of this thread's network namespace.
-pub fn own_netns() -> Result<u32> {
-    Ok(crate::collect::netns::own()?)
-}
-
 impl Collector {
     /// Optional programs this kernel lacks or rejected (flow and host-queue
     /// probes), with why: their figures are missing or degraded.
@@ -101,7 +96,8 @@ impl Collector {
     /// [`Collector::collect`] covers the time from here.
     pub fn start(config: CollectorConfig) -> Result<Self> {
         check_counter_files(&config)?;
-        let netns = own_netns()?;
+        let netns =
+            crate::collect::netns::own().context("reading this thread's network namespace")?;
         let filter = if config.all_netns {
             NetnsFilter::All
         } else {
@@ -355,9 +351,8 @@ impl Collector {
 /// a typo or a second file for one interface would otherwise be ignored
 /// and the ioctl (or nothing) read instead without a word.
 fn check_counter_files(config: &CollectorConfig) -> Result<()> {
-    // The calling thread's namespace (/proc/thread-self), which /sys may
-    // not show for a thread that entered another one.
-    let watched: Vec<String> = ifstats::netns_interfaces()?
+    let watched: Vec<String> = ifstats::present(&[])?
+        .0
         .into_iter()
         .filter(|n| config.interfaces.is_empty() || config.interfaces.contains(n))
         .collect();

@@ -1,7 +1,10 @@
-//! Interface counters from `/sys/class/net/<if>/statistics`.
+//! Interface counters from `/sys/class/net/<if>/statistics`, and the one
+//! listing of the namespace's interfaces.
 //!
-//! Read in the observer's own network namespace: `ip netns exec NS` remounts
-//! /sys, so there it lists that namespace's interfaces.
+//! The list comes from /proc/thread-self/net/dev, which answers for the
+//! calling thread's network namespace, also after a bare `setns`; /sys
+//! answers for the namespace it was mounted in (`ip netns exec NS` remounts
+//! it, so there the counters are that namespace's).
 
 use std::fs;
 use std::path::Path;
@@ -37,10 +40,8 @@ pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
 /// empty), sorted, and the wanted ones that do not: an interface deleted
 /// while watching is reported missing while the others go on.
 pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
-    let mut names: Vec<String> = fs::read_dir(SYS_NET)
-        .with_context(|| format!("listing {SYS_NET}"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
+    let names: Vec<String> = listed()?
+        .into_iter()
         .filter(|n| {
             if wanted.is_empty() {
                 n != "lo"
@@ -49,7 +50,6 @@ pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
             }
         })
         .collect();
-    names.sort();
     let missing = wanted
         .iter()
         .filter(|w| !names.contains(w))
@@ -58,16 +58,16 @@ pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
     Ok((names, missing))
 }
 
-/// The interfaces of the calling thread's network namespace, but `lo`,
-/// sorted (from /proc/thread-self/net/dev).
-pub fn netns_interfaces() -> Result<Vec<String>> {
+/// Every interface of the calling thread's network namespace, `lo` too,
+/// sorted (from /proc/thread-self/net/dev: see the module comment).
+fn listed() -> Result<Vec<String>> {
     let path = "/proc/thread-self/net/dev";
     let text = fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    // Two header lines, then `name: counters...` per interface.
     let mut names: Vec<String> = text
         .lines()
         .skip(2)
         .filter_map(|l| l.split_once(':').map(|(n, _)| n.trim().to_string()))
-        .filter(|n| n != "lo")
         .collect();
     names.sort();
     Ok(names)

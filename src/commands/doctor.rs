@@ -7,8 +7,9 @@ use anyhow::Result;
 use libbpf_rs::btf::Btf;
 
 use crate::collect::allowance::{AllowanceReader, CounterSource};
-use crate::collect::collector::{own_netns, CollectorConfig};
+use crate::collect::collector::CollectorConfig;
 use crate::collect::ifstats;
+use crate::collect::netns;
 use crate::collect::probes::flows::FLOW_PROGRAMS;
 use crate::collect::probes::hostq::HOSTQ_PROGRAMS;
 use crate::collect::probes::load::{self, NotLoaded, ProgramSpec};
@@ -150,7 +151,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
         ),
     );
 
-    match own_netns() {
+    match netns::own() {
         Ok(ino) => r.push(Mark::Ok, format!("observing network namespace {ino}")),
         Err(e) => {
             r.check(false, format!("cannot read this network namespace: {e}"));

@@ -22,6 +22,7 @@ use super::flows_skel::types::{
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::netns_dump::{read_iter, OtherNamespaces};
+use super::records::read_record;
 use crate::model::snapshot::ProgramHealth;
 
 /// Which sockets to observe.
@@ -313,7 +314,7 @@ impl FlowProbes {
         }
         Ok(buf
             .chunks_exact(n)
-            .map(read_pod::<ts_flow_record>)
+            .filter_map(read_record::<ts_flow_record>)
             .collect())
     }
 
@@ -465,25 +466,10 @@ pub fn prog_stats(fd: i32) -> Option<ProgStats> {
 }
 
 fn decode_event(data: &[u8]) -> Option<RawEvent> {
-    if data.len() < size_of::<ts_event>() {
-        return None;
-    }
-    let hdr = read_pod::<ts_event>(data);
+    let hdr: ts_event = read_record(data)?;
     if ts_event_kind(hdr.kind) == ts_event_kind::TS_EV_CLOSE {
-        (data.len() >= size_of::<ts_close_event>())
-            .then(|| RawEvent::Close(Box::new(read_pod::<ts_close_event>(data))))
+        read_record::<ts_close_event>(data).map(|c| RawEvent::Close(Box::new(c)))
     } else {
         Some(RawEvent::Plain(hdr))
     }
-}
-
-/// Reads a generated ABI struct from kernel bytes.
-///
-/// Only used for the skeleton's `ts_*` types, which hold integers and byte
-/// arrays alone: every bit pattern is a valid value.
-fn read_pod<T: Copy>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= size_of::<T>());
-    // SAFETY: length checked above; T is plain data (see above); unaligned
-    // read because the buffer carries no alignment promise.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) }
 }

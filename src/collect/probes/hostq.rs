@@ -4,8 +4,9 @@
 //! kernel drop reason.
 
 use std::collections::HashMap;
-use std::mem::{size_of, MaybeUninit};
+use std::mem::MaybeUninit;
 
+use crate::collect::ifindex::IfIndexNames;
 use anyhow::{Context, Result};
 use libbpf_rs::btf::types::Enum;
 use libbpf_rs::btf::Btf;
@@ -16,6 +17,7 @@ use super::flows::{health_of, not_loaded, NetnsFilter};
 use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
+use super::records::read_record;
 use crate::model::snapshot::{HostQueueSample, ProgramHealth};
 
 /// (program name, the health counter of its observed events).
@@ -90,6 +92,11 @@ pub struct HostQueueProbes {
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
     dropped: load::Dropped,
+    /// Interface names in the namespace the probes were loaded in.
+    names: IfIndexNames,
+    own_netns: u32,
+    /// Reads so far: the names are looked up again at each.
+    reads: u64,
 }
 
 impl HostQueueProbes {
@@ -129,6 +136,9 @@ impl HostQueueProbes {
             prev_drops: HashMap::new(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
+            names: IfIndexNames::new().context("making a socket to look up interface names")?,
+            own_netns: crate::collect::netns::own().unwrap_or(0),
+            reads: 0,
         })
     }
 
@@ -138,12 +148,14 @@ impl HostQueueProbes {
     /// `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
     pub fn read(&mut self) -> Result<HashMap<String, HostQueueSample>> {
         let epoch = self.close_epoch()?;
-        let own_netns = crate::collect::netns::own().unwrap_or(0);
+        self.reads += 1;
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         let map = &self.skel.maps.if_stats;
         for key_bytes in map.keys() {
-            let key: hq_if_key = read_pod(&key_bytes);
+            let Some(key) = read_record::<hq_if_key>(&key_bytes) else {
+                continue;
+            };
             let Some(per_cpu) = map
                 .lookup_percpu(&key_bytes, MapFlags::ANY)
                 .context("reading the host-queue interface stats")?
@@ -152,8 +164,7 @@ impl HostQueueProbes {
             };
             let cpus: Vec<hq_if_stats> = per_cpu
                 .iter()
-                .filter(|v| v.len() >= size_of::<hq_if_stats>())
-                .map(|v| read_pod(v))
+                .filter_map(|v| read_record::<hq_if_stats>(v))
                 .collect();
             let (totals, mut sample) = fold_cpus(&cpus, epoch);
             let prev = self
@@ -168,12 +179,21 @@ impl HostQueueProbes {
             if samples == 0 {
                 sample.sojourn_max_us = None;
             }
-            out.insert(if_name(own_netns, key.netns, key.ifindex), sample);
+            let name = if_name(
+                &mut self.names,
+                self.own_netns,
+                self.reads,
+                key.netns,
+                key.ifindex,
+            );
+            out.insert(name, sample);
         }
 
         let map = &self.skel.maps.drops;
         for key_bytes in map.keys() {
-            let key: hq_drop_key = read_pod(&key_bytes);
+            let Some(key) = read_record::<hq_drop_key>(&key_bytes) else {
+                continue;
+            };
             let total: u64 = map
                 .lookup_percpu(&key_bytes, MapFlags::ANY)
                 .context("reading the host-queue drop counters")?
@@ -190,7 +210,13 @@ impl HostQueueProbes {
             let name = if key.ifindex == 0 {
                 NO_DEVICE.to_string()
             } else {
-                if_name(own_netns, key.netns, key.ifindex)
+                if_name(
+                    &mut self.names,
+                    self.own_netns,
+                    self.reads,
+                    key.netns,
+                    key.ifindex,
+                )
             };
             let sample = out.entry(name).or_default();
             if delta > 0 {
@@ -311,23 +337,23 @@ fn fold_cpus(cpus: &[hq_if_stats], epoch: u64) -> (IfTotals, HostQueueSample) {
     (totals, sample)
 }
 
-/// The interface's name for the report. `if_indextoname` asks the calling
-/// thread's netns (a socket ioctl), unlike /sys/class/net, which shows the
-/// namespace of whoever mounted /sys: wrong after `setns`.
-fn if_name(own_netns: u32, netns: u32, ifindex: u32) -> String {
+/// The interface's name for the report, asked of the namespace the probes
+/// were loaded in (src/collect/ifindex.rs says why not /sys) and looked up
+/// again at each read; an interface of another namespace is named by
+/// namespace and index.
+fn if_name(
+    names: &mut IfIndexNames,
+    own_netns: u32,
+    read: u64,
+    netns: u32,
+    ifindex: u32,
+) -> String {
     if netns != own_netns {
         return format!("netns:{netns}:if{ifindex}");
     }
-    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
-    // SAFETY: `buf` has IF_NAMESIZE bytes, as if_indextoname requires.
-    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
-    if p.is_null() {
-        return format!("if{ifindex}"); // gone since the event
-    }
-    // SAFETY: on success the buffer holds a NUL-terminated name.
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    names
+        .name(ifindex, read)
+        .unwrap_or_else(|| format!("if{ifindex}")) // gone since the event
 }
 
 /// `enum skb_drop_reason` of the running kernel: value -> name without the
@@ -349,15 +375,6 @@ pub fn drop_reason_names() -> Result<HashMap<u32, String>> {
         names.insert(m.value as u32, short.to_string());
     }
     Ok(names)
-}
-
-/// Reads a generated ABI struct from map bytes (integers only: every bit
-/// pattern is valid).
-fn read_pod<T: Copy>(bytes: &[u8]) -> T {
-    assert!(bytes.len() >= size_of::<T>());
-    // SAFETY: length checked; T is plain data; unaligned read because map
-    // buffers carry no alignment promise.
-    unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const T) }
 }
 
 #[cfg(test)]

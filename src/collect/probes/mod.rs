@@ -14,3 +14,4 @@ pub mod flows;
 pub mod hostq;
 pub mod load;
 pub mod netns_dump;
+pub mod records;
