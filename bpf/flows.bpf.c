@@ -72,13 +72,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
+	__uint(max_entries, TS_EVENTS_RINGBUF_BYTES);
 } events SEC(".maps");
 
 /* Scratch space for one record: too large for the 512-byte stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, TS_SCRATCH_ENTRIES);
 	__type(key, __u32);
 	__type(value, struct ts_flow_record);
 } scratch SEC(".maps");

@@ -62,21 +62,21 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, HQ_IF_ENTRIES);
 	__type(key, struct hq_if_key);
 	__type(value, struct hq_if_stats);
 } if_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, HQ_DROP_ENTRIES);
 	__type(key, struct hq_drop_key);
 	__type(value, __u64);
 } drops SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, HQ_SOJOURN_ENTRIES);
 	__type(key, struct hq_if_key);
 	__type(value, struct hq_sojourn);
 } sojourn SEC(".maps");
