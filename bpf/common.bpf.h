@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Helpers shared by flows.bpf.c and hostq.bpf.c. Include it after vmlinux.h
+ * and libbpf's bpf_helpers.h and bpf_core_read.h.
+ *
+ * Every helper is `static __always_inline` (or a macro), so a use compiles
+ * to the code that was written in place before this header, with no
+ * BPF-to-BPF call on the hot paths: when it was introduced, flows.bpf.c's
+ * programs came out instruction for instruction the same.
+ *
+ * The helpers name no map or global of either object: each object has its own
+ * health map and its own `.rodata` filter (the loader sets them separately),
+ * so those are parameters.
+ */
+#ifndef THROTTLESCOPE_COMMON_BPF_H
+#define THROTTLESCOPE_COMMON_BPF_H
+
+/*
+ * TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): when bit `bit` of `mask` (the
+ * object's `const volatile __u32 test_reject`) is set, the program loads from
+ * a scalar, an access the verifier rejects, as an older kernel would reject a
+ * program it cannot run. `mask` is 0 outside tests, and the verifier prunes the
+ * branch at load. A macro, not a function: it returns from the program.
+ */
+#define TEST_REJECT(mask, bit)                                                 \
+	do {                                                                   \
+		if ((mask) & (1U << (bit)))                                    \
+			return *(volatile int *)(long)bpf_ktime_get_ns();      \
+	} while (0)
+
+/*
+ * Network namespace inodes. Plain dereferences, not BPF_CORE_READ: `sk` and
+ * `dev` are BTF pointers in every program that calls these, so the verifier
+ * turns them into direct loads, where BPF_CORE_READ would make two
+ * bpf_probe_read_kernel calls. This runs on every event of every namespace
+ * (tools/bench measured the helper version of the socket read at ~100 ns
+ * over an empty program). CO-RE still relocates the offsets.
+ */
+static __always_inline __u32 sk_netns(const struct sock *sk)
+{
+	return sk->__sk_common.skc_net.net->ns.inum;
+}
+
+static __always_inline __u32 dev_netns(const struct net_device *dev)
+{
+	return dev->nd_net.net->ns.inum;
+}
+
+/*
+ * The namespace filter every program applies first: the object's `all_netns`,
+ * or `netns` equal to its `target_netns` (both `const volatile`, set by the
+ * loader). A macro, not a function, so that `netns` is evaluated only when
+ * `all_netns` is false, as written: a function's argument is computed before
+ * its body, and clang then hoisted the namespace loads above the flag test
+ * (same instruction count, measured), which the verifier cannot remove under
+ * --all-netns as it removes code behind a known `.rodata` value.
+ */
+#define NETNS_OBSERVED(netns, target_netns, all_netns)                        \
+	((all_netns) || (netns) == (target_netns))
+
+/*
+ * Adds one to slot `idx` of a __u64 array map (the per-CPU health counters:
+ * no atomics needed, user space sums the CPUs). A macro around a function so
+ * that the map's value type is checked at compile time: the function takes
+ * the map as `void *` (all bpf_map_lookup_elem knows), and a map declared
+ * with a narrower value would be written 8 bytes wide (refused by the
+ * verifier at load; this refuses it at build).
+ */
+static __always_inline void counter_inc_u64(void *map, __u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(map, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+#define health_inc(map, idx)                                                   \
+	do {                                                                   \
+		_Static_assert(__builtin_types_compatible_p(typeof(*(map).value), \
+							    __u64),            \
+			       "health_inc: the map's values must be __u64"); \
+		counter_inc_u64(&(map), (idx));                                \
+	} while (0)
+
+#endif
