@@ -82,4 +82,23 @@ static __always_inline void counter_inc_u64(void *map, __u32 idx)
 		counter_inc_u64(&(map), (idx));                                \
 	} while (0)
 
+/*
+ * The entry under `key`, created from `init` when absent. For hash maps
+ * shared by CPUs that may create the same key at once: BPF_NOEXIST so a
+ * racing CPU's entry is never overwritten (its -EEXIST is ignored), then a
+ * second lookup finds whichever entry won. NULL only when the entry cannot be
+ * created (the map is full). On a per-CPU hash `init` fills this CPU's slot
+ * and the others start zeroed, so counters are initialised with 0 and then
+ * incremented by the caller like any other hit.
+ */
+static __always_inline void *map_lookup_or_init(void *map, const void *key, const void *init)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
 #endif

@@ -106,12 +106,7 @@ static __always_inline struct hq_if_stats *stats_get(const struct hq_if_key *key
 {
 	struct hq_if_stats zero = {}, *st;
 
-	st = bpf_map_lookup_elem(&if_stats, key);
-	if (st)
-		return st;
-	/* -EEXIST from a racing CPU is fine: the lookup below finds it. */
-	bpf_map_update_elem(&if_stats, key, &zero, BPF_NOEXIST);
-	st = bpf_map_lookup_elem(&if_stats, key);
+	st = map_lookup_or_init(&if_stats, key, &zero);
 	if (!st)
 		health_inc(hq_health, HQ_H_IF_UNTRACKED);
 	return st;
@@ -192,13 +187,9 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 
 	/* Start a sojourn sample when none is in progress: this packet leaves
 	 * after the qlen packets ahead of it and itself. */
-	sj = bpf_map_lookup_elem(&sojourn, &key);
-	if (!sj) {
-		bpf_map_update_elem(&sojourn, &key, &fresh, BPF_NOEXIST);
-		sj = bpf_map_lookup_elem(&sojourn, &key);
-		if (!sj)
-			return 0;
-	}
+	sj = map_lookup_or_init(&sojourn, &key, &fresh);
+	if (!sj)
+		return 0;
 	if (sj->remaining > 0) {
 		if (now - sj->enq_ns < HQ_SOJOURN_STALE_NS)
 			return 0;
@@ -293,7 +284,7 @@ int on_kfree_skb(__u64 *ctx)
 	__u32 reason = 0;
 	struct net_device *dev;
 	struct hq_drop_key key = {};
-	__u64 one = 1, *cnt;
+	__u64 zero = 0, *cnt;
 
 	TEST_REJECT(test_reject, HQ_H_DROP_EVENTS);
 	if (bpf_core_type_matches(btf_trace_kfree_skb___rx_sk)) {
@@ -319,18 +310,11 @@ int on_kfree_skb(__u64 *ctx)
 		return 0;
 	key.reason = reason;
 	health_inc(hq_health, HQ_H_DROP_EVENTS);
-	cnt = bpf_map_lookup_elem(&drops, &key);
-	if (cnt) {
-		*cnt += 1;
+	cnt = map_lookup_or_init(&drops, &key, &zero);
+	if (!cnt) {
+		health_inc(hq_health, HQ_H_DROP_UNTRACKED);
 		return 0;
 	}
-	if (bpf_map_update_elem(&drops, &key, &one, BPF_NOEXIST)) {
-		/* A racing CPU may have created it: count there. */
-		cnt = bpf_map_lookup_elem(&drops, &key);
-		if (cnt)
-			*cnt += 1;
-		else
-			health_inc(hq_health, HQ_H_DROP_UNTRACKED);
-	}
+	*cnt += 1;
 	return 0;
 }
