@@ -317,10 +317,9 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
-	struct skb_shared_info *shinfo;
 	struct ts_flow_state *st;
 	int err = 0;
-	__u16 segs;
+	__u32 segs;
 
 	if (!observed(sk))
 		return 0;
@@ -335,10 +334,8 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 		emit(TS_EV_RETRANS, sk, err, 0);
 		return 0;
 	}
-	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	segs = BPF_CORE_READ(shinfo, gso_segs);
-	if (!segs)
-		segs = 1;
+	/* A TCP skb: gso_segs as its transmit set it, no gso_size check. */
+	segs = skb_gso_segs(skb, false);
 	st->retrans_skbs++;
 	st->retrans_segs += segs;
 	emit(TS_EV_RETRANS, sk, 0, segs);

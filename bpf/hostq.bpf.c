@@ -89,17 +89,10 @@ static __always_inline bool observed(__u32 netns)
 }
 
 /* Wire packets in one skb: gso segments, as the qdisc's own byte/packet
- * stats count them (bstats_update). */
+ * stats count them (bstats_update); any kind of skb passes here. */
 static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 {
-	struct skb_shared_info *shinfo;
-	__u16 segs;
-
-	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	if (!BPF_CORE_READ(shinfo, gso_size))
-		return 1;
-	segs = BPF_CORE_READ(shinfo, gso_segs);
-	return segs ? segs : 1;
+	return skb_gso_segs(skb, true);
 }
 
 static __always_inline struct hq_if_stats *stats_get(const struct hq_if_key *key)
