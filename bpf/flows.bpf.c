@@ -13,6 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include "flows.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -32,16 +33,9 @@ const volatile bool emit_events = true; /* ring-buffer events for recordings */
 const volatile bool ca_from_probe = false;
 /* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
  * reject the optional program whose health counter is N, as an older kernel
- * would; 0 (the only value outside tests) and the check is pruned at load. */
+ * would (TEST_REJECT, common.bpf.h); 0 (the only value outside tests) and the
+ * check is pruned at load. */
 const volatile __u32 test_reject = 0;
-
-/* An invalid load (of a scalar, not a pointer): the verifier rejects the
- * program that contains it. Only reachable when test_reject says so. */
-#define TEST_REJECT(counter)                                                   \
-	do {                                                                   \
-		if (test_reject & (1U << (counter)))                              \
-			return *(volatile int *)(long)bpf_ktime_get_ns();      \
-	} while (0)
 
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct ts_flow_record _abi_flow_record = {};
@@ -72,37 +66,20 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 20);
+	__uint(max_entries, TS_EVENTS_RINGBUF_BYTES);
 } events SEC(".maps");
 
 /* Scratch space for one record: too large for the 512-byte stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, TS_SCRATCH_ENTRIES);
 	__type(key, __u32);
 	__type(value, struct ts_flow_record);
 } scratch SEC(".maps");
 
-static __always_inline void health_inc(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&health, &idx);
-	if (v)
-		*v += 1;
-}
-
-/* Plain dereferences, not BPF_CORE_READ: `sk` is a BTF pointer in every
- * program here, so the verifier turns these into direct loads, where
- * BPF_CORE_READ would make two bpf_probe_read_kernel calls. This runs on
- * every event of every namespace (tools/bench measured the helper version
- * at ~100 ns over an empty program). CO-RE still relocates the offsets. */
-static __always_inline __u32 sk_netns(const struct sock *sk)
-{
-	return sk->__sk_common.skc_net.net->ns.inum;
-}
-
 static __always_inline bool observed(const struct sock *sk)
 {
-	return all_netns || sk_netns(sk) == target_netns;
+	return NETNS_OBSERVED(sk_netns(sk), target_netns, all_netns);
 }
 
 static __always_inline __u32 current_ca_state(struct sock *sk)
@@ -119,7 +96,7 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 	st = bpf_sk_storage_get(&flow_state, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
 	if (!st) {
 		if (create)
-			health_inc(TS_H_UNTRACKED);
+			health_inc(health, TS_H_UNTRACKED);
 		return NULL;
 	}
 	if (!st->first_seen_ns) {
@@ -141,7 +118,7 @@ static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 
 		return;
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		health_inc(TS_H_RINGBUF_DROPS);
+		health_inc(health, TS_H_RINGBUF_DROPS);
 		return;
 	}
 	ev->ts_ns = bpf_ktime_get_ns();
@@ -340,14 +317,13 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
-	struct skb_shared_info *shinfo;
 	struct ts_flow_state *st;
 	int err = 0;
-	__u16 segs;
+	__u32 segs;
 
 	if (!observed(sk))
 		return 0;
-	health_inc(TS_H_RETRANS_EVENTS);
+	health_inc(health, TS_H_RETRANS_EVENTS);
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
@@ -358,10 +334,8 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 		emit(TS_EV_RETRANS, sk, err, 0);
 		return 0;
 	}
-	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	segs = BPF_CORE_READ(shinfo, gso_segs);
-	if (!segs)
-		segs = 1;
+	/* A TCP skb: gso_segs as its transmit set it, no gso_size check. */
+	segs = skb_gso_segs(skb, false);
 	st->retrans_skbs++;
 	st->retrans_segs += segs;
 	emit(TS_EV_RETRANS, sk, 0, segs);
@@ -375,10 +349,10 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 {
 	struct ts_flow_state *st;
 
-	TEST_REJECT(TS_H_CONG_EVENTS);
+	TEST_REJECT(test_reject, TS_H_CONG_EVENTS);
 	if (!observed(sk))
 		return 0;
-	health_inc(TS_H_CONG_EVENTS);
+	health_inc(health, TS_H_CONG_EVENTS);
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
@@ -394,7 +368,7 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP || !observed(sk))
 		return 0;
-	health_inc(TS_H_STATE_EVENTS);
+	health_inc(health, TS_H_STATE_EVENTS);
 	if (newstate == TCP_ESTABLISHED) {
 		st = flow_get(sk, true);
 		if (!st)
@@ -425,7 +399,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 
 	if (!observed(sk))
 		return 0;
-	health_inc(TS_H_DESTROY_EVENTS);
+	health_inc(health, TS_H_DESTROY_EVENTS);
 	st = flow_get(sk, false);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!st || !tp)
@@ -434,7 +408,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 	 * reported once with its final counters. */
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		health_inc(TS_H_RINGBUF_DROPS);
+		health_inc(health, TS_H_RINGBUF_DROPS);
 		return 0;
 	}
 	fill_record(&ev->rec, sk, tp, st);
@@ -457,10 +431,10 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	struct ts_flow_state *st;
 	__u64 pid_tgid;
 
-	TEST_REJECT(TS_H_SENDMSG_EVENTS);
+	TEST_REJECT(test_reject, TS_H_SENDMSG_EVENTS);
 	if (!observed(sk))
 		return 0;
-	health_inc(TS_H_SENDMSG_EVENTS);
+	health_inc(health, TS_H_SENDMSG_EVENTS);
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
@@ -495,7 +469,7 @@ int seed_flows(struct bpf_iter__tcp *ctx)
 	if (!observed((struct sock *)tp))
 		return 0;
 	if (flow_get((struct sock *)tp, true))
-		health_inc(TS_H_SEEDED);
+		health_inc(health, TS_H_SEEDED);
 	return 0;
 }
 
@@ -512,7 +486,7 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 		return;
 	fill_record(rec, sk, tp, st);
 	bpf_seq_write(seq, rec, sizeof(*rec));
-	health_inc(TS_H_ITER_RECORDS);
+	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
 	st->cwnd_min = 0;
 }
@@ -525,7 +499,7 @@ int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct sock *sk = ctx->sk;
 	struct tcp_sock *tp;
 
-	TEST_REJECT(TS_H_ITER_RECORDS);
+	TEST_REJECT(test_reject, TS_H_ITER_RECORDS);
 	if (!sk || !st)
 		return 0;
 	tp = bpf_skc_to_tcp_sock(sk);

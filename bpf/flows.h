@@ -13,6 +13,22 @@
 /* TCP_CA_Open, Disorder, CWR, Recovery, Loss */
 #define TS_CA_STATES 5
 
+/*
+ * Map sizes (max_entries). The per-socket storage has none: it lives and dies
+ * with each socket.
+ *
+ * The event ring buffer, in bytes (the kernel wants a power of two and a
+ * multiple of the page size). User space drains it once per interval (1 s by
+ * default), so it holds an interval's events: ~26000 open, state, retransmit
+ * or congestion events (32 bytes and an 8-byte ring header each), or ~2400
+ * close records (424 + 8 bytes). Past it events are counted in
+ * TS_H_RINGBUF_DROPS.
+ */
+#define TS_EVENTS_RINGBUF_BYTES (1 << 20)
+/* The per-CPU scratch record of the flow-dump iterators: one per CPU is all
+ * an iterator run needs, it writes its record out before the next. */
+#define TS_SCRATCH_ENTRIES 1
+
 /* Where a flow's ifindex came from (ts_flow_state.ifindex_source). */
 enum ts_ifindex_source {
 	TS_IFX_NONE = 0,         /* not known yet */

@@ -21,6 +21,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "hostq.h"
+#include "common.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -29,15 +30,9 @@ const volatile __u32 target_netns = 0; /* netns inode to observe */
 const volatile bool all_netns = false;  /* observe every netns */
 
 /* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
- * reject the program whose health counter is N; 0 outside tests, and pruned
- * at load. */
+ * reject the program whose health counter is N (TEST_REJECT, common.bpf.h);
+ * 0 outside tests, and pruned at load. */
 const volatile __u32 test_reject = 0;
-
-#define TEST_REJECT(counter)                                                   \
-	do {                                                                   \
-		if (test_reject & (1U << (counter)))                              \
-			return *(volatile int *)(long)bpf_ktime_get_ns();      \
-	} while (0)
 
 /* Set when on_qdisc_enqueue is not loaded: on_qdisc_dequeue then keeps the
  * interval's peak backlog (as seen after each dequeue). Off, the verifier
@@ -62,21 +57,21 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, HQ_IF_ENTRIES);
 	__type(key, struct hq_if_key);
 	__type(value, struct hq_if_stats);
 } if_stats SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 4096);
+	__uint(max_entries, HQ_DROP_ENTRIES);
 	__type(key, struct hq_drop_key);
 	__type(value, __u64);
 } drops SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
+	__uint(max_entries, HQ_SOJOURN_ENTRIES);
 	__type(key, struct hq_if_key);
 	__type(value, struct hq_sojourn);
 } sojourn SEC(".maps");
@@ -88,49 +83,25 @@ struct {
 	__type(value, __u64);
 } hq_health SEC(".maps");
 
-static __always_inline void health_inc(__u32 idx)
-{
-	__u64 *v = bpf_map_lookup_elem(&hq_health, &idx);
-	if (v)
-		*v += 1;
-}
-
 static __always_inline bool observed(__u32 netns)
 {
-	return all_netns || netns == target_netns;
-}
-
-static __always_inline __u32 dev_netns(const struct net_device *dev)
-{
-	return dev->nd_net.net->ns.inum;
+	return NETNS_OBSERVED(netns, target_netns, all_netns);
 }
 
 /* Wire packets in one skb: gso segments, as the qdisc's own byte/packet
- * stats count them (bstats_update). */
+ * stats count them (bstats_update); any kind of skb passes here. */
 static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 {
-	struct skb_shared_info *shinfo;
-	__u16 segs;
-
-	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	if (!BPF_CORE_READ(shinfo, gso_size))
-		return 1;
-	segs = BPF_CORE_READ(shinfo, gso_segs);
-	return segs ? segs : 1;
+	return skb_gso_segs(skb, true);
 }
 
 static __always_inline struct hq_if_stats *stats_get(const struct hq_if_key *key)
 {
 	struct hq_if_stats zero = {}, *st;
 
-	st = bpf_map_lookup_elem(&if_stats, key);
-	if (st)
-		return st;
-	/* -EEXIST from a racing CPU is fine: the lookup below finds it. */
-	bpf_map_update_elem(&if_stats, key, &zero, BPF_NOEXIST);
-	st = bpf_map_lookup_elem(&if_stats, key);
+	st = map_lookup_or_init(&if_stats, key, &zero);
 	if (!st)
-		health_inc(HQ_H_IF_UNTRACKED);
+		health_inc(hq_health, HQ_H_IF_UNTRACKED);
 	return st;
 }
 
@@ -185,7 +156,7 @@ static __always_inline struct hq_if_stats *queue_stats(struct Qdisc *q,
 	if (!observed(key->netns))
 		return NULL;
 	key->ifindex = dev->ifindex;
-	health_inc(counter);
+	health_inc(hq_health, counter);
 	return stats_get(key);
 }
 
@@ -197,7 +168,7 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	struct hq_sojourn *sj, fresh = {};
 	__u64 now;
 
-	TEST_REJECT(HQ_H_ENQUEUE_EVENTS);
+	TEST_REJECT(test_reject, HQ_H_ENQUEUE_EVENTS);
 	st = queue_stats(q, txq, HQ_H_ENQUEUE_EVENTS, &key);
 	if (!st)
 		return 0;
@@ -209,17 +180,13 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 
 	/* Start a sojourn sample when none is in progress: this packet leaves
 	 * after the qlen packets ahead of it and itself. */
-	sj = bpf_map_lookup_elem(&sojourn, &key);
-	if (!sj) {
-		bpf_map_update_elem(&sojourn, &key, &fresh, BPF_NOEXIST);
-		sj = bpf_map_lookup_elem(&sojourn, &key);
-		if (!sj)
-			return 0;
-	}
+	sj = map_lookup_or_init(&sojourn, &key, &fresh);
+	if (!sj)
+		return 0;
 	if (sj->remaining > 0) {
 		if (now - sj->enq_ns < HQ_SOJOURN_STALE_NS)
 			return 0;
-		health_inc(HQ_H_SOJOURN_LOST);
+		health_inc(hq_health, HQ_H_SOJOURN_LOST);
 	}
 	sj->qdisc = (__u64)q;
 	sj->enq_ns = now;
@@ -239,7 +206,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	__u32 slot;
 	int i;
 
-	TEST_REJECT(HQ_H_DEQUEUE_EVENTS);
+	TEST_REJECT(test_reject, HQ_H_DEQUEUE_EVENTS);
 	/* Fires with skb == NULL when the qdisc had nothing to send. */
 	if (!skb || packets <= 0)
 		return 0;
@@ -254,7 +221,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	}
 	if (packets > HQ_BULK_WALK) {
 		segs += packets - HQ_BULK_WALK;
-		health_inc(HQ_H_BULK_TRUNCATED);
+		health_inc(hq_health, HQ_H_BULK_TRUNCATED);
 	}
 	now = bpf_ktime_get_ns();
 	st->dequeued += segs;
@@ -310,9 +277,9 @@ int on_kfree_skb(__u64 *ctx)
 	__u32 reason = 0;
 	struct net_device *dev;
 	struct hq_drop_key key = {};
-	__u64 one = 1, *cnt;
+	__u64 zero = 0, *cnt;
 
-	TEST_REJECT(HQ_H_DROP_EVENTS);
+	TEST_REJECT(test_reject, HQ_H_DROP_EVENTS);
 	if (bpf_core_type_matches(btf_trace_kfree_skb___rx_sk)) {
 		reason = (__u32)ctx[2];
 		sk = (struct sock *)ctx[3];
@@ -328,26 +295,19 @@ int on_kfree_skb(__u64 *ctx)
 		key.netns = dev_netns(dev);
 		key.ifindex = dev->ifindex;
 	} else if (sk) {
-		key.netns = sk->__sk_common.skc_net.net->ns.inum;
+		key.netns = sk_netns(sk);
 	} else {
 		return 0;
 	}
 	if (!observed(key.netns))
 		return 0;
 	key.reason = reason;
-	health_inc(HQ_H_DROP_EVENTS);
-	cnt = bpf_map_lookup_elem(&drops, &key);
-	if (cnt) {
-		*cnt += 1;
+	health_inc(hq_health, HQ_H_DROP_EVENTS);
+	cnt = map_lookup_or_init(&drops, &key, &zero);
+	if (!cnt) {
+		health_inc(hq_health, HQ_H_DROP_UNTRACKED);
 		return 0;
 	}
-	if (bpf_map_update_elem(&drops, &key, &one, BPF_NOEXIST)) {
-		/* A racing CPU may have created it: count there. */
-		cnt = bpf_map_lookup_elem(&drops, &key);
-		if (cnt)
-			*cnt += 1;
-		else
-			health_inc(HQ_H_DROP_UNTRACKED);
-	}
+	*cnt += 1;
 	return 0;
 }

@@ -9,6 +9,26 @@
 #ifndef THROTTLESCOPE_HOSTQ_H
 #define THROTTLESCOPE_HOSTQ_H
 
+/*
+ * Map sizes (max_entries). Both per-CPU hashes are preallocated (the
+ * default: no BPF_F_NO_PREALLOC), so each costs max_entries x value size x
+ * possible CPUs of memory whether used or not: sized for many namespaces'
+ * interfaces, not without bound.
+ *
+ * Interfaces, keyed by (netns, ifindex): user space never deletes entries, so
+ * this bounds the interfaces seen in the observer's lifetime (veths of
+ * containers come and go with new ifindexes). 1024 x 112 bytes is 112 KiB
+ * per CPU. Past it new interfaces are counted in HQ_H_IF_UNTRACKED.
+ */
+#define HQ_IF_ENTRIES 1024
+/* (netns, ifindex, drop reason), never deleted either: room for 4 reasons
+ * per interface on average at HQ_IF_ENTRIES interfaces; 8-byte values, 32 KiB
+ * per CPU. Past it new keys are counted in HQ_H_DROP_UNTRACKED. */
+#define HQ_DROP_ENTRIES 4096
+/* One sojourn sample in progress per interface, same key as the interface
+ * stats: the same bound. A plain hash, not per CPU. */
+#define HQ_SOJOURN_ENTRIES HQ_IF_ENTRIES
+
 /* Indexes into the per-CPU `hq_health` array. Every one is shown to the user. */
 enum hq_health_counter {
 	HQ_H_ENQUEUE_EVENTS = 0, /* qdisc_enqueue runs on an observed device's tx qdisc */
