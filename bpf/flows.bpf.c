@@ -423,7 +423,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 }
 
 /* Optional: the tracepoint is new in 6.16. Without it owners come from the
- * socket-inode index user space builds from /proc (src/owners.rs). */
+ * socket-inode index user space builds from /proc (src/collect/owners.rs). */
 SEC("tp_btf/tcp_sendmsg_locked")
 int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 {

@@ -4,7 +4,7 @@
  *
  * The Rust loader never re-declares these structs: libbpf-cargo generates them
  * from this object's BTF (see the `_abi_*` globals in flows.bpf.c), and
- * src/probes/ reads iterator and ring-buffer bytes as those generated types.
+ * src/collect/probes/ reads iterator and ring-buffer bytes as those generated types.
  */
 #ifndef THROTTLESCOPE_FLOWS_H
 #define THROTTLESCOPE_FLOWS_H
