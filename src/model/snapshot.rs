@@ -2,8 +2,11 @@
 //!
 //! Everything the analysis needs is in here, so a recording can be re-judged
 //! without the machine it came from. Counters come twice: `totals` as read at
-//! the end of the interval and `delta` over the interval; deltas are computed
-//! once, by the collector, so every consumer agrees on them.
+//! the end of the interval and `delta` over the interval. Deltas are computed
+//! once, at collection, by the reader of each source (the flow table for
+//! flows, the allowance tracker for the ENA counters, src/collect/ifstats.rs
+//! for link counters, the host-queue probes for theirs), never by a consumer,
+//! so every consumer agrees on them.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
