@@ -31,11 +31,7 @@ impl VethNs {
     }
 
     fn with_queues(tag: &str, queues: u32) -> VethNs {
-        assert_eq!(
-            unsafe { libc::geteuid() },
-            0,
-            "this test creates network namespaces: run it as root"
-        );
+        common::needs_root("a veth pair in its own network namespace");
         static N: AtomicU32 = AtomicU32::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -500,6 +500,7 @@ struct Mount {
 
 impl Mount {
     fn tmpfs(tag: &str, options: &str) -> Mount {
+        common::needs_root("mounting a tmpfs");
         let dir = TempDir::new(tag);
         common::run(
             Command::new("mount")

@@ -55,6 +55,7 @@ pub struct Lab {
 
 impl Lab {
     pub fn up(tag: &str) -> Lab {
+        needs_root("the lab's network namespaces");
         static N: AtomicU32 = AtomicU32::new(0);
         // Short: interface and namespace names have length limits.
         let prefix = format!(
@@ -166,6 +167,17 @@ impl Drop for Lab {
 
 /// Runs `f` on a thread that has entered network namespace `ns`
 /// (`setns` changes only the calling thread's namespace).
+/// Marks a test as root-only, and fails it (never skips it) when run
+/// without root, saying what needed root. tools/test runs as root.
+pub fn needs_root(what: &str) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "root-only test: {what} needs root; run the tests as root (tools/test does)"
+    );
+}
+
 pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = Path::new("/run/netns").join(ns);
     std::thread::spawn(move || {
@@ -178,6 +190,7 @@ pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'sta
 
 /// Moves the calling thread into the netns at `path`.
 pub fn enter_netns(path: &Path) {
+    needs_root("entering a network namespace");
     let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     // SAFETY: valid fd; CLONE_NEWNET only affects this thread.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
