@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use crate::collect::allowance::parse_counters_arg;
-use crate::shared::duration::{parse_duration, parse_interval, parse_size};
+use crate::shared::units::{parse_duration, parse_interval, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(

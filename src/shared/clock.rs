@@ -242,7 +242,7 @@ pub fn parse_time(what: &str, s: &str) -> Result<TimeSpec, String> {
     {
         return Ok(TimeSpec::Offset(0));
     }
-    crate::shared::duration::parse_duration(t)
+    crate::shared::units::parse_duration(t)
         .map(|d| TimeSpec::Offset(d.as_millis() as u64))
         .map_err(|_| bad())
 }

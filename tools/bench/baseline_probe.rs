@@ -17,8 +17,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use throttlescope::collect::probes::flows::{prog_stats, ProgStats};
 
-use throttlescope::shared::duration::parse_duration;
 use throttlescope::shared::signals;
+use throttlescope::shared::units::parse_duration;
 
 #[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
 mod empty_skel {
