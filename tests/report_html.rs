@@ -308,7 +308,7 @@ fn check_dom(dom: &str) {
     }
     // The legend names the verdict; the tables hold the episode and flows.
     assert!(dom.contains("<i class=\"swatch verdict-hypervisor_queuing\"></i>hypervisor_queuing"));
-    assert!(dom.contains("4.8 Gbit/s (out)"), "burst ceiling missing");
+    assert!(dom.contains("4.80Gb/s (out)"), "burst ceiling missing");
     assert_eq!(dom.matches("<tr class=\"flow\">").count(), 3);
 }
 

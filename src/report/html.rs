@@ -16,6 +16,7 @@ use std::fmt::{self, Write};
 
 use super::model::{EpisodeReport, Report};
 use crate::analysis::Verdict;
+use crate::shared::units;
 
 /// Points per series and chart at most; more are reduced min/max-preserving.
 pub const MAX_POINTS: usize = 1500;
@@ -143,7 +144,7 @@ fn summary(out: &mut String, report: &Report) {
         "<p class=\"summary\">{} intervals over {} from {}, {} interface(s): {} episode(s) \
          where something held the network back; {} flow(s) ranked.</p>",
         report.span.intervals,
-        format::secs(report.span.seconds),
+        units::secs(report.span.seconds),
         report
             .span
             .start_unix_ms

@@ -8,42 +8,13 @@ use std::fmt::Write;
 use super::model::*;
 use crate::analysis::Verdict;
 use crate::shared::clock::{format_offset, format_time_of_day, format_utc};
-use crate::sinks::table::rate_bits;
+use crate::shared::units::{bytes, opt_pct, rate_bits, secs};
 
 /// Episodes listed one by one; the rest are counted (all are in `--json`).
 const EPISODES_LISTED: usize = 50;
 /// Evidence lines shown per episode: the deciding signal and the next ones
 /// past their thresholds.
 const EVIDENCE_LISTED: usize = 3;
-
-fn bytes(n: u64) -> String {
-    let v = n as f64;
-    if v >= 1e9 {
-        format!("{:.2} GB", v / 1e9)
-    } else if v >= 1e6 {
-        format!("{:.1} MB", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1} kB", v / 1e3)
-    } else {
-        format!("{n} B")
-    }
-}
-
-fn pct(p: Option<f64>) -> String {
-    match p {
-        Some(p) if p != 0.0 && p.abs() < 0.01 => format!("{p:.4}%"),
-        Some(p) => format!("{p:.2}%"),
-        None => "-".into(),
-    }
-}
-
-fn secs(s: f64) -> String {
-    if s >= 120.0 {
-        format!("{:.1} min", s / 60.0)
-    } else {
-        format!("{s:.0} s")
-    }
-}
 
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
@@ -257,8 +228,8 @@ fn interfaces(out: &mut String, r: &Report) {
                 out,
                 "    allowance {name:<9} {} exceeded: {} of {of} overall, peak {}",
                 a.exceeded,
-                pct(a.pct),
-                pct(a.peak_pct)
+                opt_pct(a.pct),
+                opt_pct(a.peak_pct)
             );
         }
         let _ = writeln!(
@@ -266,8 +237,8 @@ fn interfaces(out: &mut String, r: &Report) {
             "    retransmits {} of {} segments: {} overall, peak {}",
             i.retrans_segs,
             i.segs_out,
-            pct(i.retrans_pct),
-            pct(i.peak_retrans_pct)
+            opt_pct(i.retrans_pct),
+            opt_pct(i.peak_retrans_pct)
         );
         if i.peak_backlog_bytes > 0 || !i.host_drops.is_empty() {
             let drops: Vec<String> = i

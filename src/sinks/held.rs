@@ -2,9 +2,10 @@
 //! table and the full-screen view say the same things the same way.
 
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, Verdict};
+use crate::shared::units;
 
 /// The episodes before the current one on `iface`, oldest first, as
-/// "free_flow 14s, hypervisor_queuing 3s" (the live pipeline carries the
+/// "free_flow 14.0s, hypervisor_queuing 3.00s" (the live pipeline carries the
 /// last few in each interval's analysis); None when there were none.
 pub fn earlier_episodes(a: &IntervalAnalysis, iface: &str) -> Option<String> {
     let eps: Vec<String> = a
@@ -13,7 +14,7 @@ pub fn earlier_episodes(a: &IntervalAnalysis, iface: &str) -> Option<String> {
         .filter(|e| e.iface == iface && !e.open)
         .map(|e| {
             let secs = e.end_mono_ns.saturating_sub(e.start_mono_ns) as f64 / 1e9;
-            format!("{} {secs:.0}s", e.verdict)
+            format!("{} {}", e.verdict, units::secs(secs))
         })
         .collect();
     (!eps.is_empty()).then(|| eps.join(", "))

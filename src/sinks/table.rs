@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::{AllowanceStatus, FlowSample, Snapshot};
+use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
 use crate::sinks::held;
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
@@ -13,20 +14,20 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "-- interval {} ({:.2} s) --",
+        "-- interval {} ({}) --",
         snap.seq,
-        snap.interval_secs()
+        units::secs(snap.interval_secs())
     );
     for i in &snap.interfaces {
         let _ = writeln!(
             out,
-            "{:<12} {:<8} tx {:>10} {:>9} pps   rx {:>10} {:>9} pps   drops tx {} rx {}",
+            "{:<12} {:<8} tx {:>10} {:>9}   rx {:>10} {:>9}   drops tx {} rx {}",
             i.name,
             i.driver.as_deref().unwrap_or("-"),
             rate_bits(i.delta.tx_bytes as f64 * 8.0 / secs),
-            format!("{:.0}", i.delta.tx_packets as f64 / secs),
+            rate_pps(i.delta.tx_packets as f64 / secs),
             rate_bits(i.delta.rx_bytes as f64 * 8.0 / secs),
-            format!("{:.0}", i.delta.rx_packets as f64 / secs),
+            rate_pps(i.delta.rx_packets as f64 / secs),
             i.delta.tx_dropped,
             i.delta.rx_dropped,
         );
@@ -35,15 +36,14 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         }
         if let Some(v) = analysis.and_then(|a| a.interfaces.iter().find(|v| v.iface == i.name)) {
             let r = &v.rates;
-            let pct = |x: Option<f64>| x.map(|p| format!("{p:.1}%")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
                 "{:<12} bw_out {} bw_in {} pps {} retrans {}  => {}",
                 "",
-                pct(r.bw_out_pct),
-                pct(r.bw_in_pct),
-                pct(r.pps_pct),
-                pct(r.retransmit_pct),
+                opt_pct(r.bw_out_pct),
+                opt_pct(r.bw_in_pct),
+                opt_pct(r.pps_pct),
+                opt_pct(r.retransmit_pct),
                 held::one_line(v)
             );
             if let Some(before) = analysis.and_then(|a| held::earlier_episodes(a, &i.name)) {
@@ -163,41 +163,10 @@ fn owner_label(f: &FlowSample) -> String {
     }
 }
 
-/// Bits per second with a unit.
-pub fn rate_bits(bps: f64) -> String {
-    if bps >= 1e9 {
-        format!("{:.2}Gb/s", bps / 1e9)
-    } else if bps >= 1e6 {
-        format!("{:.1}Mb/s", bps / 1e6)
-    } else if bps >= 1e3 {
-        format!("{:.1}kb/s", bps / 1e3)
-    } else {
-        format!("{bps:.0}b/s")
-    }
-}
-
-fn micros(us: u32) -> String {
-    if us == 0 {
-        "-".into()
-    } else if us >= 10_000 {
-        format!("{:.1}ms", us as f64 / 1000.0)
-    } else {
-        format!("{us}us")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::snapshot::{FlowCounters, Health, InterfaceSample, LinkCounters};
-
-    #[test]
-    fn rates_have_units() {
-        assert_eq!(rate_bits(196e6), "196.0Mb/s");
-        assert_eq!(rate_bits(16e9), "16.00Gb/s");
-        assert_eq!(micros(250), "250us");
-        assert_eq!(micros(25_000), "25.0ms");
-    }
 
     fn iface(name: &str) -> InterfaceSample {
         InterfaceSample {

@@ -11,6 +11,7 @@ use super::downsample::{self, Sample};
 use super::format;
 use super::Esc;
 use crate::analysis::Verdict;
+use crate::shared::units;
 
 pub const WIDTH: f64 = 1200.0;
 pub const HEIGHT: f64 = 280.0;
@@ -32,10 +33,13 @@ pub enum Unit {
 impl Unit {
     fn tick(self, value: f64) -> String {
         match self {
-            Unit::BitsPerSec => format::bps(value),
-            Unit::Percent => format::pct(value),
+            Unit::BitsPerSec => units::rate_bits(value),
+            Unit::Percent => units::pct(value),
             Unit::Ratio => format::ratio(value),
-            Unit::Bytes => format::si(value, "B"),
+            // Backlog means and axis ticks are fractional; a byte count is
+            // shown whole.
+            Unit::Bytes if value.is_finite() => units::bytes(value.round() as u64),
+            Unit::Bytes => units::UNKNOWN.to_string(),
         }
     }
 }

@@ -1,31 +1,16 @@
-//! Numbers as a reader wants them on the page: SI prefixes for rates and
-//! sizes, few significant digits, a dash for unknown values, UTC dates.
+//! Numbers on the page: quantities (rates, sizes, percentages, durations)
+//! in the one form every output uses (`shared::units`); here what only the
+//! page needs: counts with separators, ratios, plain significant digits for
+//! axis ticks and thresholds, an en dash for unknown values, UTC dates.
 
-/// `value` with an SI prefix and `unit`: `1.25 Gbit/s`, `640 kB`.
-pub fn si(value: f64, unit: &str) -> String {
-    if !value.is_finite() {
-        return "–".to_string();
-    }
-    const PREFIXES: [(f64, &str); 5] = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")];
-    let magnitude = value.abs();
-    let (scale, prefix) = PREFIXES
-        .iter()
-        .copied()
-        .find(|(scale, _)| magnitude >= *scale)
-        .unwrap_or((1.0, ""));
-    format!("{} {prefix}{unit}", significant(value / scale, 3))
-}
+use crate::shared::units;
 
-pub fn bps(value: f64) -> String {
-    si(value, "bit/s")
-}
-
-pub fn bytes(value: u64) -> String {
-    si(value as f64, "B")
-}
+/// The page's mark for a value that is unknown: an en dash, where the
+/// terminal outputs keep to ASCII.
+const DASH: &str = "–";
 
 pub fn opt_bps(value: Option<f64>) -> String {
-    value.map(bps).unwrap_or_else(|| "–".to_string())
+    value.map_or_else(|| DASH.to_string(), units::rate_bits)
 }
 
 /// A count with thousands separated: `90,000,000`.
@@ -41,15 +26,8 @@ pub fn count(value: u64) -> String {
     out
 }
 
-pub fn pct(value: f64) -> String {
-    if !value.is_finite() {
-        return "–".to_string();
-    }
-    format!("{} %", significant(value, 3))
-}
-
 pub fn opt_pct(value: Option<f64>) -> String {
-    value.map(pct).unwrap_or_else(|| "–".to_string())
+    value.map_or_else(|| DASH.to_string(), units::pct)
 }
 
 pub fn ratio(value: f64) -> String {
@@ -61,13 +39,6 @@ pub fn ratio(value: f64) -> String {
 
 pub fn opt_ratio(value: Option<f64>) -> String {
     value.map(ratio).unwrap_or_else(|| "–".to_string())
-}
-
-pub fn secs(value: f64) -> String {
-    if !value.is_finite() {
-        return "–".to_string();
-    }
-    format!("{value:.1} s")
 }
 
 /// `value` with about `digits` significant digits and no trailing zeros
@@ -104,15 +75,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn si_prefixes() {
-        assert_eq!(bps(1.25e9), "1.25 Gbit/s");
-        assert_eq!(bps(999.0), "999 bit/s");
-        assert_eq!(bps(0.0), "0 bit/s");
-        assert_eq!(bytes(640_000), "640 kB");
-        assert_eq!(pct(0.01234), "0.0123 %");
+    fn page_forms() {
+        assert_eq!(opt_bps(Some(1.25e9)), "1.25Gb/s");
+        assert_eq!(opt_bps(None), "–");
+        assert_eq!(opt_pct(Some(0.01234)), "0.0123%");
         assert_eq!(ratio(1.5), "1.5×");
         assert_eq!(opt_pct(None), "–");
-        assert_eq!(bps(f64::NAN), "–");
         assert_eq!(count(90_000_000), "90,000,000");
         assert_eq!(count(999), "999");
         assert_eq!(count(1000), "1,000");

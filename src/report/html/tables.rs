@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::{format, Esc};
 use crate::analysis::{Thresholds, Verdict};
 use crate::report::model::{EpisodeReport, Report};
+use crate::shared::units;
 
 pub fn episodes(out: &mut String, report: &Report) {
     let shown: Vec<&EpisodeReport> = report
@@ -42,9 +43,9 @@ pub fn episodes(out: &mut String, report: &Report) {
              <td class=\"num\">{duration}</td><td class=\"num\">{intervals}</td>\
              <td>{signal} = {peak}</td><td class=\"num\">{confidence:.2}</td><td>",
             iface = Esc(&ep.iface),
-            start = format::secs(e.start_offset_secs),
-            end = format::secs(e.end_offset_secs),
-            duration = format::secs(e.end_offset_secs - e.start_offset_secs),
+            start = units::secs(e.start_offset_secs),
+            end = units::secs(e.end_offset_secs),
+            duration = units::secs(e.end_offset_secs - e.start_offset_secs),
             intervals = ep.intervals,
             signal = Esc(&ep.peak_signal),
             peak = format::significant(ep.peak, 4),
@@ -74,7 +75,7 @@ pub fn episodes(out: &mut String, report: &Report) {
                     enf.burst_ceiling_bps.map_or("steady (no step down)".to_string(), |b| format::opt_bps(Some(b))),
                     Esc(&enf.direction),
                     format::opt_bps(enf.baseline_bps),
-                    format::secs(enf.burst_secs)
+                    units::secs(enf.burst_secs)
                 );
             }
             None => out.push_str("<td>–</td><td>–</td><td>–</td>"),
@@ -114,20 +115,20 @@ pub fn interfaces(out: &mut String, report: &Report) {
             .collect::<Vec<_>>()
             .join("<br>")
     });
-    row(out, "tx bytes", &|i| format::bytes(ifs[i].tx_bytes));
-    row(out, "rx bytes", &|i| format::bytes(ifs[i].rx_bytes));
+    row(out, "tx bytes", &|i| units::bytes(ifs[i].tx_bytes));
+    row(out, "rx bytes", &|i| units::bytes(ifs[i].rx_bytes));
     row(out, "tx mean / peak", &|i| {
         format!(
             "{} / {}",
-            format::bps(ifs[i].mean_tx_bps),
-            format::bps(ifs[i].peak_tx_bps)
+            units::rate_bits(ifs[i].mean_tx_bps),
+            units::rate_bits(ifs[i].peak_tx_bps)
         )
     });
     row(out, "rx mean / peak", &|i| {
         format!(
             "{} / {}",
-            format::bps(ifs[i].mean_rx_bps),
-            format::bps(ifs[i].peak_rx_bps)
+            units::rate_bits(ifs[i].mean_rx_bps),
+            units::rate_bits(ifs[i].peak_rx_bps)
         )
     });
     row(out, "wire packets tx / rx", &|i| {
@@ -166,7 +167,7 @@ pub fn interfaces(out: &mut String, report: &Report) {
         )
     });
     row(out, "peak local backlog", &|i| {
-        format::bytes(ifs[i].peak_backlog_bytes)
+        units::bytes(ifs[i].peak_backlog_bytes)
     });
     row(out, "host drops", &|i| {
         if ifs[i].host_drops.is_empty() {
@@ -218,8 +219,8 @@ pub fn flows(out: &mut String, report: &Report) {
             port = f.local.port(),
             iface = Esc(f.iface.as_deref().unwrap_or("unknown")),
             intervals = f.intervals,
-            sent = format::bytes(f.bytes_sent),
-            received = format::bytes(f.bytes_received),
+            sent = units::bytes(f.bytes_sent),
+            received = units::bytes(f.bytes_received),
             retrans = f.retransmits,
             failed = f.failed_retransmits,
             cwnd = f.cwnd_reductions,
@@ -256,7 +257,7 @@ pub fn workloads(out: &mut String, report: &Report) {
             kind = Esc(&w.kind),
             name = Esc(&w.name),
             flows = w.flows,
-            sent = format::bytes(w.bytes_sent),
+            sent = units::bytes(w.bytes_sent),
             retrans = w.retransmits,
             total = format::significant(w.backoff_total, 4),
         );
@@ -373,7 +374,7 @@ pub fn recording(out: &mut String, report: &Report) {
             .collect::<Vec<_>>()
             .join(", "),
     );
-    row("interval", format::secs(r.interval_ns as f64 / 1e9));
+    row("interval", units::secs(r.interval_ns as f64 / 1e9));
     row("recording started", format::utc(r.start_unix_ms));
     let seqs = match (s.first_seq, s.last_seq) {
         (Some(a), Some(b)) => format!(", seq {a} to {b}"),
@@ -384,7 +385,7 @@ pub fn recording(out: &mut String, report: &Report) {
         format!(
             "{} intervals, {}{seqs}; {} to {}",
             s.intervals,
-            format::secs(s.seconds),
+            units::secs(s.seconds),
             s.start_unix_ms
                 .map(format::utc)
                 .unwrap_or_else(|| "–".into()),

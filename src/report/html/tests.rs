@@ -424,10 +424,10 @@ fn tables_hold_the_report() {
     let episodes = &episodes[..episodes.find("</table>").unwrap()];
     // Idle is not listed; free flow, queuing and loss are.
     assert_eq!(episodes.matches("<tr class=\"episode\">").count(), 3);
-    assert!(episodes.contains("5 Gbit/s (out)"), "burst ceiling");
-    assert!(episodes.contains("1.2 Gbit/s"), "baseline");
-    assert!(episodes.contains("42.0 s"), "burst length");
-    assert!(episodes.contains("30.0 s"), "duration");
+    assert!(episodes.contains("5.00Gb/s (out)"), "burst ceiling");
+    assert!(episodes.contains("1.20Gb/s"), "baseline");
+    assert!(episodes.contains("42.0s"), "burst length");
+    assert!(episodes.contains("30.0s"), "duration");
     let flows = &html[html.find("id=\"table-flows\"").unwrap()..];
     assert_eq!(
         flows[..flows.find("</table>").unwrap()]

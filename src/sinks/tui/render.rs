@@ -8,12 +8,13 @@ use ratatui::widgets::{Cell, Paragraph, Row, Sparkline, Table, Wrap};
 use ratatui::Frame;
 
 use super::flows::{rows, FlowRow, SortKey};
-use super::format::{bytes, clip, micros, pct, rate_bits, rate_pps, rtt_pair};
+use super::format::{clip, rtt_pair};
 use super::history::{newest, History};
 use super::keys::UiState;
 use super::layout::{columns_for, peer_width, plan, Column, COLUMN_SPACING, MIN_HEIGHT, MIN_WIDTH};
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, VerdictFamily};
 use crate::model::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
+use crate::shared::units::{self, bytes, micros, opt_pct, rate_bits, rate_pps};
 use crate::sinks::held;
 
 /// The latest interval, as shown.
@@ -142,9 +143,9 @@ fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
         Some(l) => {
             parts.push(l.source.clone());
             parts.push(format!(
-                "interval {} ({:.2}s)",
+                "interval {} ({})",
                 l.snap.seq,
-                l.snap.interval_secs()
+                units::secs(l.snap.interval_secs())
             ));
         }
         None => parts.push("starting".into()),
@@ -311,11 +312,11 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
     let allowance = match &iface.allowance {
         AllowanceStatus::Read(_) => format!(
             "  exceeded: bw_out {} bw_in {} pps {} conntrack {} linklocal {}",
-            pct(r.bw_out_pct),
-            pct(r.bw_in_pct),
-            pct(r.pps_pct),
-            pct(r.conntrack_pct),
-            pct(r.linklocal_pct),
+            opt_pct(r.bw_out_pct),
+            opt_pct(r.bw_in_pct),
+            opt_pct(r.pps_pct),
+            opt_pct(r.conntrack_pct),
+            opt_pct(r.linklocal_pct),
         ),
         AllowanceStatus::Unavailable { reason } => format!("  allowance: {reason}"),
     };
@@ -334,7 +335,7 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
     };
     Line::from(vec![
         Span::raw(allowance),
-        Span::raw(format!("  retrans {}", pct(r.retransmit_pct))),
+        Span::raw(format!("  retrans {}", opt_pct(r.retransmit_pct))),
         Span::raw(backlog),
     ])
 }

@@ -153,15 +153,15 @@ fn full_screen_shows_interface_verdict_and_flows() {
     assert!(lines[0].contains("sort: backoff"));
     // Rates: 16,000 segments of 1514 bytes in 1 s.
     let rates = find(&lines, "b0 (veth)").expect(&screen);
-    assert!(lines[rates].contains("tx 193.8Mb/s 16.0kpps"), "{screen}");
-    assert!(lines[rates + 1].contains("bw_out 100.0%"), "{screen}");
-    assert!(lines[rates + 1].contains("backlog 3p 4.5kB"), "{screen}");
+    assert!(lines[rates].contains("tx 194Mb/s 16.0kpps"), "{screen}");
+    assert!(lines[rates + 1].contains("bw_out 100%"), "{screen}");
+    assert!(lines[rates + 1].contains("backlog 3p 4.50kB"), "{screen}");
     assert!(
         lines[rates + 2].contains("hypervisor_queuing")
             && lines[rates + 2].contains("bw_out_allowance"),
         "verdict with its evidence on one line: {screen}"
     );
-    assert!(lines[rates + 3].contains("tx (max 193.8Mb/s)"), "{screen}");
+    assert!(lines[rates + 3].contains("tx (max 194Mb/s)"), "{screen}");
     assert!(lines[rates + 3].contains("allowance exceeded"), "{screen}");
     // The flow table: header, then the heavy flow first (most backed off).
     let header = find(&lines, "peer").expect(&screen);
