@@ -9,7 +9,7 @@ use super::chart::{self, Band, Chart, Series, Unit};
 use super::downsample::Sample;
 use super::{format, is_banded, MAX_POINTS};
 use crate::report::model::{InterfacePoint, IntervalPoint, Report};
-use crate::shared::units;
+use crate::shared::clock::format_offset;
 
 /// Interface names in a stable order: the summary's, then any other that
 /// appears in the series.
@@ -136,8 +136,8 @@ pub fn render(out: &mut String, report: &Report) {
                 "{} on {}: {} to {} (peak {} = {})",
                 e.episode.verdict,
                 e.episode.iface,
-                units::secs(e.start_offset_secs),
-                units::secs(e.end_offset_secs),
+                format_offset(e.start_offset_secs),
+                format_offset(e.end_offset_secs),
                 e.episode.peak_signal,
                 format::significant(e.episode.peak, 4)
             ),

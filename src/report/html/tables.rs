@@ -7,6 +7,7 @@ use std::fmt::Write;
 use super::{format, Esc};
 use crate::analysis::{Thresholds, Verdict};
 use crate::report::model::{EpisodeReport, Report};
+use crate::shared::clock::format_offset;
 use crate::shared::units;
 
 pub fn episodes(out: &mut String, report: &Report) {
@@ -43,8 +44,8 @@ pub fn episodes(out: &mut String, report: &Report) {
              <td class=\"num\">{duration}</td><td class=\"num\">{intervals}</td>\
              <td>{signal} = {peak}</td><td class=\"num\">{confidence:.2}</td><td>",
             iface = Esc(&ep.iface),
-            start = units::secs(e.start_offset_secs),
-            end = units::secs(e.end_offset_secs),
+            start = format_offset(e.start_offset_secs),
+            end = format_offset(e.end_offset_secs),
             duration = units::secs(e.end_offset_secs - e.start_offset_secs),
             intervals = ep.intervals,
             signal = Esc(&ep.peak_signal),
