@@ -23,72 +23,15 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
+pub use super::outcome::HeldVerdict;
+use super::outcome::{InterfaceVerdict, Verdict};
 use super::thresholds::Thresholds;
-use super::verdict::{InterfaceVerdict, Verdict};
-
-/// The verdict shown for an interface: held over the window, with the
-/// interval it is dated to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HeldVerdict {
-    pub verdict: Verdict,
-    pub confidence: f64,
-    /// The first interval of the verdict (onset), its start (CLOCK_MONOTONIC
-    /// ns), and how many intervals it has lasted, this one included.
-    pub since_seq: u64,
-    pub since_mono_ns: u64,
-    pub intervals: u64,
-    /// The signal the verdict rests on and its value over the window (for
-    /// idle and free flow, the interval's own deciding signal).
-    pub signal: String,
-    pub value: f64,
-    /// Intervals in a row without support: the verdict ends when this
-    /// reaches `hold_exit_intervals`.
-    pub quiet: u64,
-    /// Why, in a line: the window that holds it, or the interval's own
-    /// evidence, or the verdict that was seen but not (yet) held.
-    pub note: String,
-}
 
 impl HeldVerdict {
-    /// An interval's own verdict, held by that interval alone (`seq`, which
-    /// started at `start_ns`).
-    pub fn alone(v: &InterfaceVerdict, seq: u64, start_ns: u64) -> Self {
-        let first = v.evidence.first();
-        HeldVerdict {
-            verdict: v.verdict,
-            confidence: v.confidence,
-            since_seq: seq,
-            since_mono_ns: start_ns,
-            intervals: 1,
-            signal: first.map(|e| e.signal.clone()).unwrap_or_default(),
-            value: first.map_or(0.0, |e| e.value),
-            quiet: 0,
-            note: first.map(|e| e.note.clone()).unwrap_or_default(),
-        }
-    }
-
     fn onset(&self) -> Onset {
         Onset {
             seq: self.since_seq,
             start_ns: self.since_mono_ns,
-        }
-    }
-}
-
-impl Default for HeldVerdict {
-    fn default() -> Self {
-        HeldVerdict {
-            verdict: Verdict::Idle,
-            confidence: 0.0,
-            since_seq: 0,
-            since_mono_ns: 0,
-            intervals: 0,
-            signal: String::new(),
-            value: 0.0,
-            quiet: 0,
-            note: String::new(),
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod attribution;
 pub mod episodes;
 pub mod hold;
 pub mod judge;
+mod outcome;
 pub mod rates;
 pub mod thresholds;
 pub mod trust;
