@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 
 pub use super::outcome::HeldVerdict;
 use super::outcome::{InterfaceVerdict, Verdict};
+use super::signal::Signal;
 use super::thresholds::Thresholds;
 
 impl HeldVerdict {
@@ -118,7 +119,7 @@ impl Entry {
 
 /// A signal summed over the window: its name, value and threshold.
 struct Windowed {
-    signal: &'static str,
+    signal: Signal,
     value: f64,
     threshold: f64,
 }
@@ -153,9 +154,9 @@ fn windowed<'a>(
             let out = summed_pct(w.clone(), |e| e.bw_out, |e| e.tx_wire, min);
             let inn = summed_pct(w, |e| e.bw_in, |e| e.rx_wire, min);
             let (signal, value) = match (out, inn) {
-                (Some(o), Some(i)) if i > o => ("bw_in_allowance_pct", i),
-                (Some(o), _) => ("bw_out_allowance_pct", o),
-                (None, Some(i)) => ("bw_in_allowance_pct", i),
+                (Some(o), Some(i)) if i > o => (Signal::BwInAllowancePct, i),
+                (Some(o), _) => (Signal::BwOutAllowancePct, o),
+                (None, Some(i)) => (Signal::BwInAllowancePct, i),
                 (None, None) => return None,
             };
             Some(Windowed {
@@ -166,7 +167,7 @@ fn windowed<'a>(
         }
         Kind::Pps => {
             summed_pct(w, |e| e.pps, |e| e.tx_wire + e.rx_wire, min).map(|value| Windowed {
-                signal: "pps_allowance_pct",
+                signal: Signal::PpsAllowancePct,
                 value,
                 threshold: th.pps_allowance_pct,
             })
@@ -175,7 +176,7 @@ fn windowed<'a>(
             let segs: u64 = w.clone().map(|e| e.segs_out).sum();
             let retrans: u64 = w.map(|e| e.retrans).sum();
             (segs > 0 && segs as f64 >= th.min_segs_out).then(|| Windowed {
-                signal: "retransmit_pct",
+                signal: Signal::RetransmitPct,
                 value: retrans as f64 * 100.0 / segs as f64,
                 threshold: th.retrans_pct,
             })

@@ -9,6 +9,7 @@ pub mod hold;
 pub mod judge;
 mod outcome;
 pub mod rates;
+pub mod signal;
 pub mod thresholds;
 pub mod trust;
 pub mod verdict;

@@ -9,11 +9,12 @@
 //! flow, or invent enforcement.
 
 use super::rates::NormalisedRates;
+use super::signal::Signal;
 use super::thresholds::Thresholds;
 use crate::model::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
 
 /// Evidence signal of an interval whose allowance read was no data.
-pub const UNTRUSTED_SIGNAL: &str = "allowance_untrusted";
+pub const UNTRUSTED_SIGNAL: &str = Signal::AllowanceUntrusted.as_str();
 
 /// A cumulative allowance counter at or above this cannot be real: 2^48
 /// packets is nine years at a million packets per second. Uninitialised
