@@ -4,6 +4,8 @@
 //! docs/verdicts.md.
 
 pub mod attribution;
+mod collect;
+mod decide;
 pub mod episodes;
 pub mod hold;
 pub mod judge;

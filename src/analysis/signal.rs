@@ -1,4 +1,5 @@
-//! The signals the verdict engine judges, by name.
+//! The signals the verdict engine judges, by name, and the list of them an
+//! interval collects.
 //!
 //! The engine looks signals up through [`Signal`], so a misspelt name is a
 //! compile error instead of a signal that silently never fires. Evidence
@@ -80,5 +81,120 @@ impl Signal {
 impl std::fmt::Display for Signal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Every judged signal of an interval, in the order judged.
+pub(super) struct Signals {
+    list: Vec<(Signal, Evidence)>,
+}
+
+impl Signals {
+    pub(super) fn new() -> Self {
+        Signals { list: Vec::new() }
+    }
+
+    /// Compare `value` with `threshold` (`>=` exceeds) and keep the line.
+    /// `what` starts with the value's unit and says what it counts.
+    pub(super) fn add(&mut self, signal: Signal, value: f64, threshold: f64, what: &str) -> bool {
+        let exceeded = value >= threshold;
+        let cmp = if exceeded { ">=" } else { "<" };
+        let note = format!(
+            "{signal} {}{what} {cmp} {}{}",
+            fmt_num(value),
+            fmt_num(threshold),
+            unit_of(what)
+        );
+        self.push(signal, value, threshold, note, exceeded);
+        exceeded
+    }
+
+    /// A note that is not a comparison: value and threshold 0, not
+    /// exceeded.
+    pub(super) fn note(&mut self, signal: Signal, note: String) {
+        self.push(signal, 0.0, 0.0, note, false);
+    }
+
+    /// A line with its own wording and its own sense of "exceeded" (a low
+    /// count, a flat throughput).
+    pub(super) fn push(
+        &mut self,
+        signal: Signal,
+        value: f64,
+        threshold: f64,
+        note: String,
+        exceeded: bool,
+    ) {
+        self.list.push((
+            signal,
+            Evidence {
+                signal: signal.as_str().into(),
+                value,
+                threshold,
+                note,
+                exceeded,
+            },
+        ));
+    }
+
+    /// Take back the "exceeded" of the line just added: a guard beside the
+    /// threshold (a minimum count) was not met.
+    pub(super) fn unexceed_last(&mut self) {
+        self.list.last_mut().expect("just added").1.exceeded = false;
+    }
+
+    pub(super) fn get(&self, signal: Signal) -> Option<&Evidence> {
+        self.list.iter().find(|(s, _)| *s == signal).map(|(_, e)| e)
+    }
+
+    pub(super) fn value(&self, signal: Signal) -> Option<f64> {
+        self.get(signal).map(|e| e.value)
+    }
+
+    /// The signal's value, 0 when it was not judged.
+    pub(super) fn value_or_zero(&self, signal: Signal) -> f64 {
+        self.value(signal).unwrap_or(0.0)
+    }
+
+    pub(super) fn hit(&self, signal: Signal) -> bool {
+        self.get(signal).is_some_and(|e| e.exceeded)
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (Signal, &Evidence)> {
+        self.list.iter().map(|(s, e)| (*s, e))
+    }
+
+    /// The evidence list with `primary` first.
+    pub(super) fn ordered(mut self, primary: Signal) -> Vec<Evidence> {
+        if let Some(i) = self.list.iter().position(|(s, _)| *s == primary) {
+            let p = self.list.remove(i);
+            self.list.insert(0, p);
+        }
+        self.list.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+pub(super) fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The unit a `what` text starts with, repeated after the threshold.
+fn unit_of(what: &str) -> &'static str {
+    if what.starts_with('%') {
+        "%"
+    } else if what.starts_with("us") {
+        "us"
+    } else if what.starts_with('x') {
+        "x"
+    } else {
+        ""
     }
 }
