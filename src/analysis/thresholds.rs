@@ -1,4 +1,12 @@
-//! Every number the verdict engine compares against, in one place.
+//! Every tunable number the verdict engine compares against, in one place.
+//! Numbers that are not meant to be tuned live beside the code that uses
+//! them as named consts with their reasons: the confidence weights
+//! (decide.rs), floors a threshold is never taken below (collect.rs), the
+//! fewest samples a share is judged on (rates.rs), the backoff score's scale
+//! (attribution.rs), the look-back (judge.rs) and counts no real counter
+//! reaches (trust.rs). They are kept out of here also because these
+//! thresholds are written into every recording and report: one more would
+//! change both.
 //!
 //! Each threshold is an `f64` with a default and a one-line reason; the long
 //! reasons, with the field figures behind them, are in docs/verdicts.md. The
