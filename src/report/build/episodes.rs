@@ -1,0 +1,230 @@
+//! What the report tells of an episode beyond the tracker's own record:
+//! its times from the report's origin, the peak interval's evidence, the
+//! burst of traffic before it, and for enforcement the direction and the
+//! step down.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Verdict};
+use crate::model::snapshot::Snapshot;
+use crate::report::model::{EnforcementSummary, EpisodeReport};
+
+/// Episode details kept apart from the tracker (which has no room for
+/// them); bounded like the tracker's own list of closed episodes.
+const EXTRAS_KEPT: usize = 20_000;
+
+/// What an episode needs that the tracker does not keep.
+#[derive(Debug, Clone)]
+struct EpisodeExtra {
+    start_t: f64,
+    end_t: f64,
+    /// The deciding signal's value at the peak interval, and that
+    /// interval's evidence.
+    peak: f64,
+    evidence: Vec<Evidence>,
+    held_note: String,
+    burst_secs: f64,
+    /// The deciding signal of the first interval: it sets the direction.
+    start_signal: String,
+    /// Calm episodes: the intervals judged otherwise on their own (by seq),
+    /// a verdict never held.
+    judged_alone: Vec<(u64, Verdict)>,
+}
+
+/// An episode by interface, start, and whether it is calm (idle, free
+/// flow): a held verdict dated back can start where the calm episode it
+/// replaced started, and an episode of one cause can change its name
+/// (drop to queuing) as it goes.
+type EpisodeKey = (String, u64, u64, bool);
+
+fn key(ep: &Episode) -> EpisodeKey {
+    (
+        ep.iface.clone(),
+        ep.start_seq,
+        ep.start_mono_ns,
+        ep.verdict.is_calm(),
+    )
+}
+
+/// The non-idle run an interface is in.
+#[derive(Debug, Default, Clone, Copy)]
+struct Run {
+    last_seq: Option<u64>,
+    secs: f64,
+}
+
+/// Per episode, the details the tracker does not keep; per interface, the
+/// run of traffic the next episode's burst is measured from.
+#[derive(Debug, Default)]
+pub(super) struct EpisodeNotes {
+    extras: HashMap<EpisodeKey, EpisodeExtra>,
+    extras_order: VecDeque<EpisodeKey>,
+    runs: HashMap<String, Run>,
+}
+
+/// Rounds seconds to milliseconds.
+fn ms(secs: f64) -> f64 {
+    (secs * 1000.0).round() / 1000.0
+}
+
+impl EpisodeNotes {
+    /// Keeps, per episode, the start and end time, the peak interval's
+    /// evidence and the burst before it. Mirrors the tracker's peak rule:
+    /// the first interval with the largest deciding value.
+    pub(super) fn note(
+        &mut self,
+        tracker: &EpisodeTracker,
+        a: &IntervalAnalysis,
+        snap: &Snapshot,
+        t: f64,
+    ) {
+        for v in &a.interfaces {
+            let Some(ep) = tracker.current(&v.iface) else {
+                continue;
+            };
+            let key = key(ep);
+            let (value, signal) = (v.held.value, v.held.signal.clone());
+            let alone =
+                (ep.verdict.is_calm() && !v.verdict.is_calm()).then_some((snap.seq, v.verdict));
+            if let Some(x) = self.extras.get_mut(&key) {
+                x.end_t = t;
+                x.judged_alone.extend(alone);
+                if value > x.peak {
+                    x.peak = value;
+                    x.evidence = v.evidence.clone();
+                    x.held_note.clone_from(&v.held.note);
+                }
+                continue;
+            }
+            // A held verdict is dated back to its onset: the episode began
+            // that much before this interval, and the run of traffic before
+            // it (the burst) ended there.
+            let back = snap
+                .mono_ns
+                .saturating_sub(snap.interval_ns)
+                .saturating_sub(ep.start_mono_ns) as f64
+                / 1e9;
+            let run = self.runs.get(&v.iface).copied().unwrap_or_default();
+            let burst_secs = if run.last_seq.is_some_and(|l| l + 1 == snap.seq) {
+                (run.secs - back).max(0.0)
+            } else {
+                0.0
+            };
+            let extra = EpisodeExtra {
+                start_t: t - snap.interval_secs() - back,
+                end_t: t,
+                peak: value,
+                evidence: v.evidence.clone(),
+                held_note: v.held.note.clone(),
+                burst_secs,
+                start_signal: signal,
+                judged_alone: alone.into_iter().collect(),
+            };
+            self.keep(key, extra);
+        }
+    }
+
+    /// Keeps `extra`, forgetting the oldest past `EXTRAS_KEPT`.
+    fn keep(&mut self, key: EpisodeKey, extra: EpisodeExtra) {
+        self.extras.insert(key.clone(), extra);
+        self.extras_order.push_back(key);
+        if self.extras_order.len() > EXTRAS_KEPT {
+            if let Some(old) = self.extras_order.pop_front() {
+                self.extras.remove(&old);
+            }
+        }
+    }
+
+    /// Extends (or ends) each interface's non-idle run with this interval.
+    pub(super) fn advance_runs(&mut self, a: &IntervalAnalysis, snap: &Snapshot) {
+        for v in &a.interfaces {
+            let run = self.runs.entry(v.iface.clone()).or_default();
+            if v.verdict == Verdict::Idle {
+                *run = Run {
+                    last_seq: Some(snap.seq),
+                    secs: 0.0,
+                };
+                continue;
+            }
+            let continues = run.last_seq.is_some_and(|l| l + 1 == snap.seq);
+            run.secs = if continues { run.secs } else { 0.0 } + snap.interval_secs();
+            run.last_seq = Some(snap.seq);
+        }
+    }
+
+    /// The tracker's episodes with their details, by start time.
+    /// `start_mono`: the monotonic clock of the report's origin.
+    pub(super) fn reports(&self, tracker: &EpisodeTracker, start_mono: u64) -> Vec<EpisodeReport> {
+        let mut out: Vec<EpisodeReport> = tracker
+            .episodes()
+            .into_iter()
+            .map(|episode| {
+                let extra = self.extras.get(&key(&episode));
+                report(episode, extra, start_mono)
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.start_offset_secs
+                .total_cmp(&b.start_offset_secs)
+                .then_with(|| a.episode.iface.cmp(&b.episode.iface))
+        });
+        out
+    }
+}
+
+fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> EpisodeReport {
+    // Without the details (only past EXTRAS_KEPT episodes), the offsets
+    // come from the monotonic clock of the first file.
+    let mono = |ns: u64| ns.saturating_sub(start_mono) as f64 / 1e9;
+    EpisodeReport {
+        start_offset_secs: extra.map_or(mono(episode.start_mono_ns), |x| ms(x.start_t)),
+        // An episode cut short by the next one's onset ends earlier than
+        // its last note.
+        end_offset_secs: extra.map_or(mono(episode.end_mono_ns), |x| {
+            let span = episode.end_mono_ns.saturating_sub(episode.start_mono_ns);
+            ms(x.end_t.min(x.start_t + span as f64 / 1e9))
+        }),
+        evidence: extra.map(|x| x.evidence.clone()).unwrap_or_default(),
+        held_note: extra.map(|x| x.held_note.clone()).unwrap_or_default(),
+        judged_alone: extra.map(|x| judged_alone(&episode, x)).unwrap_or_default(),
+        enforcement: enforcement(&episode, extra),
+        episode,
+    }
+}
+
+/// The intervals of a calm episode judged otherwise on their own. Only
+/// those still inside the episode: an onset dated back takes the calm
+/// episode's last intervals.
+fn judged_alone(episode: &Episode, x: &EpisodeExtra) -> BTreeMap<Verdict, u64> {
+    let mut m = BTreeMap::new();
+    for (seq, v) in &x.judged_alone {
+        if (episode.start_seq..=episode.end_seq).contains(seq) {
+            *m.entry(*v).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// For enforcement verdicts: the burst ceiling (only after a step down),
+/// the baseline, the burst's length and the enforced direction.
+fn enforcement(episode: &Episode, extra: Option<&EpisodeExtra>) -> Option<EnforcementSummary> {
+    episode.verdict.is_enforcement().then(|| {
+        let signal = extra.map(|x| x.start_signal.as_str()).unwrap_or("");
+        EnforcementSummary {
+            burst_ceiling_bps: episode
+                .throughput_before_bps
+                .filter(|_| episode.stepped_down),
+            baseline_bps: episode.throughput_during_bps,
+            stepped_down: episode.stepped_down,
+            burst_secs: extra.map_or(0.0, |x| ms(x.burst_secs)),
+            direction: if signal.starts_with("bw_in") {
+                "in"
+            } else if episode.verdict == Verdict::PpsLimit {
+                "both"
+            } else {
+                "out"
+            }
+            .to_string(),
+        }
+    })
+}
