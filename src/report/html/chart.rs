@@ -76,51 +76,127 @@ pub struct Chart<'a> {
     pub note: Option<String>,
 }
 
-/// The chart as a `<figure>`: heading, svg, legend and caption.
-pub fn render(chart: &Chart, max_points: usize) -> String {
-    let mut out = String::new();
-    let series: Vec<(String, Vec<Sample>, usize)> = chart
+/// A series ready to draw: its samples cleaned and downsampled, and how
+/// many points it had before.
+struct Prepared {
+    label: String,
+    samples: Vec<Sample>,
+    before: usize,
+}
+
+fn prepare(chart: &Chart, max_points: usize) -> Vec<Prepared> {
+    chart
         .series
         .iter()
         .map(|s| {
             let clean = clean(&s.samples);
             let before = downsample::points(&clean);
-            (
-                s.label.clone(),
-                downsample::min_max(&clean, max_points),
+            Prepared {
+                label: s.label.clone(),
+                samples: downsample::min_max(&clean, max_points),
                 before,
-            )
+            }
         })
-        .collect();
+        .collect()
+}
 
+/// Where data lands in the svg: the ranges of both axes and the plot area.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    y_ticks: Vec<f64>,
+    plot_w: f64,
+    plot_h: f64,
+    /// Some series has a value.
+    has_data: bool,
+}
+
+impl Frame {
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * self.plot_w
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        TOP + self.plot_h - (y - self.y0) / (self.y1 - self.y0) * self.plot_h
+    }
+
+    /// The bottom of the plot, where the x axis runs.
+    fn baseline(&self) -> f64 {
+        TOP + self.plot_h
+    }
+}
+
+/// The threshold line is shown when it is within this many times the
+/// data's maximum; a line far above would squash the data into the floor.
+const THRESHOLD_NEAR_DATA: f64 = 4.0;
+/// Room above a shown threshold line, as a share of it.
+const THRESHOLD_HEADROOM: f64 = 1.1;
+
+/// The frame for `series`, and the threshold when it is shown.
+fn frame<'a>(chart: &'a Chart, series: &[Prepared]) -> (Frame, Option<&'a (f64, String)>) {
     let (x0, x1) = widen(chart.x_range);
-    let data_max = series
-        .iter()
-        .flat_map(|(_, samples, _)| samples.iter().flatten().map(|p| p.1))
-        .fold(f64::NEG_INFINITY, f64::max);
-    let data_min = series
-        .iter()
-        .flat_map(|(_, samples, _)| samples.iter().flatten().map(|p| p.1))
-        .fold(f64::INFINITY, f64::min);
+    let values = || {
+        series
+            .iter()
+            .flat_map(|s| s.samples.iter().flatten().map(|p| p.1))
+    };
+    let data_max = values().fold(f64::NEG_INFINITY, f64::max);
+    let data_min = values().fold(f64::INFINITY, f64::min);
     let has_data = data_max.is_finite();
-    // Show the threshold when it is near the data; a line far above would
-    // squash the data into the floor.
-    let threshold = chart
-        .threshold
-        .as_ref()
-        .filter(|(t, _)| t.is_finite() && (!has_data || *t <= data_max.max(0.0) * 4.0));
+    let threshold = chart.threshold.as_ref().filter(|(t, _)| {
+        t.is_finite() && (!has_data || *t <= data_max.max(0.0) * THRESHOLD_NEAR_DATA)
+    });
     let mut y_hi = if has_data { data_max } else { 1.0 };
     if let Some((t, _)) = threshold {
-        y_hi = y_hi.max(*t * 1.1);
+        y_hi = y_hi.max(*t * THRESHOLD_HEADROOM);
     }
     let y_lo = if has_data { data_min.min(0.0) } else { 0.0 };
     let (y_ticks, y0, y1) = y_axis(y_lo, y_hi);
+    let frame = Frame {
+        x0,
+        x1,
+        y0,
+        y1,
+        y_ticks,
+        plot_w: WIDTH - LEFT - RIGHT,
+        plot_h: HEIGHT - TOP - BOTTOM,
+        has_data,
+    };
+    (frame, threshold)
+}
 
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let plot_h = HEIGHT - TOP - BOTTOM;
-    let px = |x: f64| LEFT + (x - x0) / (x1 - x0) * plot_w;
-    let py = |y: f64| TOP + plot_h - (y - y0) / (y1 - y0) * plot_h;
+/// The chart as a `<figure>`: heading, svg, legend and caption.
+pub fn render(chart: &Chart, max_points: usize) -> String {
+    let mut out = String::new();
+    let series = prepare(chart, max_points);
+    let (f, threshold) = frame(chart, &series);
+    open_figure(&mut out, chart);
+    // Bands first: they are the background.
+    bands(&mut out, chart, &f);
+    y_axis_svg(&mut out, chart, &f);
+    x_axis_svg(&mut out, &f);
+    if let Some((value, name)) = threshold {
+        threshold_line(&mut out, chart, &f, *value, name);
+    }
+    paths(&mut out, &series, &f);
+    if !f.has_data {
+        let _ = writeln!(
+            out,
+            "<text class=\"no-data\" x=\"{cx:.1}\" y=\"{cy:.1}\" text-anchor=\"middle\">no data</text>",
+            cx = LEFT + f.plot_w / 2.0,
+            cy = TOP + f.plot_h / 2.0
+        );
+    }
+    out.push_str("</svg>\n");
+    legend(&mut out, chart, &series, threshold.map(|(_, name)| name));
+    caption(&mut out, chart, &series, max_points);
+    out.push_str("</figure>\n");
+    out
+}
 
+fn open_figure(out: &mut String, chart: &Chart) {
     let _ = writeln!(
         out,
         "<figure class=\"chart-figure\" id=\"figure-{id}\">\n<h3>{title}</h3>",
@@ -134,31 +210,36 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         id = chart.id,
         title = Esc(chart.title)
     );
+}
 
-    // Bands first: they are the background.
+/// The verdict episodes behind the data, cut to the time axis.
+fn bands(out: &mut String, chart: &Chart, f: &Frame) {
     out.push_str("<g class=\"bands\">\n");
     for band in chart.bands {
-        let (a, b) = (band.start.max(x0), band.end.min(x1));
+        let (a, b) = (band.start.max(f.x0), band.end.min(f.x1));
         if !(a.is_finite() && b.is_finite()) || b < a {
             continue;
         }
         // At least a pixel wide: a one-interval episode must stay visible.
-        let width = (px(b) - px(a)).max(1.0);
+        let width = (f.px(b) - f.px(a)).max(1.0);
         let _ = writeln!(
             out,
             "<rect class=\"band verdict-{v}\" x=\"{x:.1}\" y=\"{TOP}\" width=\"{width:.1}\" \
              height=\"{plot_h}\"><title>{t}</title></rect>",
             v = band.verdict.as_str(),
-            x = px(a),
+            x = f.px(a),
+            plot_h = f.plot_h,
             t = Esc(&band.title)
         );
     }
     out.push_str("</g>\n");
+}
 
-    // Grid and y axis.
+/// The grid, the y ticks in the chart's unit and the y title.
+fn y_axis_svg(out: &mut String, chart: &Chart, f: &Frame) {
     out.push_str("<g class=\"axis y-axis\">\n");
-    for tick in &y_ticks {
-        let y = py(*tick);
+    for tick in &f.y_ticks {
+        let y = f.py(*tick);
         let _ = writeln!(
             out,
             "<line class=\"grid\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\"/>\
@@ -173,19 +254,24 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         out,
         "<text class=\"axis-title\" transform=\"translate(14 {cy:.1}) rotate(-90)\" \
          text-anchor=\"middle\">{t}</text>",
-        cy = TOP + plot_h / 2.0,
+        cy = TOP + f.plot_h / 2.0,
         t = Esc(chart.y_title)
     );
-    out.push_str("</g>\n<g class=\"axis x-axis\">\n");
-    let baseline = TOP + plot_h;
+    out.push_str("</g>\n");
+}
+
+/// Both axis lines, the time ticks and the time title.
+fn x_axis_svg(out: &mut String, f: &Frame) {
+    out.push_str("<g class=\"axis x-axis\">\n");
+    let baseline = f.baseline();
     let _ = writeln!(
         out,
         "<line class=\"axis-line\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{baseline}\" y2=\"{baseline}\"/>\
          <line class=\"axis-line\" x1=\"{LEFT}\" x2=\"{LEFT}\" y1=\"{TOP}\" y2=\"{baseline}\"/>",
         x2 = WIDTH - RIGHT
     );
-    for tick in x_ticks(x0, x1) {
-        let x = px(tick);
+    for tick in x_ticks(f.x0, f.x1) {
+        let x = f.px(tick);
         let _ = writeln!(
             out,
             "<line class=\"tick-mark\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{baseline}\" y2=\"{y2}\"/>\
@@ -199,25 +285,28 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         out,
         "<text class=\"axis-title\" x=\"{cx:.1}\" y=\"{y}\" text-anchor=\"middle\">\
          seconds since the recording started (s)</text>\n</g>",
-        cx = LEFT + plot_w / 2.0,
+        cx = LEFT + f.plot_w / 2.0,
         y = HEIGHT - 6.0
     );
+}
 
-    if let Some((value, name)) = threshold {
-        let y = py(*value);
-        let _ = writeln!(
-            out,
-            "<line class=\"threshold\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\">\
-             <title>threshold {name} = {v}</title></line>",
-            x2 = WIDTH - RIGHT,
-            name = Esc(name),
-            v = Esc(&chart.unit.tick(*value))
-        );
-    }
+fn threshold_line(out: &mut String, chart: &Chart, f: &Frame, value: f64, name: &str) {
+    let y = f.py(value);
+    let _ = writeln!(
+        out,
+        "<line class=\"threshold\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\">\
+         <title>threshold {name} = {v}</title></line>",
+        x2 = WIDTH - RIGHT,
+        name = Esc(name),
+        v = Esc(&chart.unit.tick(value))
+    );
+}
 
+/// One path per series with values, coloured by its index.
+fn paths(out: &mut String, series: &[Prepared], f: &Frame) {
     out.push_str("<g class=\"series-group\">\n");
-    for (index, (label, samples, _)) in series.iter().enumerate() {
-        let d = path(samples, &px, &py);
+    for (index, s) in series.iter().enumerate() {
+        let d = path(&s.samples, &|x| f.px(x), &|y| f.py(y));
         if d.is_empty() {
             continue;
         }
@@ -226,24 +315,18 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
             "<path class=\"series series-{c}\" data-series=\"{index}\" d=\"{d}\">\
              <title>{label}</title></path>",
             c = index % PALETTE_SIZE,
-            label = Esc(label)
+            label = Esc(&s.label)
         );
     }
     out.push_str("</g>\n");
-    if !has_data {
-        let _ = writeln!(
-            out,
-            "<text class=\"no-data\" x=\"{cx:.1}\" y=\"{cy:.1}\" text-anchor=\"middle\">no data</text>",
-            cx = LEFT + plot_w / 2.0,
-            cy = TOP + plot_h / 2.0
-        );
-    }
-    out.push_str("</svg>\n");
+}
 
-    // Legend: the series, then one swatch per verdict shown as a band.
+/// The series, then one swatch per verdict shown as a band, then the
+/// threshold.
+fn legend(out: &mut String, chart: &Chart, series: &[Prepared], threshold: Option<&String>) {
     out.push_str("<div class=\"legend\">\n");
-    for (index, (label, samples, _)) in series.iter().enumerate() {
-        let empty = if downsample::points(samples) == 0 {
+    for (index, s) in series.iter().enumerate() {
+        let empty = if downsample::points(&s.samples) == 0 {
             " (no values)"
         } else {
             ""
@@ -252,7 +335,7 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
             out,
             "<span class=\"legend-series\"><i class=\"swatch line series-{c}\"></i>{label}{empty}</span>",
             c = index % PALETTE_SIZE,
-            label = Esc(label)
+            label = Esc(&s.label)
         );
     }
     let mut verdicts: Vec<Verdict> = chart.bands.iter().map(|b| b.verdict).collect();
@@ -265,7 +348,7 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
             v = verdict.as_str()
         );
     }
-    if let Some((_, name)) = threshold {
+    if let Some(name) = threshold {
         let _ = writeln!(
             out,
             "<span class=\"legend-threshold\"><i class=\"swatch dashed\"></i>threshold {}</span>",
@@ -273,20 +356,23 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         );
     }
     out.push_str("</div>\n");
+}
 
+/// The chart's note and which series were downsampled, if any.
+fn caption(out: &mut String, chart: &Chart, series: &[Prepared], max_points: usize) {
     let mut caption = Vec::new();
     if let Some(note) = &chart.note {
         caption.push(Esc(note).to_string());
     }
     let reduced: Vec<String> = series
         .iter()
-        .filter(|(_, samples, before)| downsample::points(samples) < *before)
-        .map(|(label, samples, before)| {
+        .filter(|s| downsample::points(&s.samples) < s.before)
+        .map(|s| {
             format!(
                 "{} ({} → {} points)",
-                Esc(label),
-                before,
-                downsample::points(samples)
+                Esc(&s.label),
+                s.before,
+                downsample::points(&s.samples)
             )
         })
         .collect();
@@ -304,8 +390,6 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
             caption.join(" ")
         );
     }
-    out.push_str("</figure>\n");
-    out
 }
 
 /// Series colours (CSS classes `series-0` .. `series-11`).
