@@ -16,20 +16,14 @@ const AF_INET6: u16 = 10;
 struct Known {
     totals: FlowCounters,
     srtt_sum_us: u64,
-    /// The sample built from the flow's last record: an interval without a
-    /// record for it repeats it, with no growth.
-    last: FlowSample,
-    /// That record's time (bpf_ktime), its congestion state, and the time per
-    /// congestion state up to then in ns: the one figure of an unmoving flow
-    /// that grows (its current state's time), as the kernel's record would
-    /// have counted it.
-    read_ns: u64,
-    ca_state: u32,
+    /// The flow's last record: an interval without a record for it is
+    /// built from this one again, with no growth. Plain data, not the last
+    /// sample: 10,000 carried samples' strings kept alive between intervals
+    /// fragmented the heap enough to cost more than rebuilding them.
+    last: ts_flow_record,
+    /// The time per congestion state up to that record, in ns: the one
+    /// figure of an unmoving flow that grows (its current state's time).
     ca_time_ns: [u64; 5],
-    /// The last record, kept when its owner had to come from /proc (no
-    /// kernel owner) and was not found: looked for again each interval, as
-    /// a re-read record would be.
-    owner_unknown: Option<Box<ts_flow_record>>,
 }
 
 /// How many flows the last [`FlowTable::update`] built from a kernel record
@@ -97,7 +91,7 @@ impl FlowTable {
                 let before = out.len();
                 for (id, k) in self.known.iter_mut() {
                     if !present.contains(id) && !closed_ids.contains(id) {
-                        out.push(carry(k, now_ns, resolve_owner));
+                        out.push(carry(k, now_ns, resolve_owner, resolve_iface));
                     }
                 }
                 (out.len() - before) as u64
@@ -155,52 +149,6 @@ impl FlowTable {
         let probe_delta = delta.probe_events;
         let srtt_mean_us = (probe_delta > 0)
             .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
-        let kernel_owner = rec.st.owner_tgid != 0;
-        let owner = if kernel_owner {
-            Some(Owner {
-                pid: rec.st.owner_tgid,
-                comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
-                cgroup_id: rec.st.owner_cgroup_id,
-                cgroup: None,
-                workload: None,
-            })
-        } else {
-            resolve_owner(rec)
-        };
-        let sample = FlowSample {
-            id: rec.cookie,
-            netns: rec.netns,
-            local: SocketAddr::new(ip_of(rec.family, &rec.saddr), rec.lport),
-            peer: SocketAddr::new(ip_of(rec.family, &rec.daddr), rec.rport),
-            state: tcp_state_name(rec.tcp_state).to_string(),
-            ca_state: ca_state_name(rec.ca_state as u32).to_string(),
-            owner,
-            srtt_us: rec.srtt_us,
-            min_rtt_us: if rec.min_rtt_us == u32::MAX {
-                0
-            } else {
-                rec.min_rtt_us
-            },
-            rttvar_us: rec.mdev_us,
-            cwnd: rec.snd_cwnd,
-            ssthresh: rec.snd_ssthresh,
-            mss: rec.mss_cache,
-            packets_out: rec.packets_out,
-            retrans_out: rec.retrans_out,
-            lost_out: rec.lost_out,
-            sacked_out: rec.sacked_out,
-            srtt_mean_us,
-            srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
-            cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
-            notsent_bytes: rec.notsent_bytes,
-            cwnd_limited: rec.cwnd_limited != 0,
-            totals,
-            delta,
-            opened,
-            closed,
-            iface: resolve_iface(rec),
-            netns_name: None,
-        };
         // A closed flow too: its final counts are what `probe_events`
         // keeps once it is forgotten.
         self.known.insert(
@@ -208,29 +156,97 @@ impl FlowTable {
             Known {
                 totals,
                 srtt_sum_us: rec.st.srtt_sum_us,
-                owner_unknown: (!kernel_owner && sample.owner.is_none() && rec.sock_ino != 0)
-                    .then(|| Box::new(*rec)),
-                last: sample.clone(),
-                read_ns: rec.now_ns,
-                ca_state: rec.st.ca_state,
+                last: *rec,
                 ca_time_ns,
             },
         );
-        sample
+        build(
+            rec,
+            totals,
+            delta,
+            srtt_mean_us,
+            opened,
+            closed,
+            resolve_owner,
+            resolve_iface,
+        )
     }
 }
 
-/// A flow without a record this interval: it did not move, so its figures
-/// are those of its last record, its growth zero, except the time in its
-/// current congestion state, counted to `now_ns` as the record would have.
+/// A flow's sample from its record and what was worked out from it.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    rec: &ts_flow_record,
+    totals: FlowCounters,
+    delta: FlowCounters,
+    srtt_mean_us: Option<u32>,
+    opened: bool,
+    closed: bool,
+    resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+) -> FlowSample {
+    let probe_delta = delta.probe_events;
+    let kernel_owner = rec.st.owner_tgid != 0;
+    let owner = if kernel_owner {
+        Some(Owner {
+            pid: rec.st.owner_tgid,
+            comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
+            cgroup_id: rec.st.owner_cgroup_id,
+            cgroup: None,
+            workload: None,
+        })
+    } else {
+        resolve_owner(rec)
+    };
+    FlowSample {
+        id: rec.cookie,
+        netns: rec.netns,
+        local: SocketAddr::new(ip_of(rec.family, &rec.saddr), rec.lport),
+        peer: SocketAddr::new(ip_of(rec.family, &rec.daddr), rec.rport),
+        state: tcp_state_name(rec.tcp_state).to_string(),
+        ca_state: ca_state_name(rec.ca_state as u32).to_string(),
+        owner,
+        srtt_us: rec.srtt_us,
+        min_rtt_us: if rec.min_rtt_us == u32::MAX {
+            0
+        } else {
+            rec.min_rtt_us
+        },
+        rttvar_us: rec.mdev_us,
+        cwnd: rec.snd_cwnd,
+        ssthresh: rec.snd_ssthresh,
+        mss: rec.mss_cache,
+        packets_out: rec.packets_out,
+        retrans_out: rec.retrans_out,
+        lost_out: rec.lost_out,
+        sacked_out: rec.sacked_out,
+        srtt_mean_us,
+        srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
+        cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
+        notsent_bytes: rec.notsent_bytes,
+        cwnd_limited: rec.cwnd_limited != 0,
+        totals,
+        delta,
+        opened,
+        closed,
+        iface: resolve_iface(rec),
+        netns_name: None,
+    }
+}
+
+/// A flow without a record this interval: it did not move, so its sample is
+/// built from its last record again, with no growth but the time in its
+/// current congestion state, counted to `now_ns` as a new record would
+/// have, and no interval RTT or cwnd figures (no segment came in).
 fn carry(
     k: &mut Known,
     now_ns: u64,
     resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
 ) -> FlowSample {
     let mut ca_time_ns = k.ca_time_ns;
-    if let Some(t) = ca_time_ns.get_mut(k.ca_state as usize) {
-        *t += now_ns.saturating_sub(k.read_ns);
+    if let Some(t) = ca_time_ns.get_mut(k.last.st.ca_state as usize) {
+        *t += now_ns.saturating_sub(k.last.now_ns);
     }
     let mut totals = k.totals;
     totals.ca_time_us = PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000));
@@ -239,22 +255,16 @@ fn carry(
         ..FlowCounters::default()
     };
     k.totals = totals;
-    if let Some(rec) = &k.owner_unknown {
-        if let Some(o) = resolve_owner(rec) {
-            k.last.owner = Some(o);
-            k.owner_unknown = None;
-        }
-    }
-    FlowSample {
+    build(
+        &k.last,
         totals,
         delta,
-        opened: false,
-        closed: false,
-        srtt_mean_us: None,
-        srtt_max_us: None,
-        cwnd_min: None,
-        ..k.last.clone()
-    }
+        None,
+        false,
+        false,
+        resolve_owner,
+        resolve_iface,
+    )
 }
 
 /// The cumulative counters of a record, with the time in the current
