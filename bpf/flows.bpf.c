@@ -37,6 +37,15 @@ const volatile bool ca_from_probe = false;
  * check is pruned at load. */
 const volatile __u32 test_reject = 0;
 
+/* Written by user space (src/collect/probes/flows.rs) before each flow dump.
+ * flow_dump_gen counts the dumps: event programs stamp a flow that moved
+ * with it, and the dump iterators emit only the flows stamped recently
+ * (TS_DUMP_GENS_KEPT, flows.h). flow_dump_all makes a dump emit every flow:
+ * the first one, and one every so often so that a flow whose close event
+ * was lost is noticed gone. .data, not .rodata: they change while loaded. */
+volatile __u32 flow_dump_gen = 1;
+volatile __u32 flow_dump_all = 1;
+
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct ts_flow_record _abi_flow_record = {};
 struct ts_event _abi_event = {};
@@ -88,6 +97,18 @@ static __always_inline __u32 current_ca_state(struct sock *sk)
 	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 }
 
+/* The flow moved: the next dumps read it again. A load and a compare first,
+ * so that on the hot path a flow already stamped this generation costs no
+ * store (no dirtied cache line); a plain store, since a racing stamp by the
+ * iterator or another event writes the same or a newer generation. */
+static __always_inline void mark_moved(struct ts_flow_state *st)
+{
+	__u32 gen = flow_dump_gen;
+
+	if (st->moved_gen != gen)
+		st->moved_gen = gen;
+}
+
 /* The flow's storage; created (and initialised) when `create` is set. */
 static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool create)
 {
@@ -104,6 +125,8 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		st->first_seen_ns = now;
 		st->ca_since_ns = now;
 		st->ca_state = current_ca_state(sk);
+		/* new since the last dump: emitted by the next ones */
+		st->moved_gen = flow_dump_gen;
 	}
 	if (!st->lport)
 		st->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
@@ -284,6 +307,7 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 		return 0;
 	srtt = tp->srtt_us >> 3;
 	cwnd = tp->snd_cwnd;
+	mark_moved(st);
 	st->probe_events++;
 	if (tp->write_seq != tp->snd_nxt)
 		st->waiting_events++;
@@ -327,6 +351,7 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
+	mark_moved(st);
 	if (bpf_core_type_matches(btf_trace_tcp_retransmit_skb___err))
 		err = (int)ctx[2];
 	if (err) {
@@ -356,6 +381,7 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
+	mark_moved(st);
 	ca_transition(sk, st, new_state);
 	return 0;
 }
@@ -373,6 +399,7 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 		st = flow_get(sk, true);
 		if (!st)
 			return 0;
+		mark_moved(st);
 		/* A flow born while we watch: its counters start from zero. */
 		if (!st->opened_ns)
 			st->opened_ns = bpf_ktime_get_ns();
@@ -381,12 +408,17 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 	}
 	if (newstate == TCP_SYN_SENT) {
 		st = flow_get(sk, true);
-		if (st)
+		if (st) {
+			mark_moved(st);
 			st->opened_ns = bpf_ktime_get_ns();
+		}
 		return 0;
 	}
-	if (flow_get(sk, false))
+	st = flow_get(sk, false);
+	if (st) {
+		mark_moved(st);
 		emit(TS_EV_STATE, sk, oldstate, newstate);
+	}
 	return 0;
 }
 
@@ -438,6 +470,9 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
+	/* data written: it will be sent, or wait (notsent), either way the
+	 * record moves; also the owner may be new */
+	mark_moved(st);
 	pid_tgid = bpf_get_current_pid_tgid();
 	/* Cheap when the owner is already known: one compare per sendmsg. */
 	if (st->owner_tgid == pid_tgid >> 32)
@@ -473,12 +508,37 @@ int seed_flows(struct bpf_iter__tcp *ctx)
 	return 0;
 }
 
+/* Whether a flow's record can change with no event to mark it: a send limit
+ * period is running (its time grows at every read: busy, rwnd_limited,
+ * sndbuf_limited), data is in flight or unsent (timers send it: RTO, tail
+ * loss probe, zero-window probe), the congestion state is not open, the
+ * connection is not established (segments of other states do not pass
+ * tcp_probe), or an ACK is scheduled (the delayed-ACK timer sends it). */
+static __always_inline bool still_busy(struct tcp_sock *tp, const struct ts_flow_record *rec)
+{
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)tp;
+
+	return BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type) != 0 || rec->packets_out ||
+	       rec->notsent_bytes || rec->ca_state != 0 /* TCP_CA_Open */ ||
+	       rec->tcp_state != TCP_ESTABLISHED || BPF_CORE_READ(icsk, icsk_ack.pending);
+}
+
+/* Whether this dump emits the flow: it moved lately, or every flow is asked
+ * for. Checked first, so an idle flow costs the iterator one load and a
+ * compare. The unsigned difference is right across the counter's wrap. */
+static __always_inline bool wanted(const struct ts_flow_state *st)
+{
+	return flow_dump_gen - st->moved_gen <= TS_DUMP_GENS_KEPT || flow_dump_all;
+}
+
 /* One flow's record into the iterator's output; its interval extremes start
- * again for the next snapshot. */
+ * again for the next snapshot. A flow the iterators leave out (!wanted) is
+ * carried by user space as last read. */
 static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, struct tcp_sock *tp,
 				     struct ts_flow_state *st)
 {
 	struct ts_flow_record *rec;
+	__u32 gen = flow_dump_gen;
 	__u32 zero = 0;
 
 	rec = bpf_map_lookup_elem(&scratch, &zero);
@@ -489,6 +549,8 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
 	st->cwnd_min = 0;
+	if (still_busy(tp, rec))
+		st->moved_gen = gen;
 }
 
 /* Run every interval: one ts_flow_record per tracked socket, every netns. */
@@ -500,7 +562,7 @@ int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct tcp_sock *tp;
 
 	TEST_REJECT(test_reject, TS_H_ITER_RECORDS);
-	if (!sk || !st)
+	if (!sk || !st || !wanted(st))
 		return 0;
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
@@ -526,7 +588,7 @@ int dump_flows_tcp(struct bpf_iter__tcp *ctx)
 	if (!tp || !observed((struct sock *)tp))
 		return 0;
 	st = bpf_sk_storage_get(&flow_state, (struct sock *)tp, 0, 0);
-	if (!st)
+	if (!st || !wanted(st))
 		return 0;
 	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st);
 	return 0;

@@ -85,7 +85,24 @@ struct ts_flow_state {
 	 * the cached route can be dropped (RTO, route change, close) */
 	__u32 ifindex;
 	__u32 ifindex_source;    /* enum ts_ifindex_source */
+	/* The dump generation (flow_dump_gen in flows.bpf.c) in which the flow
+	 * last moved: stored by the event programs, and by the dump iterator
+	 * for a flow it finds busy. The iterator emits a flow only while this
+	 * is within TS_DUMP_GENS_KEPT of the current generation (the rule:
+	 * docs/architecture.md, "Work proportional to what moved"). A store,
+	 * never a read-modify-write, so an event racing the iterator on
+	 * another CPU cannot be lost. */
+	__u32 moved_gen;
+	__u32 _pad_moved;
 };
+
+/* A flow that moved in dump generation G is emitted by the dumps of
+ * generations G, G + 1 and G + 2: at least two dumps after its last event,
+ * the second a whole interval later, so a record read while the kernel was
+ * still processing the segment whose tracepoint marked it (tcp_probe fires
+ * before the ACK is processed, a delayed ACK follows later) is read again
+ * when the socket has settled. */
+#define TS_DUMP_GENS_KEPT 2
 
 /* One flow as the snapshot iterator (or a close event) sees it. */
 struct ts_flow_record {

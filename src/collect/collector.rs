@@ -25,6 +25,12 @@ use crate::model::snapshot::{
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::monotonic_ns;
 
+/// Every this many intervals the flow dump reads every tracked socket, not
+/// only those that moved: a flow whose close event was lost (and any figure
+/// a missed mark left stale) is then set right within a minute at 1 s.
+/// Between, idle flows cost the kernel a compare each and are carried.
+const FULL_DUMP_EVERY: u64 = 60;
+
 /// What to observe.
 #[derive(Debug, Clone)]
 pub struct CollectorConfig {
@@ -79,6 +85,9 @@ pub struct Collector {
     counter_read_failures: u64,
     /// FragCreates at the end of the last interval; None after a failed read.
     prev_frag_creates: Option<u64>,
+    /// Ring-buffer events lost (or undecodable) as of the last interval: when
+    /// it grows a close event may be among them, so the next dump is full.
+    prev_lost_events: u64,
 }
 
 impl Collector {
@@ -127,14 +136,19 @@ impl Collector {
             seq: 0,
             counter_read_failures: 0,
             prev_frag_creates: fragments::read_frag_creates().ok(),
+            prev_lost_events: 0,
         };
         // Baselines: the first snapshot reports growth from now on.
-        let live = c.probes.read_flows()?;
+        c.prev_lost_events = c.lost_events()?;
+        let live = c.probes.read_flows(true)?;
+        let now_ns = monotonic_ns();
         let seq = c.seq;
         let owners = &mut c.owners;
         c.flows.update(
             &live,
             &[],
+            true,
+            now_ns,
             &mut |r| owners.lookup(r.sock_ino, seq),
             &mut |_| None,
         );
@@ -151,10 +165,24 @@ impl Collector {
         Ok(c)
     }
 
+    /// Ring-buffer events lost or undecodable since start.
+    fn lost_events(&self) -> Result<u64> {
+        Ok(self
+            .probes
+            .counters()?
+            .get(ts_health_counter::TS_H_RINGBUF_DROPS)
+            + self.probes.malformed_events())
+    }
+
     /// One snapshot covering the time since the previous call.
     pub fn collect(&mut self) -> Result<Snapshot> {
+        // Losses are read before the events are drained: a close event lost
+        // after this is seen next interval, and its flow forgotten then.
+        let lost = self.lost_events()?;
+        let all = lost != self.prev_lost_events || (self.seq + 1) % FULL_DUMP_EVERY == 0;
+        self.prev_lost_events = lost;
         let events = self.probes.drain_events()?;
-        let live = self.probes.read_flows()?;
+        let live = self.probes.read_flows(all)?;
         let mono_ns = monotonic_ns();
 
         let mut closed = Vec::new();
@@ -187,9 +215,11 @@ impl Collector {
         // ifindex is one of that namespace's devices (a veth end, its own
         // lo), not one of the interfaces reported here, which its packets
         // reach only through routing or bridging the socket does not show.
-        let mut flows = self.flows.update(
+        let (mut flows, counts) = self.flows.update(
             &live,
             &closed,
+            all,
+            mono_ns,
             &mut |r| owners.lookup(r.sock_ino, seq),
             &mut |r| {
                 (r.netns == own_netns)
@@ -245,6 +275,8 @@ impl Collector {
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
             missing_interfaces,
+            flows_dumped: counts.read,
+            flows_carried: counts.carried,
         };
 
         let snap = Snapshot {

@@ -1,7 +1,9 @@
 //! Turns raw kernel flow records into [`FlowSample`]s with per-interval
-//! deltas, and forgets closed flows after reporting them once.
+//! deltas, carries the flows the kernel did not re-read (they did not move,
+//! see docs/architecture.md), and forgets closed flows after reporting them
+//! once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::collect::probes::flows_skel::types::ts_flow_record;
@@ -14,6 +16,22 @@ const AF_INET6: u16 = 10;
 struct Known {
     totals: FlowCounters,
     srtt_sum_us: u64,
+    /// The flow's last record: an interval without a record for it is
+    /// built from this one again, with no growth. Plain data, not the last
+    /// sample: 10,000 carried samples' strings kept alive between intervals
+    /// fragmented the heap enough to cost more than rebuilding them.
+    last: ts_flow_record,
+    /// The time per congestion state up to that record, in ns: the one
+    /// figure of an unmoving flow that grows (its current state's time).
+    ca_time_ns: [u64; 5],
+}
+
+/// How many flows the last [`FlowTable::update`] built from a kernel record
+/// and how many it carried from an earlier one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateCounts {
+    pub read: u64,
+    pub carried: u64,
 }
 
 /// Flow state across intervals.
@@ -39,36 +57,65 @@ impl FlowTable {
     /// Builds this interval's samples from the iterator's records and the
     /// records of flows that closed since the last call (which win over an
     /// iterator record of the same socket: they are final).
+    ///
+    /// With `all`, `live` holds every tracked socket: a known flow missing
+    /// from it vanished (its close event was lost) and is forgotten.
+    /// Without, `live` holds the flows that moved lately, and every other
+    /// known flow is carried: its last sample again, growth zero but for
+    /// the time in its congestion state, which runs to `now_ns`
+    /// (bpf_ktime, i.e. CLOCK_MONOTONIC, taken when `live` was read).
     pub fn update(
         &mut self,
         live: &[ts_flow_record],
         closed: &[ts_flow_record],
+        all: bool,
+        now_ns: u64,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
-    ) -> Vec<FlowSample> {
-        let closed_ids: std::collections::HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
-        let mut out = Vec::with_capacity(live.len() + closed.len());
+    ) -> (Vec<FlowSample>, UpdateCounts) {
+        let closed_ids: HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
+        let present: HashSet<u64> = live.iter().map(|r| r.cookie).collect();
+        let mut out = Vec::with_capacity(if all {
+            live.len() + closed.len()
+        } else {
+            self.known.len() + live.len() + closed.len()
+        });
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
             out.push(self.sample(rec, false, resolve_owner, resolve_iface));
         }
+        let counts = UpdateCounts {
+            read: out.len() as u64,
+            carried: if all {
+                0
+            } else {
+                let before = out.len();
+                for (id, k) in self.known.iter_mut() {
+                    if !present.contains(id) && !closed_ids.contains(id) {
+                        out.push(carry(k, now_ns, resolve_owner, resolve_iface));
+                    }
+                }
+                (out.len() - before) as u64
+            },
+        };
         for rec in closed {
             out.push(self.sample(rec, true, resolve_owner, resolve_iface));
             if let Some(k) = self.known.remove(&rec.cookie) {
                 self.forgotten_probe_events += k.totals.probe_events;
             }
         }
-        // Sockets that vanished without a close record (e.g. the close
-        // event was dropped): forget them too; the drop is in health.
-        let present: std::collections::HashSet<u64> = live.iter().map(|r| r.cookie).collect();
-        let forgotten = &mut self.forgotten_probe_events;
-        self.known.retain(|id, k| {
-            let keep = present.contains(id);
-            if !keep {
-                *forgotten += k.totals.probe_events;
-            }
-            keep
-        });
-        out
+        if all {
+            // Sockets that vanished without a close record (e.g. the close
+            // event was dropped): forget them too; the drop is in health.
+            let forgotten = &mut self.forgotten_probe_events;
+            self.known.retain(|id, k| {
+                let keep = present.contains(id);
+                if !keep {
+                    *forgotten += k.totals.probe_events;
+                }
+                keep
+            });
+        }
+        (out, counts)
     }
 
     /// tcp_probe runs on tracked flows since start: the flows' own counts,
@@ -89,7 +136,7 @@ impl FlowTable {
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> FlowSample {
-        let totals = counters_of(rec);
+        let (totals, ca_time_ns) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
         let (delta, prev_srtt_sum) = match prev {
@@ -99,74 +146,138 @@ impl FlowTable {
             // Already there when we started: this interval is its baseline.
             None => (FlowCounters::default(), rec.st.srtt_sum_us),
         };
+        let probe_delta = delta.probe_events;
+        let srtt_mean_us = (probe_delta > 0)
+            .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
+        // A closed flow too: its final counts are what `probe_events`
+        // keeps once it is forgotten.
         self.known.insert(
             rec.cookie,
             Known {
                 totals,
                 srtt_sum_us: rec.st.srtt_sum_us,
+                last: *rec,
+                ca_time_ns,
             },
         );
-        let probe_delta = delta.probe_events;
-        let srtt_mean_us = (probe_delta > 0)
-            .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
-        let owner = if rec.st.owner_tgid != 0 {
-            Some(Owner {
-                pid: rec.st.owner_tgid,
-                comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
-                cgroup_id: rec.st.owner_cgroup_id,
-                cgroup: None,
-                workload: None,
-            })
-        } else {
-            resolve_owner(rec)
-        };
-        FlowSample {
-            id: rec.cookie,
-            netns: rec.netns,
-            local: SocketAddr::new(ip_of(rec.family, &rec.saddr), rec.lport),
-            peer: SocketAddr::new(ip_of(rec.family, &rec.daddr), rec.rport),
-            state: tcp_state_name(rec.tcp_state).to_string(),
-            ca_state: ca_state_name(rec.ca_state as u32).to_string(),
-            owner,
-            srtt_us: rec.srtt_us,
-            min_rtt_us: if rec.min_rtt_us == u32::MAX {
-                0
-            } else {
-                rec.min_rtt_us
-            },
-            rttvar_us: rec.mdev_us,
-            cwnd: rec.snd_cwnd,
-            ssthresh: rec.snd_ssthresh,
-            mss: rec.mss_cache,
-            packets_out: rec.packets_out,
-            retrans_out: rec.retrans_out,
-            lost_out: rec.lost_out,
-            sacked_out: rec.sacked_out,
-            srtt_mean_us,
-            srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
-            cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
-            notsent_bytes: rec.notsent_bytes,
-            cwnd_limited: rec.cwnd_limited != 0,
+        build(
+            rec,
             totals,
             delta,
+            srtt_mean_us,
             opened,
             closed,
-            iface: resolve_iface(rec),
-            netns_name: None,
-        }
+            resolve_owner,
+            resolve_iface,
+        )
     }
 }
 
+/// A flow's sample from its record and what was worked out from it.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    rec: &ts_flow_record,
+    totals: FlowCounters,
+    delta: FlowCounters,
+    srtt_mean_us: Option<u32>,
+    opened: bool,
+    closed: bool,
+    resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+) -> FlowSample {
+    let probe_delta = delta.probe_events;
+    let kernel_owner = rec.st.owner_tgid != 0;
+    let owner = if kernel_owner {
+        Some(Owner {
+            pid: rec.st.owner_tgid,
+            comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
+            cgroup_id: rec.st.owner_cgroup_id,
+            cgroup: None,
+            workload: None,
+        })
+    } else {
+        resolve_owner(rec)
+    };
+    FlowSample {
+        id: rec.cookie,
+        netns: rec.netns,
+        local: SocketAddr::new(ip_of(rec.family, &rec.saddr), rec.lport),
+        peer: SocketAddr::new(ip_of(rec.family, &rec.daddr), rec.rport),
+        state: tcp_state_name(rec.tcp_state).to_string(),
+        ca_state: ca_state_name(rec.ca_state as u32).to_string(),
+        owner,
+        srtt_us: rec.srtt_us,
+        min_rtt_us: if rec.min_rtt_us == u32::MAX {
+            0
+        } else {
+            rec.min_rtt_us
+        },
+        rttvar_us: rec.mdev_us,
+        cwnd: rec.snd_cwnd,
+        ssthresh: rec.snd_ssthresh,
+        mss: rec.mss_cache,
+        packets_out: rec.packets_out,
+        retrans_out: rec.retrans_out,
+        lost_out: rec.lost_out,
+        sacked_out: rec.sacked_out,
+        srtt_mean_us,
+        srtt_max_us: (probe_delta > 0 && rec.st.srtt_max_us > 0).then_some(rec.st.srtt_max_us),
+        cwnd_min: (probe_delta > 0 && rec.st.cwnd_min > 0).then_some(rec.st.cwnd_min),
+        notsent_bytes: rec.notsent_bytes,
+        cwnd_limited: rec.cwnd_limited != 0,
+        totals,
+        delta,
+        opened,
+        closed,
+        iface: resolve_iface(rec),
+        netns_name: None,
+    }
+}
+
+/// A flow without a record this interval: it did not move, so its sample is
+/// built from its last record again, with no growth but the time in its
+/// current congestion state, counted to `now_ns` as a new record would
+/// have, and no interval RTT or cwnd figures (no segment came in).
+fn carry(
+    k: &mut Known,
+    now_ns: u64,
+    resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+) -> FlowSample {
+    let mut ca_time_ns = k.ca_time_ns;
+    if let Some(t) = ca_time_ns.get_mut(k.last.st.ca_state as usize) {
+        *t += now_ns.saturating_sub(k.last.now_ns);
+    }
+    let mut totals = k.totals;
+    totals.ca_time_us = PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000));
+    let delta = FlowCounters {
+        ca_time_us: diff(&totals, &k.totals).ca_time_us,
+        ..FlowCounters::default()
+    };
+    k.totals = totals;
+    build(
+        &k.last,
+        totals,
+        delta,
+        None,
+        false,
+        false,
+        resolve_owner,
+        resolve_iface,
+    )
+}
+
 /// The cumulative counters of a record, with the time in the current
-/// congestion state counted up to the record's own timestamp.
-fn counters_of(rec: &ts_flow_record) -> FlowCounters {
+/// congestion state counted up to the record's own timestamp; and that time
+/// per state in ns.
+fn counters_of(rec: &ts_flow_record) -> (FlowCounters, [u64; 5]) {
     let st = &rec.st;
     let hz = kernel_hz(rec.now_ns, rec.now_jiffies);
     let mut ca_time_ns = st.ca_time_ns;
     if (st.ca_state as usize) < ca_time_ns.len() && rec.now_ns > st.ca_since_ns {
         ca_time_ns[st.ca_state as usize] += rec.now_ns - st.ca_since_ns;
     }
-    FlowCounters {
+    let counters = FlowCounters {
         bytes_sent: rec.bytes_sent,
         bytes_acked: rec.bytes_acked,
         bytes_retrans: rec.bytes_retrans,
@@ -186,7 +297,8 @@ fn counters_of(rec: &ts_flow_record) -> FlowCounters {
         busy_us: jiffies_us(rec.busy_jiffies, hz),
         rwnd_limited_us: jiffies_us(rec.rwnd_limited_jiffies, hz),
         sndbuf_limited_us: jiffies_us(rec.sndbuf_limited_jiffies, hz),
-    }
+    };
+    (counters, ca_time_ns)
 }
 
 /// Tick rates a kernel can be built with (CONFIG_HZ).
@@ -305,6 +417,20 @@ pub fn ca_state_name(state: u32) -> &'static str {
 mod tests {
     use super::*;
 
+    impl FlowTable {
+        /// `update` with every tracked socket's record (a full dump).
+        fn update_all(
+            &mut self,
+            live: &[ts_flow_record],
+            closed: &[ts_flow_record],
+            resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+            resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+        ) -> Vec<FlowSample> {
+            self.update(live, closed, true, 0, resolve_owner, resolve_iface)
+                .0
+        }
+    }
+
     fn record(cookie: u64, opened_ns: u64, bytes: u64, retrans: u32) -> ts_flow_record {
         let mut r = ts_flow_record {
             cookie,
@@ -325,10 +451,10 @@ mod tests {
     #[test]
     fn preexisting_flow_starts_as_baseline_then_counts_growth() {
         let mut t = FlowTable::new(1_000);
-        let s = t.update(&[record(7, 0, 5_000, 3)], &[], &mut |_| None, &mut |_| None);
+        let s = t.update_all(&[record(7, 0, 5_000, 3)], &[], &mut |_| None, &mut |_| None);
         assert_eq!(s[0].delta.bytes_sent, 0);
         assert!(!s[0].opened);
-        let s = t.update(&[record(7, 0, 8_000, 5)], &[], &mut |_| None, &mut |_| None);
+        let s = t.update_all(&[record(7, 0, 8_000, 5)], &[], &mut |_| None, &mut |_| None);
         assert_eq!(s[0].delta.bytes_sent, 3_000);
         assert_eq!(s[0].delta.retrans_segs, 2);
         assert_eq!(s[0].local.to_string(), "10.0.0.1:5201");
@@ -337,7 +463,7 @@ mod tests {
     #[test]
     fn flow_opened_while_watching_counts_from_zero() {
         let mut t = FlowTable::new(1_000);
-        let s = t.update(
+        let s = t.update_all(
             &[record(9, 2_000, 4_000, 1)],
             &[],
             &mut |_| None,
@@ -350,17 +476,17 @@ mod tests {
     #[test]
     fn closed_flow_is_reported_once_then_forgotten() {
         let mut t = FlowTable::new(0);
-        t.update(&[record(3, 0, 100, 0)], &[], &mut |_| None, &mut |_| None);
+        t.update_all(&[record(3, 0, 100, 0)], &[], &mut |_| None, &mut |_| None);
         let mut last = record(3, 0, 200, 0);
         last.st.ifindex = 2;
-        let s = t.update(&[record(3, 0, 150, 0)], &[last], &mut |_| None, &mut |r| {
+        let s = t.update_all(&[record(3, 0, 150, 0)], &[last], &mut |_| None, &mut |r| {
             (r.st.ifindex == 2).then(|| "eth0".to_string())
         });
         assert_eq!(s.len(), 1, "the close record replaces the live one");
         assert!(s[0].closed);
         assert_eq!(s[0].iface.as_deref(), Some("eth0"), "from the close record");
         assert_eq!(s[0].delta.bytes_sent, 100);
-        let s = t.update(&[], &[], &mut |_| None, &mut |_| None);
+        let s = t.update_all(&[], &[], &mut |_| None, &mut |_| None);
         assert!(s.is_empty());
     }
 
@@ -371,13 +497,129 @@ mod tests {
         a.st.probe_events = 10;
         let mut b = record(2, 0, 0, 0);
         b.st.probe_events = 5;
-        t.update(&[a, b], &[], &mut |_| None, &mut |_| None);
+        t.update_all(&[a, b], &[], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 15);
         b.st.probe_events = 7;
-        t.update(&[a], &[b], &mut |_| None, &mut |_| None);
+        t.update_all(&[a], &[b], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 17, "a closed flow keeps its final count");
-        t.update(&[], &[], &mut |_| None, &mut |_| None);
+        t.update_all(&[], &[], &mut |_| None, &mut |_| None);
         assert_eq!(t.probe_events(), 17, "a vanished flow keeps its last count");
+    }
+
+    #[test]
+    fn a_flow_not_read_is_carried_with_no_growth_but_its_state_time() {
+        let mut t = FlowTable::new(0);
+        let mut a = record(1, 0, 5_000, 2);
+        a.now_ns = 10_000_000;
+        a.st.ca_since_ns = 4_000_000; // open for 6 ms at the read
+        a.st.probe_events = 3;
+        a.st.owner_tgid = 42;
+        let b = record(2, 0, 100, 0);
+        t.update_all(&[a, b], &[], &mut |_| None, &mut |_| None);
+        // b moved, a did not: a is carried, 1 ms after its read.
+        let mut b2 = record(2, 0, 300, 0);
+        b2.now_ns = 11_000_000;
+        let (s, counts) = t.update(&[b2], &[], false, 11_000_000, &mut |_| None, &mut |_| None);
+        assert_eq!(
+            counts,
+            UpdateCounts {
+                read: 1,
+                carried: 1
+            }
+        );
+        let a1 = s.iter().find(|f| f.id == 1).unwrap();
+        assert_eq!(a1.totals.bytes_sent, 5_000);
+        assert_eq!(a1.totals.retrans_segs, 2);
+        assert_eq!(
+            a1.totals.ca_time_us.open, 7_000,
+            "its state's time still runs"
+        );
+        assert_eq!(a1.delta.ca_time_us.open, 1_000);
+        assert_eq!(
+            FlowCounters {
+                ca_time_us: PerCaState::default(),
+                ..a1.delta
+            },
+            FlowCounters::default(),
+            "no other growth"
+        );
+        assert_eq!(a1.owner.as_ref().map(|o| o.pid), Some(42));
+        assert!(!a1.opened && !a1.closed && a1.srtt_mean_us.is_none());
+        assert_eq!(s.iter().find(|f| f.id == 2).unwrap().delta.bytes_sent, 200);
+        // Read again later: its growth is counted from the carried totals.
+        let mut a2 = record(1, 0, 6_000, 2);
+        a2.now_ns = 12_000_000;
+        a2.st.ca_since_ns = 4_000_000;
+        a2.st.probe_events = 3;
+        let (s, counts) = t.update(&[a2], &[], false, 12_000_000, &mut |_| None, &mut |_| None);
+        assert_eq!(
+            counts,
+            UpdateCounts {
+                read: 1,
+                carried: 1
+            }
+        );
+        let a3 = s.iter().find(|f| f.id == 1).unwrap();
+        assert_eq!(a3.delta.bytes_sent, 1_000);
+        assert_eq!(a3.delta.ca_time_us.open, 1_000);
+        assert_eq!(t.probe_events(), 3);
+    }
+
+    #[test]
+    fn a_carried_flow_is_forgotten_by_its_close_or_by_a_full_dump_without_it() {
+        let mut t = FlowTable::new(0);
+        t.update_all(
+            &[record(1, 0, 10, 0), record(2, 0, 10, 0)],
+            &[],
+            &mut |_| None,
+            &mut |_| None,
+        );
+        let (s, _) = t.update(
+            &[],
+            &[record(1, 0, 20, 0)],
+            false,
+            0,
+            &mut |_| None,
+            &mut |_| None,
+        );
+        assert_eq!(s.len(), 2);
+        assert!(s
+            .iter()
+            .any(|f| f.id == 1 && f.closed && f.delta.bytes_sent == 10));
+        assert!(s.iter().any(|f| f.id == 2 && !f.closed));
+        // 2's close event was lost: a partial dump carries it, a full one not.
+        let (s, _) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert_eq!(s.iter().map(|f| f.id).collect::<Vec<_>>(), [2]);
+        assert!(t
+            .update_all(&[], &[], &mut |_| None, &mut |_| None)
+            .is_empty());
+        let (s, _) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn a_carried_flow_without_an_owner_is_looked_up_again() {
+        let mut t = FlowTable::new(0);
+        let mut a = record(1, 0, 10, 0);
+        a.sock_ino = 77;
+        t.update_all(&[a], &[], &mut |_| None, &mut |_| None);
+        let (s, _) = t.update(
+            &[],
+            &[],
+            false,
+            0,
+            &mut |r| {
+                (r.sock_ino == 77).then(|| Owner {
+                    pid: 9,
+                    comm: "kafka".into(),
+                    cgroup_id: 0,
+                    cgroup: None,
+                    workload: None,
+                })
+            },
+            &mut |_| None,
+        );
+        assert_eq!(s[0].owner.as_ref().map(|o| o.pid), Some(9));
     }
 
     #[test]

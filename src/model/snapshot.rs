@@ -455,6 +455,15 @@ pub struct Health {
     /// others go on. Absent in recordings before format 1.4.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_interfaces: Vec<String>,
+    /// Flows of this interval read from the kernel (those that moved
+    /// lately, or every one in a full dump), and flows carried from their
+    /// last reading because they did not move (docs/architecture.md, "Work
+    /// proportional to what moved"). Per interval, not cumulative. Absent
+    /// (0) in recordings before format 1.5.
+    #[serde(default)]
+    pub flows_dumped: u64,
+    #[serde(default)]
+    pub flows_carried: u64,
 }
 
 /// One BPF program's run statistics, or why it is not running.

@@ -14,8 +14,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `not_attached` and `lost`; 1.4 the flows' `busy_us`, `rwnd_limited_us`,
 /// `sndbuf_limited_us`, `waiting_events`, `notsent_bytes` and `cwnd_limited`,
 /// the allowance's `admin_cmd_failures`, health's `missing_interfaces` and
-/// the snapshot's `fragments_created`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 4 };
+/// the snapshot's `fragments_created`; 1.5 health's `flows_dumped` and
+/// `flows_carried`.
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 5 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.

@@ -435,6 +435,7 @@ impl Generator {
         self.program_events[3] += samples.len() as u64 * 3;
         self.program_events[4] += n_events / 4;
         self.iter_records += samples.len() as u64;
+        let samples_len = samples.len() as u64;
         let interfaces = (0..n_if)
             .map(|i| self.interface(i, phase, link_delta[i]))
             .collect();
@@ -463,6 +464,9 @@ impl Generator {
                 seeded_flows: self.seeded,
                 counter_read_failures: 0,
                 host_queue_untracked: 0,
+                // As a full dump reads them: every flow of the interval.
+                flows_dumped: samples_len,
+                flows_carried: 0,
                 missing_interfaces: Vec::new(),
             },
         }

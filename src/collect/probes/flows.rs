@@ -291,8 +291,25 @@ impl FlowProbes {
         Ok(())
     }
 
-    /// One record per tracked socket, as of now.
-    pub fn read_flows(&self) -> Result<Vec<ts_flow_record>> {
+    /// One record per tracked socket that moved lately, as of now; with
+    /// `all`, one per tracked socket. The dump generation goes up by one
+    /// per call (the rule is in bpf/flows.h, `moved_gen`).
+    pub fn read_flows(&mut self, all: bool) -> Result<Vec<ts_flow_record>> {
+        let data = self
+            .skel
+            .maps
+            .data_data
+            .as_deref_mut()
+            .context("flow BPF object has no .data")?;
+        let gen: *mut u32 = &mut data.flow_dump_gen;
+        let dump_all: *mut u32 = &mut data.flow_dump_all;
+        // SAFETY: both point into the mmapped .data map, alive as long as
+        // the skeleton; volatile because the BPF programs read them
+        // concurrently. Only this thread writes them.
+        unsafe {
+            std::ptr::write_volatile(gen, std::ptr::read_volatile(gen).wrapping_add(1));
+            std::ptr::write_volatile(dump_all, all as u32);
+        }
         let mut buf = Vec::with_capacity(64 * size_of::<ts_flow_record>());
         match &mut *self.dump.borrow_mut() {
             FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut buf)?,
