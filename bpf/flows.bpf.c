@@ -109,7 +109,9 @@ static __always_inline void mark_moved(struct ts_flow_state *st)
 		st->moved_gen = gen;
 }
 
-/* The flow's storage; created (and initialised) when `create` is set. */
+/* The flow's storage; created (and initialised) when `create` is set.
+ * Every event that reaches a flow's storage comes through here, so this is
+ * where the flow is marked as moved (the next dumps read it). */
 static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool create)
 {
 	struct ts_flow_state *st;
@@ -125,9 +127,8 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		st->first_seen_ns = now;
 		st->ca_since_ns = now;
 		st->ca_state = current_ca_state(sk);
-		/* new since the last dump: emitted by the next ones */
-		st->moved_gen = flow_dump_gen;
 	}
+	mark_moved(st);
 	if (!st->lport)
 		st->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	return st;
@@ -307,7 +308,6 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 		return 0;
 	srtt = tp->srtt_us >> 3;
 	cwnd = tp->snd_cwnd;
-	mark_moved(st);
 	st->probe_events++;
 	if (tp->write_seq != tp->snd_nxt)
 		st->waiting_events++;
@@ -351,7 +351,6 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
-	mark_moved(st);
 	if (bpf_core_type_matches(btf_trace_tcp_retransmit_skb___err))
 		err = (int)ctx[2];
 	if (err) {
@@ -381,7 +380,6 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
-	mark_moved(st);
 	ca_transition(sk, st, new_state);
 	return 0;
 }
@@ -399,7 +397,6 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 		st = flow_get(sk, true);
 		if (!st)
 			return 0;
-		mark_moved(st);
 		/* A flow born while we watch: its counters start from zero. */
 		if (!st->opened_ns)
 			st->opened_ns = bpf_ktime_get_ns();
@@ -408,17 +405,12 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 	}
 	if (newstate == TCP_SYN_SENT) {
 		st = flow_get(sk, true);
-		if (st) {
-			mark_moved(st);
+		if (st)
 			st->opened_ns = bpf_ktime_get_ns();
-		}
 		return 0;
 	}
-	st = flow_get(sk, false);
-	if (st) {
-		mark_moved(st);
+	if (flow_get(sk, false))
 		emit(TS_EV_STATE, sk, oldstate, newstate);
-	}
 	return 0;
 }
 
@@ -470,9 +462,6 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
-	/* data written: it will be sent, or wait (notsent), either way the
-	 * record moves; also the owner may be new */
-	mark_moved(st);
 	pid_tgid = bpf_get_current_pid_tgid();
 	/* Cheap when the owner is already known: one compare per sendmsg. */
 	if (st->owner_tgid == pid_tgid >> 32)
