@@ -15,7 +15,6 @@ const AF_INET6: u16 = 10;
 #[derive(Debug, Clone)]
 struct Known {
     totals: FlowCounters,
-    srtt_sum_us: u64,
     /// The flow's last record: an interval without a record for it is
     /// built from this one again, with no growth. Plain data, not the last
     /// sample: 10,000 carried samples' strings kept alive between intervals
@@ -140,7 +139,7 @@ impl FlowTable {
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
         let (delta, prev_srtt_sum) = match prev {
-            Some(k) => (diff(&totals, &k.totals), k.srtt_sum_us),
+            Some(k) => (diff(&totals, &k.totals), k.last.st.srtt_sum_us),
             // Born while we watched: everything it did is new.
             None if opened => (totals, 0),
             // Already there when we started: this interval is its baseline.
@@ -155,7 +154,6 @@ impl FlowTable {
             rec.cookie,
             Known {
                 totals,
-                srtt_sum_us: rec.st.srtt_sum_us,
                 last: *rec,
                 ca_time_ns,
             },
