@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use throttlescope::collect::ifindex::IfIndexNames;
 use throttlescope::collect::probes::flows::NetnsFilter;
 use throttlescope::collect::probes::hostq::HostQueueProbes;
 use throttlescope::model::snapshot::HostQueueSample;
@@ -265,13 +266,14 @@ fn measure(pair: &mut Pair, secs: u32, label: &str, noise: Option<&mut Pair>) ->
                 let ino = enter_netns(&pair.sender);
                 let _stats = enable_bpf_stats();
                 let mut probes = HostQueueProbes::attach(NetnsFilter::Only(ino)).expect("attach");
-                probes.read().expect("baseline read");
+                let mut names = IfIndexNames::new().expect("a socket for interface names");
+                probes.read(&mut names, 1).expect("baseline read");
                 let before = pair.tc_root();
                 pair.run_client(secs);
                 // Let the queue drain and the last ACKs arrive.
                 std::thread::sleep(Duration::from_millis(500));
                 let after = pair.tc_root();
-                let sample = probes.read().expect("read");
+                let sample = probes.read(&mut names, 2).expect("read");
                 report_cost(&probes, label);
                 Window {
                     sample,

@@ -154,7 +154,7 @@ impl Collector {
         );
         c.probes.drain_events()?;
         if let Some(hq) = c.host_queue.as_mut() {
-            hq.read()?;
+            hq.read(&mut c.if_names, seq)?;
         }
         for name in ifstats::interfaces(&c.config.interfaces)? {
             if let Ok(now) = ifstats::read_counters(&name) {
@@ -247,7 +247,7 @@ impl Collector {
         });
 
         let mut host_queue = match self.host_queue.as_mut() {
-            Some(hq) => hq.read()?,
+            Some(hq) => hq.read(&mut self.if_names, seq)?,
             None => HashMap::new(),
         };
         let (mut interfaces, missing_interfaces) = self.read_interfaces();

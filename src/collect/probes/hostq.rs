@@ -92,11 +92,8 @@ pub struct HostQueueProbes {
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
     dropped: load::Dropped,
-    /// Interface names in the namespace the probes were loaded in.
-    names: IfIndexNames,
+    /// The namespace the probes were loaded in: its interfaces are named.
     own_netns: u32,
-    /// Reads so far: the names are looked up again at each.
-    reads: u64,
 }
 
 impl HostQueueProbes {
@@ -136,19 +133,20 @@ impl HostQueueProbes {
             prev_drops: HashMap::new(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
-            names: IfIndexNames::new().context("making a socket to look up interface names")?,
             own_netns: crate::collect::netns::own().unwrap_or(0),
-            reads: 0,
         })
     }
 
     /// Per interface name, the interval since the previous read (the first
-    /// read: since attach). Names are resolved in the calling thread's
-    /// network namespace; interfaces of other namespaces (with
-    /// `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
-    pub fn read(&mut self) -> Result<HashMap<String, HostQueueSample>> {
+    /// read: since attach). Names come from `names` (the collector's cache,
+    /// looked up again each `interval`); interfaces of other namespaces
+    /// (with `NetnsFilter::All`) are named `netns:<inode>:if<index>`.
+    pub fn read(
+        &mut self,
+        names: &mut IfIndexNames,
+        interval: u64,
+    ) -> Result<HashMap<String, HostQueueSample>> {
         let epoch = self.close_epoch()?;
-        self.reads += 1;
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         let map = &self.skel.maps.if_stats;
@@ -179,13 +177,7 @@ impl HostQueueProbes {
             if samples == 0 {
                 sample.sojourn_max_us = None;
             }
-            let name = if_name(
-                &mut self.names,
-                self.own_netns,
-                self.reads,
-                key.netns,
-                key.ifindex,
-            );
+            let name = if_name(names, self.own_netns, interval, key.netns, key.ifindex);
             out.insert(name, sample);
         }
 
@@ -210,13 +202,7 @@ impl HostQueueProbes {
             let name = if key.ifindex == 0 {
                 NO_DEVICE.to_string()
             } else {
-                if_name(
-                    &mut self.names,
-                    self.own_netns,
-                    self.reads,
-                    key.netns,
-                    key.ifindex,
-                )
+                if_name(names, self.own_netns, interval, key.netns, key.ifindex)
             };
             let sample = out.entry(name).or_default();
             if delta > 0 {
