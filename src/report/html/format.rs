@@ -32,13 +32,13 @@ pub fn opt_pct(value: Option<f64>) -> String {
 
 pub fn ratio(value: f64) -> String {
     if !value.is_finite() {
-        return "–".to_string();
+        return DASH.to_string();
     }
     format!("{}×", significant(value, 3))
 }
 
 pub fn opt_ratio(value: Option<f64>) -> String {
-    value.map(ratio).unwrap_or_else(|| "–".to_string())
+    value.map(ratio).unwrap_or_else(|| DASH.to_string())
 }
 
 /// `value` with about `digits` significant digits and no trailing zeros
@@ -48,7 +48,7 @@ pub fn significant(value: f64, digits: usize) -> String {
         return if value == 0.0 {
             "0".to_string()
         } else {
-            "–".to_string()
+            DASH.to_string()
         };
     }
     let magnitude = value.abs().log10().floor() as i64;
