@@ -16,6 +16,7 @@ use super::rates::NormalisedRates;
 use super::signal::{fmt_num, Signal};
 use super::thresholds::Thresholds;
 use crate::model::snapshot::InterfaceSample;
+use crate::shared::units;
 
 /// Confidence is shown within these bounds: a verdict given is never sure
 /// at 0, and the formulas' bonuses can add up past 1.
@@ -24,9 +25,6 @@ const MAX_CONFIDENCE: f64 = 1.0;
 /// Confidence is rounded to three decimals (this many steps per unit):
 /// finer digits mean nothing and would make JSON lines longer.
 const CONFIDENCE_STEPS: f64 = 1000.0;
-/// bits/s per Gbit/s, for the notes.
-const BPS_PER_GBPS: f64 = 1e9;
-
 /// Decide one interface's verdict. `tx_history`/`rx_history` hold this
 /// interface's throughput (bps) of the previous intervals, oldest first,
 /// then the current one. `untrusted`: why this interval's allowance read
@@ -75,10 +73,9 @@ fn free_flow_line(rates: &NormalisedRates, evidence: &[Evidence]) -> Evidence {
         value: rates.tx_bps,
         threshold: 0.0,
         note: format!(
-            "no allowance, loss or host-queue signal past its threshold; tx {:.3} Gbps, \
-             rx {:.3} Gbps{}",
-            rates.tx_bps / BPS_PER_GBPS,
-            rates.rx_bps / BPS_PER_GBPS,
+            "no allowance, loss or host-queue signal past its threshold; tx {}, rx {}{}",
+            units::rate_bits(rates.tx_bps),
+            units::rate_bits(rates.rx_bps),
             if rtt_inflated {
                 " (RTTs inflated with no cause seen here: queuing further away, or \
                  receivers reading slowly)"
@@ -123,11 +120,11 @@ fn cap_line(rates: &NormalisedRates, evidence: &[Evidence], th: &Thresholds) -> 
         value,
         threshold: th.cap_allowance_pct,
         note: format!(
-            "hard cap: tx at {:.3} Gbps ({flat}), the senders had data waiting in {}% \
+            "hard cap: tx at {} ({flat}), the senders had data waiting in {}% \
              of their incoming segments, and bw_out counted {}% of tx wire packets \
              (>= {}%, under the {}% line); a bottleneck beyond the hypervisor would read \
              alike only if the counter's microbursts coincided",
-            rates.tx_bps / BPS_PER_GBPS,
+            units::rate_bits(rates.tx_bps),
             fmt_num(rates.data_waiting_pct.unwrap_or(0.0)),
             fmt_num(value),
             th.cap_allowance_pct,
