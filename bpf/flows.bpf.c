@@ -263,6 +263,7 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
 	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
 	fill_send_limits(rec, tp);
+	rec->moved_lately = 0; /* the dump iterator's to say (dump_one) */
 	update_ifindex(sk, st);
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
 }
@@ -474,12 +475,15 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 }
 
 /* Run once at start in the observer's netns: sockets that existed before we
- * attached get storage now, so they are reported even if idle. */
+ * attached get storage now, so they are tracked (and counted) even if idle,
+ * and owned by their process when they next send. */
 SEC("iter/tcp")
 int seed_flows(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
+	struct ts_flow_state *st;
 	struct tcp_sock *tp;
+	bool fresh;
 	__u8 state;
 
 	if (!skc)
@@ -492,8 +496,17 @@ int seed_flows(struct bpf_iter__tcp *ctx)
 		return 0;
 	if (!observed((struct sock *)tp))
 		return 0;
-	if (flow_get((struct sock *)tp, true))
-		health_inc(health, TS_H_SEEDED);
+	fresh = !bpf_sk_storage_get(&flow_state, (struct sock *)tp, 0, 0);
+	st = flow_get((struct sock *)tp, true);
+	if (!st)
+		return 0;
+	health_inc(health, TS_H_SEEDED);
+	/* Being found is not moving: storage made here gets the stamp of a
+	 * flow idle for longer than the dumps keep one, so the flow counts as
+	 * idle until an event marks it (or the first dump finds it busy). A
+	 * socket that had storage already was reached by an event: it moved. */
+	if (fresh)
+		st->moved_gen = flow_dump_gen - TS_DUMP_GENS_KEPT - 1;
 	return 0;
 }
 
@@ -529,16 +542,19 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	struct ts_flow_record *rec;
 	__u32 gen = flow_dump_gen;
 	__u32 zero = 0;
+	bool busy;
 
 	rec = bpf_map_lookup_elem(&scratch, &zero);
 	if (!rec)
 		return;
 	fill_record(rec, sk, tp, st);
+	busy = still_busy(tp, rec);
+	rec->moved_lately = busy || gen - st->moved_gen <= TS_DUMP_GENS_KEPT;
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
 	st->cwnd_min = 0;
-	if (still_busy(tp, rec))
+	if (busy)
 		st->moved_gen = gen;
 }
 

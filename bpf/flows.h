@@ -148,7 +148,13 @@ struct ts_flow_record {
 	__u32 sndbuf_limited_jiffies;
 	__u32 notsent_bytes;     /* write_seq - snd_nxt: written, not yet sent */
 	__u8 cwnd_limited;       /* tcp_sock.is_cwnd_limited now */
-	__u8 _pad[7];
+	/* 1 when the flow moved lately (stamped within TS_DUMP_GENS_KEPT dumps)
+	 * or is still busy: the dump iterator's own rule, so that a full dump,
+	 * which reads every flow, still tells the moving ones from the idle.
+	 * User space lists a flow in the snapshot only then (or when it opened
+	 * or closed); the others are counted as idle. 0 in close events. */
+	__u8 moved_lately;
+	__u8 _pad[6];
 	struct ts_flow_state st;
 };
 

@@ -62,6 +62,7 @@ impl Judge {
             interval_ns: snap.interval_ns,
             interfaces: snap.interfaces.clone(),
             flows: Vec::new(),
+            idle_flows: 0,
             events: Vec::new(),
             health: Health::default(),
         });

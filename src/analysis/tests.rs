@@ -47,6 +47,7 @@ impl Build {
                     host_queue: Some(HostQueueSample::default()),
                 }],
                 flows: vec![],
+                idle_flows: 0,
                 events: vec![],
                 health: Health::default(),
             },

@@ -286,6 +286,7 @@ impl Collector {
             interval_ns: mono_ns.saturating_sub(self.prev_mono_ns),
             interfaces,
             flows,
+            idle_flows: counts.idle,
             events: flow_events,
             health,
             fragments_created,

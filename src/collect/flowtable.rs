@@ -1,7 +1,8 @@
 //! Turns raw kernel flow records into [`FlowSample`]s with per-interval
-//! deltas, carries the flows the kernel did not re-read (they did not move,
-//! see docs/architecture.md), and forgets closed flows after reporting them
-//! once.
+//! deltas for the flows that moved, counts the others as idle (carrying
+//! those the kernel did not re-read; docs/architecture.md, "Work
+//! proportional to what moved"), and forgets closed flows after reporting
+//! them once.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -15,22 +16,25 @@ const AF_INET6: u16 = 10;
 #[derive(Debug, Clone)]
 struct Known {
     totals: FlowCounters,
-    /// The flow's last record: an interval without a record for it is
-    /// built from this one again, with no growth. Plain data, not the last
-    /// sample: 10,000 carried samples' strings kept alive between intervals
-    /// fragmented the heap enough to cost more than rebuilding them.
+    /// The flow's last record: its srtt sum and, for a carried flow, the
+    /// congestion state and when it was read. Plain data, not a sample:
+    /// 10,000 idle flows cost no strings between intervals.
     last: ts_flow_record,
     /// The time per congestion state up to that record, in ns: the one
     /// figure of an unmoving flow that grows (its current state's time).
     ca_time_ns: [u64; 5],
 }
 
-/// How many flows the last [`FlowTable::update`] built from a kernel record
-/// and how many it carried from an earlier one.
+/// What the last [`FlowTable::update`] did with the flows it tracks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UpdateCounts {
+    /// Built from a kernel record of this interval.
     pub read: u64,
+    /// Not read (they did not move): carried from their last record.
     pub carried: u64,
+    /// Tracked and open but not listed in the samples: they did not move
+    /// lately (carried, or read in a full dump and found idle).
+    pub idle: u64,
 }
 
 /// Flow state across intervals.
@@ -57,12 +61,20 @@ impl FlowTable {
     /// records of flows that closed since the last call (which win over an
     /// iterator record of the same socket: they are final).
     ///
+    /// A sample is made only for a flow that moved: one the kernel marked
+    /// `moved_lately` (it had events in the last dumps, or is busy), one
+    /// that opened, one that closed. Every other tracked flow is counted in
+    /// [`UpdateCounts::idle`] and costs no sample, no owner or interface
+    /// lookup and no encoding: per-interval work follows the flows that
+    /// move, not the sockets that exist (docs/architecture.md).
+    ///
     /// With `all`, `live` holds every tracked socket: a known flow missing
     /// from it vanished (its close event was lost) and is forgotten.
     /// Without, `live` holds the flows that moved lately, and every other
-    /// known flow is carried: its last sample again, growth zero but for
-    /// the time in its congestion state, which runs to `now_ns`
-    /// (bpf_ktime, i.e. CLOCK_MONOTONIC, taken when `live` was read).
+    /// known flow is carried: its counters stay, but for the time in its
+    /// congestion state, which runs to `now_ns` (bpf_ktime, i.e.
+    /// CLOCK_MONOTONIC, taken when `live` was read), so that its growth when
+    /// it is next read covers one interval.
     pub fn update(
         &mut self,
         live: &[ts_flow_record],
@@ -74,30 +86,25 @@ impl FlowTable {
     ) -> (Vec<FlowSample>, UpdateCounts) {
         let closed_ids: HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
         let present: HashSet<u64> = live.iter().map(|r| r.cookie).collect();
-        let mut out = Vec::with_capacity(if all {
-            live.len() + closed.len()
-        } else {
-            self.known.len() + live.len() + closed.len()
-        });
+        let mut out = Vec::with_capacity(closed.len() + live.len().min(1024));
+        let mut counts = UpdateCounts::default();
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
-            out.push(self.sample(rec, false, resolve_owner, resolve_iface));
+            counts.read += 1;
+            if let Some(s) = self.sample(rec, false, resolve_owner, resolve_iface) {
+                out.push(s);
+            }
         }
-        let counts = UpdateCounts {
-            read: out.len() as u64,
-            carried: if all {
-                0
-            } else {
-                let before = out.len();
-                for (id, k) in self.known.iter_mut() {
-                    if !present.contains(id) && !closed_ids.contains(id) {
-                        out.push(carry(k, now_ns, resolve_owner, resolve_iface));
-                    }
+        let listed_open = out.len() as u64;
+        if !all {
+            for (id, k) in self.known.iter_mut() {
+                if !present.contains(id) && !closed_ids.contains(id) {
+                    carry(k, now_ns);
+                    counts.carried += 1;
                 }
-                (out.len() - before) as u64
-            },
-        };
+            }
+        }
         for rec in closed {
-            out.push(self.sample(rec, true, resolve_owner, resolve_iface));
+            out.extend(self.sample(rec, true, resolve_owner, resolve_iface));
             if let Some(k) = self.known.remove(&rec.cookie) {
                 self.forgotten_probe_events += k.totals.probe_events;
             }
@@ -114,6 +121,7 @@ impl FlowTable {
                 keep
             });
         }
+        counts.idle = (self.known.len() as u64).saturating_sub(listed_open);
         (out, counts)
     }
 
@@ -134,7 +142,7 @@ impl FlowTable {
         closed: bool,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
-    ) -> FlowSample {
+    ) -> Option<FlowSample> {
         let (totals, ca_time_ns) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
@@ -158,16 +166,19 @@ impl FlowTable {
                 ca_time_ns,
             },
         );
-        build(
-            rec,
-            totals,
-            delta,
-            srtt_mean_us,
-            opened,
-            closed,
-            resolve_owner,
-            resolve_iface,
-        )
+        let listed = closed || opened || rec.moved_lately != 0;
+        listed.then(|| {
+            build(
+                rec,
+                totals,
+                delta,
+                srtt_mean_us,
+                opened,
+                closed,
+                resolve_owner,
+                resolve_iface,
+            )
+        })
     }
 }
 
@@ -232,37 +243,16 @@ fn build(
     }
 }
 
-/// A flow without a record this interval: it did not move, so its sample is
-/// built from its last record again, with no growth but the time in its
-/// current congestion state, counted to `now_ns` as a new record would
-/// have, and no interval RTT or cwnd figures (no segment came in).
-fn carry(
-    k: &mut Known,
-    now_ns: u64,
-    resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
-    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
-) -> FlowSample {
+/// A flow without a record this interval: it did not move, so nothing of
+/// it grew but the time in its current congestion state, counted to
+/// `now_ns` as a new record would have. Kept in its totals so that its
+/// growth when it is next read covers only that interval.
+fn carry(k: &mut Known, now_ns: u64) {
     let mut ca_time_ns = k.ca_time_ns;
     if let Some(t) = ca_time_ns.get_mut(k.last.st.ca_state as usize) {
         *t += now_ns.saturating_sub(k.last.now_ns);
     }
-    let mut totals = k.totals;
-    totals.ca_time_us = PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000));
-    let delta = FlowCounters {
-        ca_time_us: diff(&totals, &k.totals).ca_time_us,
-        ..FlowCounters::default()
-    };
-    k.totals = totals;
-    build(
-        &k.last,
-        totals,
-        delta,
-        None,
-        false,
-        false,
-        resolve_owner,
-        resolve_iface,
-    )
+    k.totals.ca_time_us = PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000));
 }
 
 /// The cumulative counters of a record, with the time in the current
@@ -440,6 +430,7 @@ mod tests {
             tcp_state: 1,
             bytes_sent: bytes,
             total_retrans: retrans,
+            moved_lately: 1,
             ..Default::default()
         };
         r.st.opened_ns = opened_ns;
@@ -505,46 +496,42 @@ mod tests {
     }
 
     #[test]
-    fn a_flow_not_read_is_carried_with_no_growth_but_its_state_time() {
+    fn a_flow_not_read_is_idle_and_carried_with_no_growth_but_its_state_time() {
         let mut t = FlowTable::new(0);
         let mut a = record(1, 0, 5_000, 2);
         a.now_ns = 10_000_000;
         a.st.ca_since_ns = 4_000_000; // open for 6 ms at the read
         a.st.probe_events = 3;
-        a.st.owner_tgid = 42;
         let b = record(2, 0, 100, 0);
         t.update_all(&[a, b], &[], &mut |_| None, &mut |_| None);
-        // b moved, a did not: a is carried, 1 ms after its read.
+        // b moved, a did not: a is carried (not listed), 1 ms after its read.
         let mut b2 = record(2, 0, 300, 0);
         b2.now_ns = 11_000_000;
-        let (s, counts) = t.update(&[b2], &[], false, 11_000_000, &mut |_| None, &mut |_| None);
+        let mut owner_lookups = 0;
+        let (s, counts) = t.update(
+            &[b2],
+            &[],
+            false,
+            11_000_000,
+            &mut |_| {
+                owner_lookups += 1;
+                None
+            },
+            &mut |_| None,
+        );
         assert_eq!(
             counts,
             UpdateCounts {
                 read: 1,
-                carried: 1
+                carried: 1,
+                idle: 1
             }
         );
-        let a1 = s.iter().find(|f| f.id == 1).unwrap();
-        assert_eq!(a1.totals.bytes_sent, 5_000);
-        assert_eq!(a1.totals.retrans_segs, 2);
-        assert_eq!(
-            a1.totals.ca_time_us.open, 7_000,
-            "its state's time still runs"
-        );
-        assert_eq!(a1.delta.ca_time_us.open, 1_000);
-        assert_eq!(
-            FlowCounters {
-                ca_time_us: PerCaState::default(),
-                ..a1.delta
-            },
-            FlowCounters::default(),
-            "no other growth"
-        );
-        assert_eq!(a1.owner.as_ref().map(|o| o.pid), Some(42));
-        assert!(!a1.opened && !a1.closed && a1.srtt_mean_us.is_none());
-        assert_eq!(s.iter().find(|f| f.id == 2).unwrap().delta.bytes_sent, 200);
-        // Read again later: its growth is counted from the carried totals.
+        assert_eq!(s.iter().map(|f| f.id).collect::<Vec<_>>(), [2]);
+        assert_eq!(owner_lookups, 1, "only the listed flow is looked up");
+        assert_eq!(s[0].delta.bytes_sent, 200);
+        // Read again 1 ms later: its growth is one interval's, its state's
+        // time having run on while it was carried.
         let mut a2 = record(1, 0, 6_000, 2);
         a2.now_ns = 12_000_000;
         a2.st.ca_since_ns = 4_000_000;
@@ -554,13 +541,43 @@ mod tests {
             counts,
             UpdateCounts {
                 read: 1,
-                carried: 1
+                carried: 1,
+                idle: 1
             }
         );
         let a3 = s.iter().find(|f| f.id == 1).unwrap();
         assert_eq!(a3.delta.bytes_sent, 1_000);
-        assert_eq!(a3.delta.ca_time_us.open, 1_000);
+        assert_eq!(a3.totals.ca_time_us.open, 8_000);
+        assert_eq!(
+            a3.delta.ca_time_us.open, 1_000,
+            "not the 2 ms since its last read"
+        );
         assert_eq!(t.probe_events(), 3);
+    }
+
+    #[test]
+    fn a_flow_read_but_not_moved_lately_is_idle_unless_it_opened() {
+        let mut t = FlowTable::new(1_000);
+        let mut quiet = record(1, 0, 10, 0);
+        quiet.moved_lately = 0;
+        let mut new = record(2, 2_000, 10, 0);
+        new.moved_lately = 0;
+        let (s, counts) = t.update(&[quiet, new], &[], true, 0, &mut |_| None, &mut |_| None);
+        assert_eq!(s.iter().map(|f| f.id).collect::<Vec<_>>(), [2]);
+        assert!(s[0].opened);
+        assert_eq!(
+            counts,
+            UpdateCounts {
+                read: 2,
+                carried: 0,
+                idle: 1
+            }
+        );
+        // Still counted, and its growth is counted once it moves.
+        let mut moved = record(1, 0, 50, 0);
+        moved.moved_lately = 1;
+        let (s, _) = t.update(&[moved], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert_eq!(s.iter().find(|f| f.id == 1).unwrap().delta.bytes_sent, 40);
     }
 
     #[test]
@@ -572,7 +589,7 @@ mod tests {
             &mut |_| None,
             &mut |_| None,
         );
-        let (s, _) = t.update(
+        let (s, counts) = t.update(
             &[],
             &[record(1, 0, 20, 0)],
             false,
@@ -580,44 +597,18 @@ mod tests {
             &mut |_| None,
             &mut |_| None,
         );
-        assert_eq!(s.len(), 2);
-        assert!(s
-            .iter()
-            .any(|f| f.id == 1 && f.closed && f.delta.bytes_sent == 10));
-        assert!(s.iter().any(|f| f.id == 2 && !f.closed));
-        // 2's close event was lost: a partial dump carries it, a full one not.
-        let (s, _) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
-        assert_eq!(s.iter().map(|f| f.id).collect::<Vec<_>>(), [2]);
-        assert!(t
-            .update_all(&[], &[], &mut |_| None, &mut |_| None)
-            .is_empty());
-        let (s, _) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert_eq!(s.len(), 1);
+        assert!(s[0].id == 1 && s[0].closed && s[0].delta.bytes_sent == 10);
+        assert_eq!((counts.carried, counts.idle), (1, 1), "2 is idle");
+        // 2's close event was lost: a partial dump carries it, a full one
+        // forgets it.
+        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert_eq!((counts.carried, counts.idle), (1, 1));
+        let (s, counts) = t.update(&[], &[], true, 0, &mut |_| None, &mut |_| None);
         assert!(s.is_empty());
-    }
-
-    #[test]
-    fn a_carried_flow_without_an_owner_is_looked_up_again() {
-        let mut t = FlowTable::new(0);
-        let mut a = record(1, 0, 10, 0);
-        a.sock_ino = 77;
-        t.update_all(&[a], &[], &mut |_| None, &mut |_| None);
-        let (s, _) = t.update(
-            &[],
-            &[],
-            false,
-            0,
-            &mut |r| {
-                (r.sock_ino == 77).then(|| Owner {
-                    pid: 9,
-                    comm: "kafka".into(),
-                    cgroup_id: 0,
-                    cgroup: None,
-                    workload: None,
-                })
-            },
-            &mut |_| None,
-        );
-        assert_eq!(s[0].owner.as_ref().map(|o| o.pid), Some(9));
+        assert_eq!(counts, UpdateCounts::default());
+        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        assert_eq!(counts, UpdateCounts::default());
     }
 
     #[test]

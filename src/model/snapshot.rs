@@ -27,7 +27,17 @@ pub struct Snapshot {
     /// Length of this interval in ns, as measured (not as asked).
     pub interval_ns: u64,
     pub interfaces: Vec<InterfaceSample>,
+    /// The flows that moved lately: had events in the last intervals, are
+    /// busy (data in flight or unsent, not in the Open congestion state, not
+    /// established), opened or closed. Idle flows are counted in
+    /// `idle_flows` instead (docs/architecture.md, "Work proportional to
+    /// what moved"): they have no growth to show.
     pub flows: Vec<FlowSample>,
+    /// Open flows tracked but not listed in `flows` because they did not
+    /// move lately, whatever their workload (`--workload` filters `flows`
+    /// only). 0 in recordings before format 1.6, which listed every flow.
+    #[serde(default)]
+    pub idle_flows: u64,
     /// Flow events of the interval, in kernel order.
     #[serde(default)]
     pub events: Vec<FlowEvent>,

@@ -116,6 +116,7 @@ fn snap(seq: u64, eth0: (u64, u64), eth1: (u64, u64), events: u64) -> Snapshot {
             ),
             flow(2, "10.0.0.1:9092", "10.0.0.3:80", "nginx", 500_000, 100),
         ],
+        idle_flows: 0,
         events: Vec::new(),
         health: Health {
             programs: vec![ProgramHealth {

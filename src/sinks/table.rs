@@ -114,8 +114,21 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             if f.closed { "closed" } else { f.state.as_str() },
         );
     }
-    if snap.flows.len() > top {
-        let _ = writeln!(out, "... and {} more flows", snap.flows.len() - top);
+    let more = snap.flows.len().saturating_sub(top);
+    match (more, snap.idle_flows) {
+        (0, 0) => {}
+        (more, 0) => {
+            let _ = writeln!(out, "... and {more} more flows");
+        }
+        (0, idle) => {
+            let _ = writeln!(out, "... and {idle} idle flows (tracked, not listed)");
+        }
+        (more, idle) => {
+            let _ = writeln!(
+                out,
+                "... and {more} more flows, and {idle} idle flows (tracked, not listed)"
+            );
+        }
     }
     let h = &snap.health;
     let _ = writeln!(
@@ -205,6 +218,7 @@ mod tests {
             interval_ns: 1_000_000_000,
             interfaces: vec![iface("ens5"), iface("ens6")],
             flows: vec![flow(2, Some("ens6")), flow(1, None)],
+            idle_flows: 0,
             events: vec![],
             health: Health::default(),
         };
@@ -228,6 +242,7 @@ mod tests {
             interval_ns: 1_000_000_000,
             interfaces: vec![iface("ens5")],
             flows: vec![flow(2, None), flow(1, None)],
+            idle_flows: 0,
             events: vec![],
             health: Health::default(),
         };
@@ -263,6 +278,7 @@ mod tests {
             interval_ns: 1_000_000_000,
             interfaces: vec![iface("ens5")],
             flows: vec![],
+            idle_flows: 0,
             events: vec![],
             health: Health {
                 programs: vec![crate::model::snapshot::ProgramHealth {

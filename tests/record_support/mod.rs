@@ -207,6 +207,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
         interval_ns: 1_000_000_000 + seq % 1000,
         interfaces,
         flows,
+        idle_flows: 0,
         events: vec![
             FlowEvent {
                 mono_ns: 5_000_000_000 + seq * 1_000_000_000 + 5,

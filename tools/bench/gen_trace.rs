@@ -446,6 +446,7 @@ impl Generator {
             interval_ns,
             interfaces,
             flows: samples,
+            idle_flows: 0,
             events,
             fragments_created: Some(0),
             health: Health {

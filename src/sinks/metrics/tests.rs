@@ -69,6 +69,7 @@ fn snapshot(seq: u64) -> Snapshot {
             iface("lo", None),
         ],
         flows: Vec::new(),
+        idle_flows: 0,
         events: Vec::new(),
         health: Health {
             programs: vec![ProgramHealth {

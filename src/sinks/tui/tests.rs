@@ -99,6 +99,7 @@ fn shaped(seq: u64) -> Snapshot {
             }),
         }],
         flows,
+        idle_flows: 0,
         events: vec![],
         health: Health::default(),
     }
