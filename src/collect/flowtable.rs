@@ -23,6 +23,8 @@ struct Known {
     /// The time per congestion state up to that record, in ns: the one
     /// figure of an unmoving flow that grows (its current state's time).
     ca_time_ns: [u64; 5],
+    /// The call to `update` (its count) that read this record.
+    read_in: u64,
 }
 
 /// What the last [`FlowTable::update`] did with the flows it tracks.
@@ -44,16 +46,20 @@ pub struct FlowTable {
     /// bpf_ktime when the observer started: a flow opened after this counts
     /// from zero in its first interval; an older one starts as a baseline.
     start_ns: u64,
-    /// tcp_probe runs on flows already forgotten (closed or vanished).
-    forgotten_probe_events: u64,
+    /// Calls to `update` so far, and the `now_ns` of the last one: a flow
+    /// not read by the last call was carried to that time.
+    updates: u64,
+    last_now_ns: u64,
+    /// tcp_probe runs on tracked flows since start, closed ones included:
+    /// kept as records come in, so that no call walks every known flow.
+    probe_events: u64,
 }
 
 impl FlowTable {
     pub fn new(start_ns: u64) -> Self {
         FlowTable {
-            known: HashMap::new(),
             start_ns,
-            forgotten_probe_events: 0,
+            ..FlowTable::default()
         }
     }
 
@@ -65,16 +71,17 @@ impl FlowTable {
     /// `moved_lately` (it had events in the last dumps, or is busy), one
     /// that opened, one that closed. Every other tracked flow is counted in
     /// [`UpdateCounts::idle`] and costs no sample, no owner or interface
-    /// lookup and no encoding: per-interval work follows the flows that
-    /// move, not the sockets that exist (docs/architecture.md).
+    /// lookup and no encoding: the work of a call follows the records it
+    /// gets, not the flows it knows (docs/architecture.md, "Work
+    /// proportional to what moved").
     ///
     /// With `all`, `live` holds every tracked socket: a known flow missing
     /// from it vanished (its close event was lost) and is forgotten.
     /// Without, `live` holds the flows that moved lately, and every other
-    /// known flow is carried: its counters stay, but for the time in its
+    /// known flow is carried: nothing of it grows but the time in its
     /// congestion state, which runs to `now_ns` (bpf_ktime, i.e.
-    /// CLOCK_MONOTONIC, taken when `live` was read), so that its growth when
-    /// it is next read covers one interval.
+    /// CLOCK_MONOTONIC, taken when `live` was read); its growth when it is
+    /// next read covers the one interval since the call before.
     pub fn update(
         &mut self,
         live: &[ts_flow_record],
@@ -85,55 +92,41 @@ impl FlowTable {
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> (Vec<FlowSample>, UpdateCounts) {
         let closed_ids: HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
-        let present: HashSet<u64> = live.iter().map(|r| r.cookie).collect();
+        let known_before = self.known.len() as u64;
+        let mut known_seen = 0u64;
         let mut out = Vec::with_capacity(closed.len() + live.len().min(1024));
         let mut counts = UpdateCounts::default();
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
             counts.read += 1;
+            known_seen += self.known.contains_key(&rec.cookie) as u64;
             if let Some(s) = self.sample(rec, false, resolve_owner, resolve_iface) {
                 out.push(s);
             }
         }
         let listed_open = out.len() as u64;
-        if !all {
-            for (id, k) in self.known.iter_mut() {
-                if !present.contains(id) && !closed_ids.contains(id) {
-                    carry(k, now_ns);
-                    counts.carried += 1;
-                }
-            }
-        }
         for rec in closed {
+            known_seen += self.known.contains_key(&rec.cookie) as u64;
             out.extend(self.sample(rec, true, resolve_owner, resolve_iface));
-            if let Some(k) = self.known.remove(&rec.cookie) {
-                self.forgotten_probe_events += k.totals.probe_events;
-            }
+            self.known.remove(&rec.cookie);
         }
         if all {
             // Sockets that vanished without a close record (e.g. the close
             // event was dropped): forget them too; the drop is in health.
-            let forgotten = &mut self.forgotten_probe_events;
-            self.known.retain(|id, k| {
-                let keep = present.contains(id);
-                if !keep {
-                    *forgotten += k.totals.probe_events;
-                }
-                keep
-            });
+            let present: HashSet<u64> = live.iter().map(|r| r.cookie).collect();
+            self.known.retain(|id, _| present.contains(id));
+        } else {
+            counts.carried = known_before.saturating_sub(known_seen);
         }
         counts.idle = (self.known.len() as u64).saturating_sub(listed_open);
+        self.updates += 1;
+        self.last_now_ns = now_ns;
         (out, counts)
     }
 
     /// tcp_probe runs on tracked flows since start: the flows' own counts,
-    /// including those of flows already closed.
+    /// including those of flows already closed or forgotten.
     pub fn probe_events(&self) -> u64 {
-        self.forgotten_probe_events
-            + self
-                .known
-                .values()
-                .map(|k| k.totals.probe_events)
-                .sum::<u64>()
+        self.probe_events
     }
 
     fn sample(
@@ -146,7 +139,15 @@ impl FlowTable {
         let (totals, ca_time_ns) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
+        self.probe_events += totals
+            .probe_events
+            .saturating_sub(prev.map_or(0, |k| k.totals.probe_events));
         let (delta, prev_srtt_sum) = match prev {
+            Some(k) if k.read_in + 1 < self.updates => {
+                // Carried by the last call: its growth counts from then.
+                let carried = carried_to(k, self.last_now_ns);
+                (diff(&totals, &carried), k.last.st.srtt_sum_us)
+            }
             Some(k) => (diff(&totals, &k.totals), k.last.st.srtt_sum_us),
             // Born while we watched: everything it did is new.
             None if opened => (totals, 0),
@@ -164,6 +165,7 @@ impl FlowTable {
                 totals,
                 last: *rec,
                 ca_time_ns,
+                read_in: self.updates,
             },
         );
         let listed = closed || opened || rec.moved_lately != 0;
@@ -243,16 +245,18 @@ fn build(
     }
 }
 
-/// A flow without a record this interval: it did not move, so nothing of
-/// it grew but the time in its current congestion state, counted to
-/// `now_ns` as a new record would have. Kept in its totals so that its
-/// growth when it is next read covers only that interval.
-fn carry(k: &mut Known, now_ns: u64) {
+/// A flow's totals carried to `now_ns` without a new record: it did not
+/// move, so nothing of it grew but the time in its current congestion
+/// state, counted to `now_ns` as a new record would have.
+fn carried_to(k: &Known, now_ns: u64) -> FlowCounters {
     let mut ca_time_ns = k.ca_time_ns;
     if let Some(t) = ca_time_ns.get_mut(k.last.st.ca_state as usize) {
         *t += now_ns.saturating_sub(k.last.now_ns);
     }
-    k.totals.ca_time_us = PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000));
+    FlowCounters {
+        ca_time_us: PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000)),
+        ..k.totals
+    }
 }
 
 /// The cumulative counters of a record, with the time in the current
