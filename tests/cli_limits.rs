@@ -98,3 +98,76 @@ fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
         .unwrap_or_else(|| panic!("no address in {stderr}"));
     assert!(port > 0);
 }
+
+/// An observer that cannot keep up (here: stopped for a second, as a starved
+/// process is) says so in health, and does not squeeze the next intervals
+/// short to catch up.
+#[test]
+fn an_interval_that_ends_late_is_counted_not_hidden() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let lab = Lab::up("late");
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &lab.broker()])
+        .arg(binary())
+        .args(["watch", "--json", "--interval", "200ms", "--duration", "4s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut snaps: Vec<throttlescope::model::snapshot::Snapshot> = Vec::new();
+    let mut read = |n: usize, snaps: &mut Vec<_>| {
+        for _ in 0..n {
+            let line = lines.next().expect("a line").unwrap();
+            snaps.push(serde_json::from_str(&line).unwrap());
+        }
+    };
+    read(3, &mut snaps);
+    // `ip netns exec` execs the binary: the child's pid is the observer's.
+    let pid = child.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    read(4, &mut snaps);
+    child.kill().ok();
+    child.wait().ok();
+
+    let late: Vec<_> = snaps
+        .iter()
+        .filter(|s| s.health.late_intervals > 0)
+        .collect();
+    assert!(
+        !late.is_empty(),
+        "no late interval counted after a 1 s stop"
+    );
+    let first = late[0];
+    assert_eq!(
+        first.health.late_intervals, 1,
+        "one stop, one late interval"
+    );
+    assert!(
+        first.interval_ns >= 900_000_000,
+        "the late interval says how long it was: {} ns",
+        first.interval_ns
+    );
+    let after: Vec<_> = snaps.iter().filter(|s| s.seq > first.seq).collect();
+    assert!(!after.is_empty());
+    for s in after {
+        assert!(
+            s.interval_ns >= 150_000_000,
+            "interval {} squeezed to {} ns to catch up",
+            s.seq,
+            s.interval_ns
+        );
+    }
+}

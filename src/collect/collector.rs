@@ -83,6 +83,8 @@ pub struct Collector {
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
+    /// Intervals that ended late: see `Health::late_intervals`.
+    late_intervals: u64,
     /// FragCreates at the end of the last interval; None after a failed read.
     prev_frag_creates: Option<u64>,
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
@@ -135,6 +137,7 @@ impl Collector {
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
+            late_intervals: 0,
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_events: 0,
         };
@@ -172,6 +175,12 @@ impl Collector {
             .counters()?
             .get(ts_health_counter::TS_H_RINGBUF_DROPS)
             + self.probes.malformed_events())
+    }
+
+    /// The interval now running ends later than asked: the caller's loop
+    /// could not keep up (counted in health, see `Health::late_intervals`).
+    pub fn count_late_interval(&mut self) {
+        self.late_intervals += 1;
     }
 
     /// One snapshot covering the time since the previous call.
@@ -274,6 +283,7 @@ impl Collector {
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
+            late_intervals: self.late_intervals,
             missing_interfaces,
             flows_dumped: counts.read,
             flows_carried: counts.carried,

@@ -161,6 +161,14 @@ fn live_loop(
         if pipeline.wait(next)? == Control::Quit {
             return Ok(());
         }
+        // Collecting and showing the last interval took longer than the
+        // interval: this one ends late. Said in health, and the next one is
+        // a whole interval, not squeezed short to catch up.
+        let now = Instant::now();
+        if now > next + observe.interval / 10 {
+            collector.count_late_interval();
+            next = now;
+        }
         next += observe.interval;
         let snap = collector.collect()?;
         if pipeline.process(snap, "live")? == Control::Quit {

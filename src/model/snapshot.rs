@@ -474,6 +474,14 @@ pub struct Health {
     pub flows_dumped: u64,
     #[serde(default)]
     pub flows_carried: u64,
+    /// Intervals since start that ended later than asked (by more than a
+    /// tenth of the interval) because collecting and showing the one before
+    /// took longer than the interval: the observer could not keep up. The
+    /// late interval's own `interval_ns` says how long it really was; the
+    /// next one is asked for a whole interval later, never squeezed to
+    /// catch up. Absent (0) in recordings before format 1.6.
+    #[serde(default)]
+    pub late_intervals: u64,
 }
 
 /// One BPF program's run statistics, or why it is not running.

@@ -15,8 +15,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `sndbuf_limited_us`, `waiting_events`, `notsent_bytes` and `cwnd_limited`,
 /// the allowance's `admin_cmd_failures`, health's `missing_interfaces` and
 /// the snapshot's `fragments_created`; 1.5 health's `flows_dumped` and
-/// `flows_carried`; 1.6 the snapshot's `idle_flows`, and `flows` lists only
-/// the flows that moved (before, every tracked flow).
+/// `flows_carried`; 1.6 the snapshot's `idle_flows` (`flows` lists only the
+/// flows that moved; before, every tracked flow) and health's
+/// `late_intervals`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 6 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -189,6 +189,9 @@ pub struct HealthSummary {
     pub untracked_flows: u64,
     pub counter_read_failures: u64,
     pub host_queue_untracked: u64,
+    /// Intervals that ended late: the observer could not keep up.
+    #[serde(default)]
+    pub late_intervals: u64,
     /// Allowance counter resets, zeroed reads and failed reads, per interface.
     pub allowance_resets: BTreeMap<String, u64>,
     pub allowance_zeroed_reads: BTreeMap<String, u64>,

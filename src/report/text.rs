@@ -366,8 +366,8 @@ fn health(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "  ring buffer drops {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}",
-        h.ringbuf_drops, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked
+        "  ring buffer drops {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
+        h.ringbuf_drops, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
     for (iface, resets) in &h.allowance_resets {
         let zeroed = h.allowance_zeroed_reads.get(iface).copied().unwrap_or(0);

@@ -133,11 +133,12 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     let h = &snap.health;
     let _ = writeln!(
         out,
-        "health: missed runs {}  ringbuf drops {}  untracked flows {}  counter read failures {}",
+        "health: missed runs {}  ringbuf drops {}  untracked flows {}  counter read failures {}  late intervals {}",
         h.missed_total(),
         h.ringbuf_drops,
         h.untracked_flows,
-        h.counter_read_failures
+        h.counter_read_failures,
+        h.late_intervals
     );
     if !h.missing_interfaces.is_empty() {
         let _ = writeln!(

@@ -48,6 +48,7 @@ pub(super) struct HealthAcc {
     untracked_flows: Cumulative,
     counter_read_failures: Cumulative,
     host_queue_untracked: Cumulative,
+    late_intervals: Cumulative,
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
     allowance_failures: BTreeMap<String, Cumulative>,
@@ -72,6 +73,7 @@ impl HealthAcc {
                 &mut self.untracked_flows,
                 &mut self.counter_read_failures,
                 &mut self.host_queue_untracked,
+                &mut self.late_intervals,
             ])
     }
 
@@ -117,6 +119,8 @@ impl HealthAcc {
             .observe(h.counter_read_failures, from_zero, count);
         self.host_queue_untracked
             .observe(h.host_queue_untracked, from_zero, count);
+        self.late_intervals
+            .observe(h.late_intervals, from_zero, count);
         for i in &snap.interfaces {
             if !filters.iface_matches(&i.name) {
                 continue;
@@ -174,6 +178,7 @@ impl HealthAcc {
             untracked_flows: self.untracked_flows.total,
             counter_read_failures: self.counter_read_failures.total,
             host_queue_untracked: self.host_queue_untracked.total,
+            late_intervals: self.late_intervals.total,
             allowance_resets: totals(&self.allowance_resets),
             allowance_zeroed_reads: totals(&self.allowance_zeroed),
             allowance_read_failures: totals(&self.allowance_failures),

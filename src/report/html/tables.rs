@@ -312,6 +312,7 @@ pub fn health(out: &mut String, report: &Report) {
          <tr><th>untracked flows</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>counter read failures</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>host queue untracked</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>late intervals (observer could not keep up)</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
          <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
          <tr><th>allowance read failures</th><td>{}</td></tr>\n\
@@ -321,6 +322,7 @@ pub fn health(out: &mut String, report: &Report) {
         h.untracked_flows,
         h.counter_read_failures,
         h.host_queue_untracked,
+        h.late_intervals,
         counts(&h.allowance_resets),
         counts(&h.allowance_zeroed_reads),
         counts(&h.allowance_read_failures),

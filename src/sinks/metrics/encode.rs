@@ -394,6 +394,12 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     counter_failures.int(Vec::new(), state.counter_read_failures);
+    let mut late = Family::new(
+        "throttlescope_late_intervals",
+        "Intervals that ended later than asked because the observer could not keep up.",
+        Kind::Counter,
+    );
+    late.int(Vec::new(), state.late_intervals);
     let mut missing = Family::new(
         "throttlescope_interface_missing",
         "1 for an interface asked for with --iface that was missing in the last interval \

@@ -93,6 +93,7 @@ pub struct ExporterState {
     pub ringbuf_drops: u64,
     pub untracked_flows: u64,
     pub counter_read_failures: u64,
+    pub late_intervals: u64,
     /// `--iface` interfaces missing in the last interval.
     pub missing_interfaces: Vec<String>,
     /// Intervals published since start.
@@ -224,6 +225,7 @@ impl ExporterState {
         self.ringbuf_drops = h.ringbuf_drops;
         self.untracked_flows = h.untracked_flows;
         self.counter_read_failures = h.counter_read_failures;
+        self.late_intervals = h.late_intervals;
         self.missing_interfaces.clone_from(&h.missing_interfaces);
         self.intervals += 1;
         self.last_unix_ms = Some(snap.unix_ms);

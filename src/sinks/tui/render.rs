@@ -206,6 +206,9 @@ pub fn health_text(h: &Health) -> String {
         h.untracked_flows + h.host_queue_untracked,
         h.counter_read_failures
     );
+    if h.late_intervals > 0 {
+        text.push_str(&format!(" | late intervals {}", h.late_intervals));
+    }
     let absent = h.not_attached_text();
     if !absent.is_empty() {
         text.push_str(&format!(" | NOT attached: {absent}"));
@@ -227,6 +230,7 @@ fn health_ok(h: &Health) -> bool {
         && h.untracked_flows == 0
         && h.host_queue_untracked == 0
         && h.counter_read_failures == 0
+        && h.late_intervals == 0
 }
 
 fn verdict_style(v: &InterfaceVerdict) -> Style {
