@@ -142,23 +142,16 @@ fn an_interval_that_ends_late_is_counted_not_hidden() {
     child.kill().ok();
     child.wait().ok();
 
-    let late: Vec<_> = snaps
+    // A loaded machine may make other intervals late too: the stopped one
+    // is the one that lasted the second.
+    let first = snaps
         .iter()
-        .filter(|s| s.health.late_intervals > 0)
-        .collect();
+        .find(|s| s.interval_ns >= 900_000_000)
+        .expect("the interval of the stop says how long it was");
     assert!(
-        !late.is_empty(),
-        "no late interval counted after a 1 s stop"
-    );
-    let first = late[0];
-    assert_eq!(
-        first.health.late_intervals, 1,
-        "one stop, one late interval"
-    );
-    assert!(
-        first.interval_ns >= 900_000_000,
-        "the late interval says how long it was: {} ns",
-        first.interval_ns
+        first.health.late_intervals >= 1,
+        "the interval of a 1 s stop is counted late: {:?}",
+        first.health
     );
     let after: Vec<_> = snaps.iter().filter(|s| s.seq > first.seq).collect();
     assert!(!after.is_empty());
