@@ -53,38 +53,13 @@ enum ts_health_counter {
 	TS_H_MAX,
 };
 
-/* What the probes accumulate per socket, kept in BPF_MAP_TYPE_SK_STORAGE. */
+/* What the probes accumulate per socket, kept in BPF_MAP_TYPE_SK_STORAGE.
+ * The fields every tcp_probe and tcp_sendmsg_locked run touches come first,
+ * in 64 bytes: with thousands of flows a socket's storage is cold when its
+ * next segment comes, and each cache line the hot path touches is a miss. */
 struct ts_flow_state {
+	/* hot: every event */
 	__u64 first_seen_ns;     /* bpf_ktime when the storage was created */
-	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
-	__u64 ca_since_ns;       /* when the current congestion state was entered */
-	__u64 ca_time_ns[TS_CA_STATES];
-	__u32 ca_entries[TS_CA_STATES];
-	__u32 ca_state;          /* current congestion state, as last seen */
-	__u32 lport;             /* local port, kept because the kernel zeroes
-				  * it when the socket is unhashed at close */
-	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
-	__u64 waiting_events;    /* tcp_probe runs that found data written and not
-				  * yet sent (write_seq != snd_nxt): the share of
-				  * them says how much of the time the application
-				  * had more to send than the path took */
-	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
-	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */
-	__u32 last_cwnd;
-	__u32 cwnd_min;          /* min cwnd since the last snapshot (reset by the iterator) */
-	__u32 cwnd_reductions;   /* probe events where cwnd was lower than the previous one */
-	__u64 retrans_skbs;      /* tcp_retransmit_skb with err == 0 */
-	__u64 retrans_segs;      /* segments in those skbs */
-	__u64 retrans_failed;    /* tcp_retransmit_skb with err != 0 (host-side queuing) */
-	/* owner, from tcp_sendmsg_locked (process context) */
-	__u32 owner_tgid;
-	__u32 owner_pid;
-	__u64 owner_cgroup_id;
-	char owner_comm[TS_COMM_LEN];
-	/* the flow's interface in its own netns, as last known: kept because
-	 * the cached route can be dropped (RTO, route change, close) */
-	__u32 ifindex;
-	__u32 ifindex_source;    /* enum ts_ifindex_source */
 	/* The dump generation (flow_dump_gen in flows.bpf.c) in which the flow
 	 * last moved: stored by the event programs, and by the dump iterator
 	 * for a flow it finds busy. The iterator emits a flow only while this
@@ -93,7 +68,35 @@ struct ts_flow_state {
 	 * never a read-modify-write, so an event racing the iterator on
 	 * another CPU cannot be lost. */
 	__u32 moved_gen;
-	__u32 _pad_moved;
+	__u32 lport;             /* local port, kept because the kernel zeroes
+				  * it when the socket is unhashed at close */
+	__u32 owner_tgid;        /* owner, from tcp_sendmsg_locked (process context) */
+	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */
+	__u32 last_cwnd;
+	__u32 cwnd_min;          /* min cwnd since the last snapshot (reset by the iterator) */
+	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
+	__u64 waiting_events;    /* tcp_probe runs that found data written and not
+				  * yet sent (write_seq != snd_nxt): the share of
+				  * them says how much of the time the application
+				  * had more to send than the path took */
+	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
+	__u32 cwnd_reductions;   /* probe events where cwnd was lower than the previous one */
+	__u32 ca_state;          /* current congestion state, as last seen */
+	/* cold: state changes, retransmits, a new owner */
+	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
+	__u64 ca_since_ns;       /* when the current congestion state was entered */
+	__u64 ca_time_ns[TS_CA_STATES];
+	__u32 ca_entries[TS_CA_STATES];
+	__u32 owner_pid;
+	__u64 retrans_skbs;      /* tcp_retransmit_skb with err == 0 */
+	__u64 retrans_segs;      /* segments in those skbs */
+	__u64 retrans_failed;    /* tcp_retransmit_skb with err != 0 (host-side queuing) */
+	__u64 owner_cgroup_id;
+	char owner_comm[TS_COMM_LEN];
+	/* the flow's interface in its own netns, as last known: kept because
+	 * the cached route can be dropped (RTO, route change, close) */
+	__u32 ifindex;
+	__u32 ifindex_source;    /* enum ts_ifindex_source */
 };
 
 /* A flow that moved in dump generation G is emitted by the dumps of

@@ -400,6 +400,12 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     late.int(Vec::new(), state.late_intervals);
+    let mut idle = Family::new(
+        "throttlescope_idle_flows",
+        "Open flows tracked but not listed in the last interval: they did not move.",
+        Kind::Gauge,
+    );
+    idle.int(Vec::new(), state.idle_flows);
     let mut missing = Family::new(
         "throttlescope_interface_missing",
         "1 for an interface asked for with --iface that was missing in the last interval \
@@ -430,6 +436,8 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         ringbuf,
         untracked,
         counter_failures,
+        late,
+        idle,
         missing,
         intervals,
         last,

@@ -94,6 +94,7 @@ pub struct ExporterState {
     pub untracked_flows: u64,
     pub counter_read_failures: u64,
     pub late_intervals: u64,
+    pub idle_flows: u64,
     /// `--iface` interfaces missing in the last interval.
     pub missing_interfaces: Vec<String>,
     /// Intervals published since start.
@@ -226,6 +227,7 @@ impl ExporterState {
         self.untracked_flows = h.untracked_flows;
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;
+        self.idle_flows = snap.idle_flows;
         self.missing_interfaces.clone_from(&h.missing_interfaces);
         self.intervals += 1;
         self.last_unix_ms = Some(snap.unix_ms);

@@ -69,7 +69,7 @@ fn snapshot(seq: u64) -> Snapshot {
             iface("lo", None),
         ],
         flows: Vec::new(),
-        idle_flows: 0,
+        idle_flows: 9_800,
         events: Vec::new(),
         health: Health {
             programs: vec![ProgramHealth {
@@ -81,6 +81,7 @@ fn snapshot(seq: u64) -> Snapshot {
             ringbuf_drops: 5,
             untracked_flows: 6,
             counter_read_failures: 7,
+            late_intervals: 3,
             ..Default::default()
         },
     }
@@ -202,6 +203,8 @@ fn exact_names_and_values() {
         "throttlescope_ringbuf_drops_total 5",
         "throttlescope_untracked_flows_total 6",
         "throttlescope_counter_read_failures_total 7",
+        "throttlescope_late_intervals_total 3",
+        "throttlescope_idle_flows 9800",
         "throttlescope_intervals_total 2",
         "throttlescope_last_interval_timestamp_seconds 1762000001.0",
         r#"throttlescope_flow_backoff_score{device="b0",peer="10.0.0.2:5000",local_port="9092",process="java"} 99.0"#,
