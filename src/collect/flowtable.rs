@@ -12,19 +12,20 @@ use crate::model::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
 
 const AF_INET6: u16 = 10;
 
-/// What we remember of a flow between intervals.
+/// What we remember of a flow between intervals: its last record, from
+/// which its totals are worked out again when it is next read (plain data,
+/// no strings: 10,000 idle flows cost 10,000 records and nothing else).
 #[derive(Debug, Clone)]
 struct Known {
-    totals: FlowCounters,
-    /// The flow's last record: its srtt sum and, for a carried flow, the
-    /// congestion state and when it was read. Plain data, not a sample:
-    /// 10,000 idle flows cost no strings between intervals.
     last: ts_flow_record,
-    /// The time per congestion state up to that record, in ns: the one
-    /// figure of an unmoving flow that grows (its current state's time).
-    ca_time_ns: [u64; 5],
     /// The call to `update` (its count) that read this record.
     read_in: u64,
+}
+
+impl Known {
+    fn totals(&self) -> FlowCounters {
+        counters_of(&self.last).0
+    }
 }
 
 /// What the last [`FlowTable::update`] did with the flows it tracks.
@@ -136,19 +137,19 @@ impl FlowTable {
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> Option<FlowSample> {
-        let (totals, ca_time_ns) = counters_of(rec);
+        let (totals, _) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
         self.probe_events += totals
             .probe_events
-            .saturating_sub(prev.map_or(0, |k| k.totals.probe_events));
+            .saturating_sub(prev.map_or(0, |k| k.last.st.probe_events));
         let (delta, prev_srtt_sum) = match prev {
             Some(k) if k.read_in + 1 < self.updates => {
                 // Carried by the last call: its growth counts from then.
                 let carried = carried_to(k, self.last_now_ns);
                 (diff(&totals, &carried), k.last.st.srtt_sum_us)
             }
-            Some(k) => (diff(&totals, &k.totals), k.last.st.srtt_sum_us),
+            Some(k) => (diff(&totals, &k.totals()), k.last.st.srtt_sum_us),
             // Born while we watched: everything it did is new.
             None if opened => (totals, 0),
             // Already there when we started: this interval is its baseline.
@@ -157,14 +158,11 @@ impl FlowTable {
         let probe_delta = delta.probe_events;
         let srtt_mean_us = (probe_delta > 0)
             .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
-        // A closed flow too: its final counts are what `probe_events`
-        // keeps once it is forgotten.
+        // A closed flow too; `update` forgets it right after.
         self.known.insert(
             rec.cookie,
             Known {
-                totals,
                 last: *rec,
-                ca_time_ns,
                 read_in: self.updates,
             },
         );
@@ -249,13 +247,13 @@ fn build(
 /// move, so nothing of it grew but the time in its current congestion
 /// state, counted to `now_ns` as a new record would have.
 fn carried_to(k: &Known, now_ns: u64) -> FlowCounters {
-    let mut ca_time_ns = k.ca_time_ns;
+    let (totals, mut ca_time_ns) = counters_of(&k.last);
     if let Some(t) = ca_time_ns.get_mut(k.last.st.ca_state as usize) {
         *t += now_ns.saturating_sub(k.last.now_ns);
     }
     FlowCounters {
         ca_time_us: PerCaState::from_array(ca_time_ns.map(|ns| ns / 1000)),
-        ..k.totals
+        ..totals
     }
 }
 

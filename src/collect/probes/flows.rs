@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{
@@ -310,29 +310,19 @@ impl FlowProbes {
             std::ptr::write_volatile(gen, std::ptr::read_volatile(gen).wrapping_add(1));
             std::ptr::write_volatile(dump_all, all as u32);
         }
-        let mut buf = Vec::with_capacity(64 * size_of::<ts_flow_record>());
+        let mut flows = Vec::new();
         match &mut *self.dump.borrow_mut() {
-            FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut buf)?,
+            FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut flows)?,
             FlowDump::PerNetns { link, others } => {
                 // This thread's namespace first, then the others'.
                 let fd = link.as_fd().as_raw_fd();
-                read_iter(fd, &mut buf)?;
+                read_iter(fd, &mut flows)?;
                 if let Some(others) = others {
-                    others.read(fd, &mut buf)?;
+                    others.read(fd, &mut flows)?;
                 }
             }
         }
-        let n = size_of::<ts_flow_record>();
-        if buf.len() % n != 0 {
-            bail!(
-                "flow-dump iterator returned {} bytes, not a multiple of the record size {n}",
-                buf.len()
-            );
-        }
-        Ok(buf
-            .chunks_exact(n)
-            .filter_map(read_record::<ts_flow_record>)
-            .collect())
+        Ok(flows)
     }
 
     /// Every event the ring buffer holds now, without waiting.
