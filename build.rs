@@ -48,6 +48,8 @@ fn build_bpf() -> Vec<String> {
 #[cfg(feature = "collect")]
 fn build_bpf() -> Vec<String> {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
+    let manifest_dir =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let vmlinux = out.join("vmlinux.h");
     write_vmlinux_h(&vmlinux);
 
@@ -59,11 +61,25 @@ fn build_bpf() -> Vec<String> {
         Ok(other) => panic!("unsupported target architecture for the BPF programs: {other}"),
         Err(_) => "x86",
     };
+    let clang_args = [
+        format!("-I{}", out.display()),
+        "-Ibpf".to_string(),
+        format!("-D__TARGET_ARCH_{arch}"),
+        "-Wall".to_string(),
+        // The objects' BTF line info names their source files: the
+        // checkout's and OUT_DIR's paths would make the embedded bytes, and
+        // so their hashes, differ from one checkout to the next.
+        format!(
+            "-ffile-prefix-map={}=/build/throttlescope",
+            manifest_dir.display()
+        ),
+        format!("-ffile-prefix-map={}=/build/out", out.display()),
+    ];
     // This script now also reruns for every change under src/ (the commit
     // and its dirty mark, below); the BPF objects are rebuilt only when
     // their own inputs changed, so a Rust edit does not wait for clang.
     let stamp = out.join("bpf-inputs.sha256");
-    let inputs = bpf_inputs_hash(&vmlinux, &clang, arch);
+    let inputs = bpf_inputs_hash(&vmlinux, &clang, &clang_args);
     let fresh = fs::read_to_string(&stamp).is_ok_and(|s| s == inputs);
     for src in PROGRAMS {
         let name = Path::new(src)
@@ -78,12 +94,7 @@ fn build_bpf() -> Vec<String> {
                 .source(src)
                 .obj(&obj)
                 .clang(&clang)
-                .clang_args([
-                    format!("-I{}", out.display()),
-                    "-Ibpf".to_string(),
-                    format!("-D__TARGET_ARCH_{arch}"),
-                    "-Wall".to_string(),
-                ])
+                .clang_args(&clang_args)
                 .build_and_generate(&skel)
                 .unwrap_or_else(|e| panic!("building {src} with {clang}: {e:#}"));
         }
@@ -103,9 +114,9 @@ fn build_bpf() -> Vec<String> {
 }
 
 /// Everything the BPF objects are made from: the sources and headers in
-/// bpf/, the yardstick, vmlinux.h, the compiler and the architecture.
+/// bpf/, the yardstick, vmlinux.h, the compiler and its arguments.
 #[cfg(feature = "collect")]
-fn bpf_inputs_hash(vmlinux: &Path, clang: &str, arch: &str) -> String {
+fn bpf_inputs_hash(vmlinux: &Path, clang: &str, args: &[String]) -> String {
     let mut files: Vec<PathBuf> = fs::read_dir("bpf")
         .expect("reading bpf/")
         .map(|e| e.expect("reading bpf/").path())
@@ -113,7 +124,7 @@ fn bpf_inputs_hash(vmlinux: &Path, clang: &str, arch: &str) -> String {
     files.sort();
     files.push(PathBuf::from("tools/bench/empty.bpf.c"));
     files.push(vmlinux.to_path_buf());
-    let mut all = format!("{clang}\0{arch}\0").into_bytes();
+    let mut all = format!("{clang}\0{}\0", args.join("\0")).into_bytes();
     for f in &files {
         all.extend_from_slice(f.to_string_lossy().as_bytes());
         all.push(0);
