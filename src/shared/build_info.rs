@@ -44,6 +44,9 @@ mod tests {
 
     #[test]
     fn commit_is_a_hash_or_unknown() {
+        // Shown with --nocapture: how a tarball build was checked to say
+        // `unknown` (docs/install.md).
+        println!("built from commit {GIT_COMMIT}");
         let base = GIT_COMMIT
             .strip_suffix("-dirty")
             .or_else(|| GIT_COMMIT.strip_suffix("-unknown-state"))
