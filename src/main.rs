@@ -1,10 +1,9 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-use throttlescope::commands::cli::{Cli, Command};
+use throttlescope::commands::cli::{self, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let result = match &cli.command {
         Command::Watch(args) => {
             throttlescope::commands::watch::run(args).map(|_| ExitCode::SUCCESS)
@@ -20,6 +19,13 @@ fn main() -> ExitCode {
         Command::Thresholds => {
             throttlescope::commands::watch::print_thresholds();
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions(args) => {
+            throttlescope::commands::manual::completions(args.shell, &mut std::io::stdout())
+                .map(|_| ExitCode::SUCCESS)
+        }
+        Command::Man(args) => {
+            throttlescope::commands::manual::man(args.dir.as_deref()).map(|_| ExitCode::SUCCESS)
         }
     };
     match result {

@@ -8,7 +8,7 @@
 
 mod record_support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -870,10 +870,158 @@ fn daemonset_runs_unprivileged_with_bpf_and_perfmon_only() {
         assert!(has(want), "no resource `{want}`");
     }
     // Reachable by Prometheus: the exporter listens on the node's address.
-    assert!(
-        text.contains("fieldPath: status.hostIP") && text.contains("--metrics \"${HOST_IP}:9979\"")
-    );
+    // Kubernetes expands `$(HOST_IP)` in args itself: the image has no shell.
+    assert!(text.contains("fieldPath: status.hostIP"));
+    let args = daemonset_args(&settings);
+    let metrics = args
+        .iter()
+        .position(|a| a == "--metrics")
+        .expect("--metrics");
+    assert_eq!(args[metrics + 1], "$(HOST_IP):9979");
     assert!(has("prometheus.io/scrape: \"true\""));
+}
+
+/// The container's `args:` list items, in order (one per line, quotes
+/// removed), up to the next key.
+fn daemonset_args(settings: &[&str]) -> Vec<String> {
+    let start = settings
+        .iter()
+        .position(|l| *l == "args:")
+        .expect("the DaemonSet has no `args:` list");
+    settings[start + 1..]
+        .iter()
+        .map_while(|l| l.strip_prefix("- "))
+        .map(|a| a.trim_matches('"').to_string())
+        .collect()
+}
+
+/// The Containerfile's instructions: continuation lines joined, comments
+/// and blank lines dropped; (INSTRUCTION, arguments).
+fn containerfile() -> Vec<(String, String)> {
+    let text = read(&fleet("container/Containerfile"));
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || (line.is_empty() && current.is_empty()) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => current.push_str(part),
+            None => {
+                current.push_str(line);
+                let (ins, rest) = current.split_once(' ').unwrap_or((&current, ""));
+                out.push((ins.to_uppercase(), rest.trim().to_string()));
+                current.clear();
+            }
+        }
+    }
+    out
+}
+
+/// `KEY="value"` pairs of every LABEL instruction.
+fn containerfile_labels(instructions: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    for (_, args) in instructions.iter().filter(|(i, _)| i == "LABEL") {
+        let mut rest = args.as_str();
+        while let Some((key, after)) = rest.split_once("=\"") {
+            let (value, tail) = after.split_once('"').expect("a closing quote");
+            labels.insert(key.trim().to_string(), value.to_string());
+            rest = tail;
+        }
+    }
+    labels
+}
+
+/// The image tools/release builds (tools/fleet/container/Containerfile) is
+/// the one source of what the container runs as: the DaemonSet must run its
+/// entrypoint, as its user, with the capabilities it declares, and name it
+/// with the version it is built with.
+#[test]
+fn daemonset_runs_the_image_the_containerfile_builds() {
+    let ins = containerfile();
+    let one = |name: &str| -> String {
+        let v: Vec<&String> = ins
+            .iter()
+            .filter(|(i, _)| i == name)
+            .map(|(_, a)| a)
+            .collect();
+        assert_eq!(v.len(), 1, "Containerfile: expected one {name}, got {v:?}");
+        v[0].clone()
+    };
+    assert_eq!(one("FROM"), "scratch", "the image is the binary alone");
+    let entrypoint: Vec<String> =
+        serde_json::from_str(&one("ENTRYPOINT")).expect("ENTRYPOINT in JSON (exec) form");
+    let binary = entrypoint[0].clone();
+    // The binary is copied to where the entrypoint runs it, and only it
+    // and the licence texts are copied at all.
+    let copies: Vec<&String> = ins
+        .iter()
+        .filter(|(i, _)| i == "COPY")
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(copies.len(), 2, "{copies:?}");
+    assert_eq!(*copies[0], format!("throttlescope {binary}"));
+    assert!(copies[1].starts_with("licenses/ "), "{}", copies[1]);
+    let user = one("USER");
+    let (uid, gid) = user.split_once(':').expect("USER uid:gid");
+    let caps: BTreeSet<String> = containerfile_labels(&ins)
+        .get("io.containers.capabilities")
+        .expect("the io.containers.capabilities label")
+        .split(',')
+        .map(|c| c.trim().to_string())
+        .collect();
+
+    let path = fleet("kubernetes/throttlescope-daemonset.yaml");
+    let text = read(&path);
+    let settings: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
+    let joined = settings.join("\n");
+    let single = |key: &str| -> String {
+        let v = values_of(&joined, key);
+        assert_eq!(v.len(), 1, "{}: {key}: {v:?}", path.display());
+        v[0].clone()
+    };
+    let image = single("image");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        image.ends_with(&format!("/throttlescope:{version}")),
+        "{}: image {image} is not throttlescope:{version}, what tools/release builds",
+        path.display()
+    );
+    let command: Vec<String> = serde_json::from_str(&single("command")).expect("command as a list");
+    assert_eq!(
+        command,
+        std::slice::from_ref(&binary),
+        "the DaemonSet runs another binary than the image's"
+    );
+    assert_eq!(
+        daemonset_args(&settings).first().map(String::as_str),
+        Some("record")
+    );
+    assert_eq!(
+        single("runAsUser"),
+        uid,
+        "user differs from the Containerfile's USER"
+    );
+    assert_eq!(
+        single("runAsGroup"),
+        gid,
+        "group differs from the Containerfile's USER"
+    );
+    let added: BTreeSet<String> = single("add")
+        .trim_matches(|c| c == '[' || c == ']')
+        .split(',')
+        .map(|s| s.trim().trim_matches('"').to_string())
+        .collect();
+    assert_eq!(
+        added, caps,
+        "capabilities differ from the Containerfile's label"
+    );
+    assert_eq!(single("drop"), "[\"ALL\"]");
 }
 
 // ------------------------------------------------------------------ systemd

@@ -13,7 +13,9 @@ use crate::shared::units::{parse_duration, parse_interval, parse_size};
 #[derive(Debug, Parser)]
 #[command(
     name = "throttlescope",
-    version,
+    // `-V`: the version and commit; `--version` adds the BPF object hashes
+    // (set at run time by [`command`], which every entry point uses).
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("THROTTLESCOPE_GIT_COMMIT"), ")"),
     about = "Is the hypervisor shaping this host's network, is the host queuing, or is the network losing packets? Per flow, from the kernel.",
     long_about = "throttlescope attaches eBPF programs to the kernel's TCP tracepoints and, every \
 interval, reports each TCP flow's RTT inflation (srtt against min_rtt), cwnd, retransmits and \
@@ -53,6 +55,51 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// List the verdict thresholds with their defaults and why.
     Thresholds,
+    /// Print a shell completion script for SHELL to stdout.
+    ///
+    /// Debian's package installs them; by hand, e.g.
+    /// `throttlescope completions bash > /etc/bash_completion.d/throttlescope`
+    /// or `throttlescope completions fish > ~/.config/fish/completions/throttlescope.fish`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) to stdout, or with `--dir` write one
+    /// page per command there (throttlescope.1, throttlescope-watch.1, ...).
+    ///
+    /// `throttlescope man | man -l -` reads it without installing.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ManArgs {
+    /// Write throttlescope.1 and one page per subcommand into DIR
+    /// (created if missing) instead of printing the main page.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+/// The command line as clap sees it, with the long `--version` text
+/// (commit and BPF object hashes) that only exists at run time. Parsing,
+/// the man page and the completions all start from here, so they agree.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    // Leaked once per process: clap keeps `&'static str`s, and this runs
+    // once (at parse, or once per generated page set).
+    let long: &'static str = Box::leak(crate::shared::build_info::long_version().into_boxed_str());
+    Cli::command().long_version(long)
+}
+
+/// Parses the process's arguments with [`command`] (exits on `--help`,
+/// `--version` and errors, as clap does).
+pub fn parse() -> Cli {
+    use clap::FromArgMatches;
+    let matches = command().get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 /// What to observe and how often: shared by `watch` and `record`.

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod doctor;
+pub mod manual;
 pub mod replay;
 pub mod report;
 pub mod watch;

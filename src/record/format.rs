@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::snapshot::Snapshot;
+use crate::shared::build_info;
 
 /// The `format` value of every trace header.
 pub const FORMAT_NAME: &str = "throttlescope-trace";
@@ -55,6 +56,15 @@ pub struct TraceHeader {
     pub version: FormatVersion,
     /// The throttlescope that wrote the file.
     pub tool_version: String,
+    /// Its git commit (`-dirty`, `unknown`), as `--version` prints it.
+    /// Absent (empty) in files written before it was added.
+    #[serde(default)]
+    pub tool_commit: String,
+    /// The BPF objects it loaded: name to the first 12 hex digits of the
+    /// object's SHA-256, as `--version` prints them. Absent (empty) in files
+    /// written before it was added.
+    #[serde(default)]
+    pub bpf_objects: std::collections::BTreeMap<String, String>,
     pub host: String,
     /// `uname -r` of the observed machine.
     pub kernel: String,
@@ -84,7 +94,9 @@ impl TraceHeader {
         TraceHeader {
             format: FORMAT_NAME.to_string(),
             version: CURRENT_VERSION,
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            tool_version: build_info::VERSION.to_string(),
+            tool_commit: build_info::GIT_COMMIT.to_string(),
+            bpf_objects: build_info::bpf_objects().into_iter().collect(),
             host: hostname(),
             kernel: read_proc_line("/proc/sys/kernel/osrelease"),
             interfaces,
@@ -187,4 +199,34 @@ pub fn parse_header(line: &[u8]) -> Result<TraceHeader, HeaderProblem> {
         )));
     }
     serde_json::from_value(value).map_err(|e| HeaderProblem::NotATrace(format!("bad header: {e}")))
+}
+
+#[cfg(test)]
+mod build_fields_tests {
+    use super::*;
+
+    /// The commit and BPF object hashes were added without a format bump:
+    /// a header written before them still reads, with empty values.
+    #[test]
+    fn a_header_without_commit_or_bpf_objects_still_reads() {
+        let line = br#"{"format":"throttlescope-trace","version":{"major":1,"minor":5},"tool_version":"0.1.0","host":"h","kernel":"k","interfaces":[],"interval_ns":1000000000,"start_unix_ms":1,"start_mono_ns":2}"#;
+        let h = parse_header(line).expect("old header");
+        assert_eq!(h.tool_commit, "");
+        assert!(h.bpf_objects.is_empty());
+    }
+
+    /// A new header records what `--version` prints, and reads back.
+    #[test]
+    fn a_new_header_records_the_build() {
+        let h = TraceHeader::for_this_host(Vec::new(), 1_000_000_000, serde_json::Value::Null);
+        assert_eq!(h.tool_commit, build_info::GIT_COMMIT);
+        assert_eq!(
+            h.bpf_objects,
+            build_info::bpf_objects().into_iter().collect()
+        );
+        let line = serde_json::to_vec(&h).unwrap();
+        let text = String::from_utf8_lossy(&line);
+        assert!(text.contains("\"tool_commit\"") && text.contains("\"bpf_objects\""));
+        assert_eq!(parse_header(&line).unwrap(), h);
+    }
 }

@@ -20,6 +20,8 @@ fn header() -> TraceHeader {
         format: FORMAT_NAME.into(),
         version: CURRENT_VERSION,
         tool_version: "test".into(),
+        tool_commit: String::new(),
+        bpf_objects: Default::default(),
         host: "h".into(),
         kernel: "k".into(),
         interfaces: vec![

@@ -44,6 +44,8 @@ pub fn header() -> TraceHeader {
         format: FORMAT_NAME.into(),
         version: CURRENT_VERSION,
         tool_version: "test".into(),
+        tool_commit: String::new(),
+        bpf_objects: Default::default(),
         host: "test-host".into(),
         kernel: "6.18.0-test".into(),
         interfaces: vec![

@@ -612,6 +612,8 @@ fn run(args: &Args) -> Result<u64> {
         format: FORMAT_NAME.into(),
         version: CURRENT_VERSION,
         tool_version: format!("gen-trace {}", env!("CARGO_PKG_VERSION")),
+        tool_commit: String::new(),
+        bpf_objects: Default::default(),
         host: format!("gen-trace-seed-{}", args.seed),
         kernel: "synthetic".into(),
         interfaces: g

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Checks one kernel-matrix guest's serial log (tools/kernels).
 
-check.py LOG EXPECT KERNEL: EXPECT is `observe` (doctor exits 0, each scenario's
+check.py LOG EXPECT KERNEL [static|dynamic]: EXPECT is `observe` (doctor exits 0, each scenario's
 `watch --json` runs and is judged right, per-flow retransmits agree with the
 guest's RetransSegs) or `refuse` (doctor and watch exit non-zero naming the floor).
+With `static`, the binary must have run in a chroot holding nothing but
+itself and the mount points (the JAIL section lists it).
 Prints one summary line (tab-separated) for the table, then any failures;
 exits 1 when a check failed.
 """
@@ -53,6 +55,15 @@ def main():
         return None
 
     release = value("KERNEL") or "?"
+    static = len(sys.argv) > 4 and sys.argv[4] == "static"
+    # -xdev: the mounted /proc, /sys, /dev and /tmp are not listed.
+    JAIL = [".", "./dev", "./proc", "./sys", "./throttlescope", "./tmp"]
+    jail = [l.strip() for l in dict(secs).get("JAIL", "").splitlines() if l.strip()]
+    if static and sorted(jail) != JAIL:
+        fails.append(f"the chroot should hold only the binary and mount points, it held {jail}")
+    if not static and "JAIL" in names:
+        fails.append("a chroot for a binary that is not static")
+    mode = ", static, alone in a chroot" if static else ""
     doctor = dict(secs).get("DOCTOR", "")
     doctor_rc = value("DOCTOR_RC")
     if "END" not in names:
@@ -72,7 +83,7 @@ def main():
                 fails.append(f"{what} does not name the missing kernel feature")
             if "libbpf:" in out:
                 fails.append(f"{what} printed libbpf noise: {out.strip()[:300]!r}")
-        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, watch exit {watch_rc}: refused (floor 5.12)\t-\t-")
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, watch exit {watch_rc}: refused (floor 5.12){mode}\t-\t-")
     else:
         if doctor_rc != "0":
             fails.append(f"doctor exit {doctor_rc}: {doctor.strip()[-600:]}")
@@ -136,7 +147,7 @@ def main():
                     fails.append(f"{scenario}: per-flow retransmits {ours}, RetransSegs {theirs} (>5% apart)")
             else:
                 fails.append(f"{scenario}: no /proc/net/snmp readings")
-        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}\t"
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}{mode}\t"
               f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")
     for f in fails:
         print(f"  FAIL {kernel}: {f}")
