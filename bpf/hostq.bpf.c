@@ -12,9 +12,13 @@
  * the queue (TCQ_F_CAN_BYPASS on an empty pfifo_fast) fire neither hook:
  * they were never queued.
  *
- * Hot path (one run per enqueue, per dequeue batch, per dropped skb): a netns
- * check through direct BTF loads, one per-CPU hash lookup, a few stores; the
- * sojourn sampler adds one hash lookup on the qdisc hooks.
+ * Hot path (one run per enqueue, per dequeue batch; issue "scale"): a netns
+ * check and the device's index through direct BTF loads, one per-CPU ARRAY
+ * lookup (slot ifindex % HQ_IF_SLOTS, the key compared), one probe read per
+ * skb for its gso segment count, a few stores into that CPU's slot, and a
+ * read of the slot's sojourn sample. No hash lookup and no shared write per
+ * packet: a sojourn sample starts on at most 1 enqueue in HQ_SOJOURN_EVERY
+ * per CPU and ends at its skb's dequeue.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -54,11 +58,16 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 #define HQ_SOJOURN_STALE_NS (10ULL * 1000 * 1000 * 1000)
 /* Longest bulk-dequeue chain walked to count gso segments. */
 #define HQ_BULK_WALK 16
+/* TCQ_F_CPUSTATS (include/net/sch_generic.h, the same value since 4.x): the
+ * qdisc keeps qlen and backlog per CPU (pfifo_fast), not in q.qlen. A macro,
+ * not vmlinux.h: it has no #defines. */
+#define HQ_TCQ_F_CPUSTATS 0x20
 
+/* Per-CPU slots of interfaces, indexed by ifindex % HQ_IF_SLOTS (hostq.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, HQ_IF_ENTRIES);
-	__type(key, struct hq_if_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HQ_IF_SLOTS);
+	__type(key, __u32);
 	__type(value, struct hq_if_stats);
 } if_stats SEC(".maps");
 
@@ -69,10 +78,11 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/* The sojourn sample in progress of each slot (hostq.h). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, HQ_SOJOURN_ENTRIES);
-	__type(key, struct hq_if_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HQ_IF_SLOTS);
+	__type(key, __u32);
 	__type(value, struct hq_sojourn);
 } sojourn SEC(".maps");
 
@@ -88,21 +98,31 @@ static __always_inline bool observed(__u32 netns)
 	return NETNS_OBSERVED(netns, target_netns, all_netns);
 }
 
-/* Wire packets in one skb: gso segments, as the qdisc's own byte/packet
- * stats count them (bstats_update); any kind of skb passes here. */
+/*
+ * Wire packets in one skb: gso segments, as the qdisc's own byte/packet
+ * stats count them (bstats_update: gso_segs when gso_size is set, else 1).
+ * skb_gso_segs() (common.bpf.h) costs four probe reads; here `head` and `end`
+ * are direct loads (the skb is a BTF pointer) and gso_size and gso_segs,
+ * adjacent in skb_shared_info on every kernel we know, come in one probe read
+ * of 4 bytes. The offsets are CO-RE relocated: on a kernel where they were not
+ * adjacent, the two-read branch is the one left after load.
+ */
 static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 {
-	return skb_gso_segs(skb, true);
-}
+	struct skb_shared_info *shinfo = (void *)(skb->head + skb->end);
+	__u32 size_off = bpf_core_field_offset(struct skb_shared_info, gso_size);
+	__u32 segs_off = bpf_core_field_offset(struct skb_shared_info, gso_segs);
+	__u16 gso[2] = {};
 
-static __always_inline struct hq_if_stats *stats_get(const struct hq_if_key *key)
-{
-	struct hq_if_stats zero = {}, *st;
-
-	st = map_lookup_or_init(&if_stats, key, &zero);
-	if (!st)
-		health_inc(hq_health, HQ_H_IF_UNTRACKED);
-	return st;
+	if (segs_off == size_off + 2) {
+		bpf_probe_read_kernel(gso, sizeof(gso), (void *)shinfo + size_off);
+	} else {
+		bpf_probe_read_kernel(&gso[0], sizeof(gso[0]), (void *)shinfo + size_off);
+		bpf_probe_read_kernel(&gso[1], sizeof(gso[1]), (void *)shinfo + segs_off);
+	}
+	if (!gso[0] || !gso[1])
+		return 1;
+	return gso[1];
 }
 
 /* The peak slot of the current epoch, started afresh when the epoch moved. */
@@ -141,56 +161,89 @@ static __always_inline void note_peaks(struct hq_if_stats *st)
 		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
 }
 
-/* The stats entry of the device behind `txq`, when this event is the one
- * to count (the qdisc the queue points at: each packet once) and the device
- * is in an observed namespace; counts the event under `counter`. */
-static __always_inline struct hq_if_stats *queue_stats(struct Qdisc *q,
-						       const struct netdev_queue *txq,
-						       __u32 counter, struct hq_if_key *key)
+/*
+ * This CPU's slot of the device behind `txq`, when this event is the one to
+ * count (the qdisc the queue points at: each packet once) and the device is
+ * in an observed namespace. `*idx` is the slot index (for the sojourn array).
+ * The slot is taken when free, or from a holder idle on this CPU for
+ * HQ_SLOT_IDLE_NS; else the event is not counted (HQ_H_IF_UNTRACKED).
+ */
+static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
+						      const struct netdev_queue *txq,
+						      __u32 *idx, __u64 now)
 {
 	struct net_device *dev = txq->dev;
+	struct hq_if_stats *st;
+	__u32 netns, ifindex;
 
 	if (!dev || txq->qdisc != q)
 		return NULL;
-	key->netns = dev_netns(dev);
-	if (!observed(key->netns))
+	netns = dev_netns(dev);
+	if (!observed(netns))
 		return NULL;
-	key->ifindex = dev->ifindex;
-	health_inc(hq_health, counter);
-	return stats_get(key);
+	ifindex = dev->ifindex;
+	*idx = ifindex & (HQ_IF_SLOTS - 1);
+	st = bpf_map_lookup_elem(&if_stats, idx);
+	if (!st)
+		return NULL;
+	if (st->key.ifindex == ifindex && st->key.netns == netns)
+		return st;
+	if (st->key.ifindex && now - st->last_ns < HQ_SLOT_IDLE_NS) {
+		health_inc(hq_health, HQ_H_IF_UNTRACKED);
+		return NULL;
+	}
+	/* Free or idle: this CPU's slot starts over for this interface (only
+	 * this CPU writes it; user space sees the new key and starts from 0). */
+	__builtin_memset(st, 0, sizeof(*st));
+	st->key.netns = netns;
+	st->key.ifindex = ifindex;
+	return st;
+}
+
+/* Ends the slot's sample without a measurement. */
+static __always_inline void sojourn_give_up(struct hq_sojourn *sj)
+{
+	sj->skb = 0;
+	health_inc(hq_health, HQ_H_SOJOURN_LOST);
 }
 
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {
-	struct hq_if_key key;
 	struct hq_if_stats *st;
-	struct hq_sojourn *sj, fresh = {};
-	__u64 now;
+	struct hq_sojourn *sj;
+	__u64 now, n;
+	__u32 idx = 0;
 
 	TEST_REJECT(test_reject, HQ_H_ENQUEUE_EVENTS);
-	st = queue_stats(q, txq, HQ_H_ENQUEUE_EVENTS, &key);
+	now = bpf_ktime_get_ns();
+	st = queue_slot(q, txq, &idx, now);
 	if (!st)
 		return 0;
-	now = bpf_ktime_get_ns();
+	n = st->enqueued_skbs++;
 	st->enqueued += skb_segs(skb);
-	st->enqueued_skbs++;
 	note_backlog(st, q, now);
 	note_peaks(st);
 
-	/* Start a sojourn sample when none is in progress: this packet leaves
-	 * after the qlen packets ahead of it and itself. */
-	sj = map_lookup_or_init(&sojourn, &key, &fresh);
+	sj = bpf_map_lookup_elem(&sojourn, &idx);
 	if (!sj)
 		return 0;
-	if (sj->remaining > 0) {
-		if (now - sj->enq_ns < HQ_SOJOURN_STALE_NS)
+	if (sj->skb) {
+		/* The sampled address enqueued again: that skb was freed
+		 * without being seen leaving, and the address reused. */
+		if (sj->skb == (__u64)skb)
+			sojourn_give_up(sj);
+		else if ((__s64)(now - sj->enq_ns) > (__s64)HQ_SOJOURN_STALE_NS)
+			sojourn_give_up(sj);
+		else
 			return 0;
-		health_inc(hq_health, HQ_H_SOJOURN_LOST);
 	}
-	sj->qdisc = (__u64)q;
+	/* Sampled: the first enqueue on this CPU, then 1 in HQ_SOJOURN_EVERY. */
+	if (n & (HQ_SOJOURN_EVERY - 1))
+		return 0;
 	sj->enq_ns = now;
-	sj->remaining = st->last_qlen ? st->last_qlen : 1;
+	sj->qdisc = (__u64)q;
+	sj->skb = (__u64)skb;
 	return 0;
 }
 
@@ -198,45 +251,59 @@ SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets,
 	     struct sk_buff *skb)
 {
-	struct hq_if_key key;
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj;
 	struct sk_buff *it = skb;
-	__u64 now, segs = 0;
-	__u32 slot;
+	__u64 now, segs = 0, sampled = 0, enq_ns;
+	bool hit = false;
+	__u32 slot, idx = 0;
 	int i;
 
 	TEST_REJECT(test_reject, HQ_H_DEQUEUE_EVENTS);
 	/* Fires with skb == NULL when the qdisc had nothing to send. */
 	if (!skb || packets <= 0)
 		return 0;
-	st = queue_stats(q, txq, HQ_H_DEQUEUE_EVENTS, &key);
+	now = bpf_ktime_get_ns();
+	st = queue_slot(q, txq, &idx, now);
 	if (!st)
 		return 0;
+	sj = bpf_map_lookup_elem(&sojourn, &idx);
+	if (sj && sj->qdisc == (__u64)q)
+		sampled = sj->skb;
 
 	/* A bulk dequeue hands over `packets` skbs chained by ->next. */
 	for (i = 0; i < HQ_BULK_WALK && i < packets && it; i++) {
 		segs += skb_segs(it);
-		it = BPF_CORE_READ(it, next);
+		if ((__u64)it == sampled)
+			hit = true;
+		it = it->next;
 	}
 	if (packets > HQ_BULK_WALK) {
 		segs += packets - HQ_BULK_WALK;
 		health_inc(hq_health, HQ_H_BULK_TRUNCATED);
 	}
-	now = bpf_ktime_get_ns();
 	st->dequeued += segs;
 	st->dequeued_skbs += packets;
+	st->dequeue_runs++;
 	note_backlog(st, q, now);
 	if (peaks_at_dequeue)
 		note_peaks(st);
 
-	sj = bpf_map_lookup_elem(&sojourn, &key);
-	if (!sj || sj->remaining <= 0 || sj->qdisc != (__u64)q)
+	if (!sampled || !sj)
 		return 0;
-	sj->remaining -= packets;
-	if (sj->remaining > 0)
+	if (!hit) {
+		/* Empty and the sample not seen leaving: it never will be (the
+		 * qdisc dropped it, or split it into new skbs). A qdisc with
+		 * per-CPU stats does not keep q.qlen: the other rules apply. */
+		if (!st->last_qlen && !(q->flags & HQ_TCQ_F_CPUSTATS))
+			sojourn_give_up(sj);
 		return 0;
-	now -= sj->enq_ns;
+	}
+	enq_ns = sj->enq_ns;
+	sj->skb = 0;
+	if (now < enq_ns)
+		return 0; /* a racing start (hostq.h): not this skb's clock */
+	now -= enq_ns;
 	st->sojourn_sum_ns += now;
 	st->sojourn_samples++;
 	slot = peak_slot(st);
