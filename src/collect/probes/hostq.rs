@@ -64,7 +64,8 @@ pub const NO_DEVICE: &str = "(no device)";
 /// What the host-queue programs could not do, cumulative since attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostQueueHealth {
-    /// Interfaces whose stats entry could not be created (map full).
+    /// qdisc events not counted because their interface's slot (ifindex %
+    /// HQ_IF_SLOTS) held another interface, active on that CPU (hostq.h).
     pub untracked_interfaces: u64,
     /// Drops not counted because their (interface, reason) entry could not
     /// be created (map full).
