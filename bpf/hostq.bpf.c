@@ -12,13 +12,18 @@
  * the queue (TCQ_F_CAN_BYPASS on an empty pfifo_fast) fire neither hook:
  * they were never queued.
  *
- * Hot path (one run per enqueue, per dequeue batch; issue "scale"): a netns
+ * Hot path (one run per enqueue, per dequeue batch; issue 12): a netns
  * check and the device's index through direct BTF loads, one per-CPU ARRAY
- * lookup (slot ifindex % HQ_IF_SLOTS, the key compared), one probe read per
- * skb for its gso segment count, a few stores into that CPU's slot, and a
- * read of the slot's sojourn sample. No hash lookup and no shared write per
- * packet: a sojourn sample starts on at most 1 enqueue in HQ_SOJOURN_EVERY
- * per CPU and ends at its skb's dequeue.
+ * lookup (slot ifindex % HQ_IF_SLOTS, the key compared), the skb's segment
+ * count from two direct loads (skb_segs), a few stores into that CPU's slot,
+ * and a read of the slot's sojourn sample. No hash lookup, no shared write
+ * and no clock read per packet: a sojourn sample starts on at most 1 enqueue
+ * in HQ_SOJOURN_EVERY per CPU and ends at its skb's dequeue, and only those
+ * two events read the clock. Measured on the small-packet bench
+ * (docs/performance.md): bpf_ktime_get_ns() cost ~85 ns a call on the lab
+ * VM and a 4-byte bpf_probe_read_kernel() ~50 ns, against ~60 ns for an
+ * empty program on the same tracepoint, so both are kept off the per-packet
+ * path; bpf_jiffies64() (a load) stamps the events instead.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -99,15 +104,15 @@ static __always_inline bool observed(__u32 netns)
 }
 
 /*
- * Wire packets in one skb: gso segments, as the qdisc's own byte/packet
- * stats count them (bstats_update: gso_segs when gso_size is set, else 1).
- * skb_gso_segs() (common.bpf.h) costs four probe reads; here `head` and `end`
- * are direct loads (the skb is a BTF pointer) and gso_size and gso_segs,
- * adjacent in skb_shared_info on every kernel we know, come in one probe read
- * of 4 bytes. The offsets are CO-RE relocated: on a kernel where they were not
- * adjacent, the two-read branch is the one left after load.
+ * gso segments of a gso skb, from its skb_shared_info: the slow path of
+ * skb_segs(). skb_gso_segs() (common.bpf.h) costs four probe reads; here
+ * `head` and `end` are direct loads (the skb is a BTF pointer) and gso_size
+ * and gso_segs, adjacent in skb_shared_info on every kernel we know, come in
+ * one probe read of 4 bytes. The offsets are CO-RE relocated: on a kernel
+ * where they were not adjacent, the two-read branch is the one left after
+ * load.
  */
-static __always_inline __u32 skb_segs(const struct sk_buff *skb)
+static __always_inline __u32 skb_segs_shinfo(const struct sk_buff *skb)
 {
 	struct skb_shared_info *shinfo = (void *)(skb->head + skb->end);
 	__u32 size_off = bpf_core_field_offset(struct skb_shared_info, gso_size);
@@ -123,6 +128,30 @@ static __always_inline __u32 skb_segs(const struct sk_buff *skb)
 	if (!gso[0] || !gso[1])
 		return 1;
 	return gso[1];
+}
+
+/*
+ * Wire packets in one skb: gso segments, as the qdisc's own byte/packet
+ * stats count them (bstats_update: gso_segs when gso_size is set, else 1).
+ *
+ * Without reading skb_shared_info for every skb (a probe read, ~50 ns):
+ * __dev_queue_xmit() sets qdisc_skb_cb(skb)->pkt_len before the qdisc sees
+ * the skb (qdisc_pkt_len_init), to skb->len plus, for a gso skb whose
+ * transport header is set, the headers of every segment after the first. So
+ * pkt_len == len is a one-packet skb, known from two direct loads (skb->cb
+ * is a scalar array of a BTF pointer); anything else (a gso skb, or a size
+ * table that rewrote pkt_len) takes the shared-info read. A qdisc that splits
+ * a gso skb (tbf) gives each segment pkt_len = len. The one miscount: a gso
+ * skb without a transport header counts as 1 here; the local stack always
+ * sets it on transmit.
+ */
+static __always_inline __u32 skb_segs(const struct sk_buff *skb)
+{
+	const struct qdisc_skb_cb *cb = (const void *)skb->cb;
+
+	if (cb->pkt_len == skb->len)
+		return 1;
+	return skb_segs_shinfo(skb);
 }
 
 /* The peak slot of the current epoch, started afresh when the epoch moved. */
@@ -143,9 +172,11 @@ static __always_inline __u32 peak_slot(struct hq_if_stats *st)
 	return slot;
 }
 
-static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q, __u64 now)
+/* `stamp` is bpf_jiffies64(): it orders this CPU's latest backlog against
+ * the other CPUs' (hostq.h), and a load costs nothing next to a clock read. */
+static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q, __u64 stamp)
 {
-	st->last_ns = now;
+	st->last_jiffies = stamp;
 	st->last_qlen = q->q.qlen;
 	st->last_backlog_bytes = q->qstats.backlog;
 }
@@ -166,11 +197,11 @@ static __always_inline void note_peaks(struct hq_if_stats *st)
  * count (the qdisc the queue points at: each packet once) and the device is
  * in an observed namespace. `*idx` is the slot index (for the sojourn array).
  * The slot is taken when free, or from a holder idle on this CPU for
- * HQ_SLOT_IDLE_NS; else the event is not counted (HQ_H_IF_UNTRACKED).
+ * HQ_SLOT_IDLE_JIFFIES; else the event is not counted (HQ_H_IF_UNTRACKED).
  */
 static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 						      const struct netdev_queue *txq,
-						      __u32 *idx, __u64 now)
+						      __u32 *idx)
 {
 	struct net_device *dev = txq->dev;
 	struct hq_if_stats *st;
@@ -188,7 +219,7 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 		return NULL;
 	if (st->key.ifindex == ifindex && st->key.netns == netns)
 		return st;
-	if (st->key.ifindex && now - st->last_ns < HQ_SLOT_IDLE_NS) {
+	if (st->key.ifindex && bpf_jiffies64() - st->last_jiffies < HQ_SLOT_IDLE_JIFFIES) {
 		health_inc(hq_health, HQ_H_IF_UNTRACKED);
 		return NULL;
 	}
@@ -216,31 +247,33 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	__u32 idx = 0;
 
 	TEST_REJECT(test_reject, HQ_H_ENQUEUE_EVENTS);
-	now = bpf_ktime_get_ns();
-	st = queue_slot(q, txq, &idx, now);
+	st = queue_slot(q, txq, &idx);
 	if (!st)
 		return 0;
 	n = st->enqueued_skbs++;
 	st->enqueued += skb_segs(skb);
-	note_backlog(st, q, now);
+	note_backlog(st, q, bpf_jiffies64());
 	note_peaks(st);
 
 	sj = bpf_map_lookup_elem(&sojourn, &idx);
 	if (!sj)
 		return 0;
-	if (sj->skb) {
-		/* The sampled address enqueued again: that skb was freed
-		 * without being seen leaving, and the address reused. */
-		if (sj->skb == (__u64)skb)
-			sojourn_give_up(sj);
-		else if ((__s64)(now - sj->enq_ns) > (__s64)HQ_SOJOURN_STALE_NS)
-			sojourn_give_up(sj);
-		else
-			return 0;
-	}
-	/* Sampled: the first enqueue on this CPU, then 1 in HQ_SOJOURN_EVERY. */
+	/* The sampled address enqueued again: that skb was freed without being
+	 * seen leaving, and the address reused. Checked on every enqueue (a
+	 * compare), or the reused skb's dequeue would end the sample late. */
+	if (sj->skb == (__u64)skb)
+		sojourn_give_up(sj);
+	/* Sampled: the first enqueue on this CPU, then 1 in HQ_SOJOURN_EVERY.
+	 * Only these read the clock, to start a sample or age out one whose
+	 * skb was never seen leaving. */
 	if (n & (HQ_SOJOURN_EVERY - 1))
 		return 0;
+	now = bpf_ktime_get_ns();
+	if (sj->skb) {
+		if ((__s64)(now - sj->enq_ns) <= (__s64)HQ_SOJOURN_STALE_NS)
+			return 0;
+		sojourn_give_up(sj);
+	}
 	sj->enq_ns = now;
 	sj->qdisc = (__u64)q;
 	sj->skb = (__u64)skb;
@@ -263,19 +296,20 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	/* Fires with skb == NULL when the qdisc had nothing to send. */
 	if (!skb || packets <= 0)
 		return 0;
-	now = bpf_ktime_get_ns();
-	st = queue_slot(q, txq, &idx, now);
+	st = queue_slot(q, txq, &idx);
 	if (!st)
 		return 0;
 	sj = bpf_map_lookup_elem(&sojourn, &idx);
 	if (sj && sj->qdisc == (__u64)q)
 		sampled = sj->skb;
 
-	/* A bulk dequeue hands over `packets` skbs chained by ->next. */
+	/* A bulk dequeue hands over `packets` skbs chained by ->next: direct
+	 * loads (each `it` stays a BTF pointer, so skb_segs() reads it as it
+	 * reads the first). `hit` is set without a branch, so the verifier's
+	 * states at the loop head differ only in `i`. */
 	for (i = 0; i < HQ_BULK_WALK && i < packets && it; i++) {
 		segs += skb_segs(it);
-		if ((__u64)it == sampled)
-			hit = true;
+		hit |= (__u64)it == sampled;
 		it = it->next;
 	}
 	if (packets > HQ_BULK_WALK) {
@@ -285,7 +319,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	st->dequeued += segs;
 	st->dequeued_skbs += packets;
 	st->dequeue_runs++;
-	note_backlog(st, q, now);
+	note_backlog(st, q, bpf_jiffies64());
 	if (peaks_at_dequeue)
 		note_peaks(st);
 
@@ -299,6 +333,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 			sojourn_give_up(sj);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();
 	enq_ns = sj->enq_ns;
 	sj->skb = 0;
 	if (now < enq_ns)

@@ -18,16 +18,18 @@
  * lookups and the shared sojourn hash made on_qdisc_enqueue ~1.9 us). An
  * interface takes slot ifindex % HQ_IF_SLOTS on each CPU and writes its key
  * there; an event whose slot holds another interface that was active on that
- * CPU in the last HQ_SLOT_IDLE_NS is not counted (HQ_H_IF_UNTRACKED), an idle
+ * CPU in the last HQ_SLOT_IDLE_JIFFIES is not counted (HQ_H_IF_UNTRACKED), an idle
  * holder is evicted. ifindexes are small and dense per namespace, so two busy
  * interfaces collide only with many namespaces (--all-netns) or more than
  * HQ_IF_SLOTS interfaces. 256 x 112 bytes: 28 KiB per CPU. A power of two.
  */
 #define HQ_IF_SLOTS 256
-/* A slot's holder that saw no event on that CPU for this long may be evicted
- * by another interface; user space then starts the newcomer's counters from
- * zero (it tracks each slot's key per CPU). */
-#define HQ_SLOT_IDLE_NS (60ULL * 1000 * 1000 * 1000)
+/* A slot's holder that saw no event on that CPU for this many jiffies may be
+ * evicted by another interface; user space then starts the newcomer's
+ * counters from zero (it tracks each slot's key per CPU). In jiffies because
+ * events are stamped with bpf_jiffies64() (hostq.bpf.c: no clock read per
+ * packet) and HZ is not known here: 60 s at HZ=1000, 4 min at HZ=250. */
+#define HQ_SLOT_IDLE_JIFFIES (60ULL * 1000)
 /* (netns, ifindex, drop reason), never deleted: room for 4 reasons per
  * interface on average at 1024 interfaces; a per-CPU hash, 8-byte values,
  * 32 KiB per CPU. Past it new keys are counted in HQ_H_DROP_UNTRACKED. Drops
@@ -73,8 +75,11 @@ struct hq_if_stats {
 	__u64 dequeue_runs;      /* observed qdisc_dequeue events that returned packets */
 	__u64 sojourn_sum_ns;    /* over sampled packets, see hostq.bpf.c */
 	__u64 sojourn_samples;
-	/* Backlog of the tx qdisc after this CPU's latest event on it. */
-	__u64 last_ns;
+	/* Backlog of the tx qdisc after this CPU's latest event on it, stamped
+	 * with bpf_jiffies64() (not a clock: ~85 ns a read, per packet). User
+	 * space takes the CPU with the latest stamp; CPUs tied within a jiffy
+	 * give the smallest backlog (hostq.rs). */
+	__u64 last_jiffies;
 	__u32 last_qlen;
 	__u32 last_backlog_bytes;
 	/* Interval extremes, slot = epoch & 1, valid when peak_epoch[slot] == epoch. */

@@ -129,7 +129,8 @@ impl IfTotals {
 struct IfFold {
     delta: IfTotals,
     sample: HostQueueSample,
-    latest_ns: u64,
+    /// The stamp (jiffies) of the backlog in `sample`; None before any CPU.
+    latest: Option<u64>,
     sojourn_max_ns: u64,
 }
 
@@ -366,13 +367,23 @@ fn growth(prev: Option<((u32, u32), IfTotals)>, key: (u32, u32), now: &IfTotals)
 /// Adds one CPU's slot of an interface to its fold: the growth `delta`
 /// since that slot's previous read adds up, the closed epoch's peaks take
 /// the max, the current backlog is the one the most recent event saw.
+/// Events are stamped in jiffies (hostq.h: no clock read per packet), so
+/// CPUs can tie; of those the smallest backlog is taken: a queue that just
+/// drained reads 0, as `tc` says, whichever CPU's enqueue came just before
+/// the dequeue that emptied it.
 fn fold_cpu(f: &mut IfFold, c: &hq_if_stats, delta: &IfTotals, epoch: u64) {
     let slot = (epoch & 1) as usize;
     f.delta.add(delta);
-    if c.last_ns > f.latest_ns {
-        f.latest_ns = c.last_ns;
-        f.sample.backlog_packets = c.last_qlen.into();
-        f.sample.backlog_bytes = c.last_backlog_bytes.into();
+    let backlog = (u64::from(c.last_qlen), u64::from(c.last_backlog_bytes));
+    let now = (f.sample.backlog_packets, f.sample.backlog_bytes);
+    let take = match f.latest {
+        None => true,
+        Some(t) => c.last_jiffies > t || (c.last_jiffies == t && backlog < now),
+    };
+    if take {
+        f.latest = Some(c.last_jiffies);
+        f.sample.backlog_packets = backlog.0;
+        f.sample.backlog_bytes = backlog.1;
     }
     if c.peak_epoch[slot] == epoch {
         f.sample.peak_backlog_packets = f.sample.peak_backlog_packets.max(c.peak_qlen[slot].into());
@@ -448,7 +459,7 @@ mod tests {
         let mut a = hq_if_stats {
             enqueued: 10,
             dequeued: 8,
-            last_ns: 5,
+            last_jiffies: 5,
             last_qlen: 2,
             ..Default::default()
         };
@@ -457,7 +468,7 @@ mod tests {
         let mut b = hq_if_stats {
             enqueued: 1,
             dequeued: 3,
-            last_ns: 9,
+            last_jiffies: 9,
             last_qlen: 0,
             ..Default::default()
         };
@@ -472,6 +483,32 @@ mod tests {
         assert_eq!(s.peak_backlog_packets, 9);
         assert_eq!(s.backlog_packets, 0, "latest event wins");
         assert_eq!(s.sojourn_max_us, None, "no sample, no sojourn");
+    }
+
+    #[test]
+    fn cpus_tied_within_a_jiffy_give_the_smallest_backlog() {
+        let at = |jiffies, qlen, bytes| hq_if_stats {
+            last_jiffies: jiffies,
+            last_qlen: qlen,
+            last_backlog_bytes: bytes,
+            ..Default::default()
+        };
+        // CPU 0 enqueued (3 queued), CPU 1 dequeued to empty, same jiffy:
+        // the queue is empty, whichever CPU is read first.
+        for order in [[at(7, 3, 300), at(7, 0, 0)], [at(7, 0, 0), at(7, 3, 300)]] {
+            let mut f = IfFold::default();
+            for c in &order {
+                fold_cpu(&mut f, c, &IfTotals::default(), 1);
+            }
+            let s = finish(f);
+            assert_eq!((s.backlog_packets, s.backlog_bytes), (0, 0));
+        }
+        // A later jiffy wins even with a larger backlog.
+        let mut f = IfFold::default();
+        for c in [at(7, 0, 0), at(8, 5, 500)] {
+            fold_cpu(&mut f, &c, &IfTotals::default(), 1);
+        }
+        assert_eq!(finish(f).backlog_packets, 5);
     }
 
     #[test]
