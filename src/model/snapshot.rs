@@ -169,7 +169,10 @@ pub struct HostQueueSample {
     /// Packets enqueued to and dequeued from the interface's qdiscs.
     pub enqueued: u64,
     pub dequeued: u64,
-    /// Qdisc backlog at the end of the interval.
+    /// Qdisc backlog at the end of the interval: as left by the latest
+    /// qdisc event before the read (events are stamped in jiffies; of CPUs
+    /// tied within one, the smallest backlog: docs/architecture.md "Host
+    /// queue").
     pub backlog_packets: u64,
     pub backlog_bytes: u64,
     /// The largest backlog seen at an enqueue during the interval.
