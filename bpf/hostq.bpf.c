@@ -305,8 +305,10 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 
 	/* A bulk dequeue hands over `packets` skbs chained by ->next: direct
 	 * loads (each `it` stays a BTF pointer, so skb_segs() reads it as it
-	 * reads the first). `hit` is set without a branch, so the verifier's
-	 * states at the loop head differ only in `i`. */
+	 * reads the first). `hit` is set without a branch: one path fewer per
+	 * iteration for the verifier, which walks all HQ_BULK_WALK of them
+	 * (8,697 instructions processed on 6.18 for this program, 2,602 on
+	 * main; the other two programs of this object, 345 and 99). */
 	for (i = 0; i < HQ_BULK_WALK && i < packets && it; i++) {
 		segs += skb_segs(it);
 		hit |= (__u64)it == sampled;
