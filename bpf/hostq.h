@@ -10,31 +10,42 @@
 #define THROTTLESCOPE_HOSTQ_H
 
 /*
- * Map sizes (max_entries). Both per-CPU hashes are preallocated (the
- * default: no BPF_F_NO_PREALLOC), so each costs max_entries x value size x
- * possible CPUs of memory whether used or not: sized for many namespaces'
- * interfaces, not without bound.
+ * Map sizes (max_entries).
  *
- * Interfaces, keyed by (netns, ifindex): user space never deletes entries, so
- * this bounds the interfaces seen in the observer's lifetime (veths of
- * containers come and go with new ifindexes). 1024 x 112 bytes is 112 KiB
- * per CPU. Past it new interfaces are counted in HQ_H_IF_UNTRACKED.
+ * Interfaces live in a per-CPU ARRAY of HQ_IF_SLOTS slots, not a hash: the
+ * qdisc hooks run once per packet, and an array lookup is an index, where a
+ * hash lookup hashes and compares a key (issue "scale": the per-CPU hash
+ * lookups and the shared sojourn hash made on_qdisc_enqueue ~1.9 us). An
+ * interface takes slot ifindex % HQ_IF_SLOTS on each CPU and writes its key
+ * there; an event whose slot holds another interface that was active on that
+ * CPU in the last HQ_SLOT_IDLE_JIFFIES is not counted (HQ_H_IF_UNTRACKED), an idle
+ * holder is evicted. ifindexes are small and dense per namespace, so two busy
+ * interfaces collide only with many namespaces (--all-netns) or more than
+ * HQ_IF_SLOTS interfaces. 256 x 112 bytes: 28 KiB per CPU. A power of two.
  */
-#define HQ_IF_ENTRIES 1024
-/* (netns, ifindex, drop reason), never deleted either: room for 4 reasons
- * per interface on average at HQ_IF_ENTRIES interfaces; 8-byte values, 32 KiB
- * per CPU. Past it new keys are counted in HQ_H_DROP_UNTRACKED. */
+#define HQ_IF_SLOTS 256
+/* A slot's holder that saw no event on that CPU for this many jiffies may be
+ * evicted by another interface; user space then starts the newcomer's
+ * counters from zero (it tracks each slot's key per CPU). In jiffies because
+ * events are stamped with bpf_jiffies64() (hostq.bpf.c: no clock read per
+ * packet) and HZ is not known here: 60 s at HZ=1000, 4 min at HZ=250. */
+#define HQ_SLOT_IDLE_JIFFIES (60ULL * 1000)
+/* (netns, ifindex, drop reason), never deleted: room for 4 reasons per
+ * interface on average at 1024 interfaces; a per-CPU hash, 8-byte values,
+ * 32 KiB per CPU. Past it new keys are counted in HQ_H_DROP_UNTRACKED. Drops
+ * are counted per dropped skb, not per packet through a qdisc. */
 #define HQ_DROP_ENTRIES 4096
-/* One sojourn sample in progress per interface, same key as the interface
- * stats: the same bound. A plain hash, not per CPU. */
-#define HQ_SOJOURN_ENTRIES HQ_IF_ENTRIES
+/* Sojourn sampling: an enqueue starts a sample when this CPU's enqueue count
+ * on the interface is a multiple of this (and none is in progress): 1 packet
+ * in 64 at most pays for a clock read and a shared write. A power of two. */
+#define HQ_SOJOURN_EVERY 64
 
 /* Indexes into the per-CPU `hq_health` array. Every one is shown to the user. */
 enum hq_health_counter {
-	HQ_H_ENQUEUE_EVENTS = 0, /* qdisc_enqueue runs on an observed device's tx qdisc */
-	HQ_H_DEQUEUE_EVENTS,     /* qdisc_dequeue runs that returned packets, observed */
+	HQ_H_ENQUEUE_EVENTS = 0, /* unused: enqueue events are the slots' enqueued_skbs */
+	HQ_H_DEQUEUE_EVENTS,     /* unused: dequeue events are the slots' dequeue_runs */
 	HQ_H_DROP_EVENTS,        /* kfree_skb runs on an observed skb */
-	HQ_H_IF_UNTRACKED,       /* interface stats entry could not be created (map full) */
+	HQ_H_IF_UNTRACKED,       /* qdisc events not counted: the slot held another interface */
 	HQ_H_DROP_UNTRACKED,     /* (interface, reason) drop entry could not be created */
 	HQ_H_SOJOURN_LOST,       /* sojourn sample skb never seen dequeued (dropped/timed out) */
 	HQ_H_BULK_TRUNCATED,     /* bulk dequeues longer than the walk bound (counted 1/skb) */
@@ -48,20 +59,27 @@ struct hq_if_key {
 };
 
 /*
- * Per-CPU, per-interface state. Counters are cumulative (userspace computes
- * deltas); peaks live in two slots selected by the parity of `hq_epoch`, so
- * userspace can close an interval by bumping the epoch instead of writing to
- * the map (which would race with the counters).
+ * One interface's state on one CPU, in its slot of the per-CPU `if_stats`
+ * array. `key` says whose it is (ifindex 0: never used). Counters are
+ * cumulative from when the interface took the slot on that CPU (userspace
+ * computes deltas per slot and CPU); peaks live in two slots selected by the
+ * parity of `hq_epoch`, so userspace can close an interval by bumping the
+ * epoch instead of writing to the map (which would race with the counters).
  */
 struct hq_if_stats {
+	struct hq_if_key key;
 	__u64 enqueued;          /* packets (gso segments) entering the tx qdisc */
 	__u64 dequeued;          /* packets (gso segments) leaving it */
-	__u64 enqueued_skbs;
+	__u64 enqueued_skbs;     /* = observed qdisc_enqueue events */
 	__u64 dequeued_skbs;
+	__u64 dequeue_runs;      /* observed qdisc_dequeue events that returned packets */
 	__u64 sojourn_sum_ns;    /* over sampled packets, see hostq.bpf.c */
 	__u64 sojourn_samples;
-	/* Backlog of the tx qdisc after this CPU's latest event on it. */
-	__u64 last_ns;
+	/* Backlog of the tx qdisc after this CPU's latest event on it, stamped
+	 * with bpf_jiffies64() (not a clock: ~85 ns a read, per packet). User
+	 * space takes the CPU with the latest stamp; CPUs tied within a jiffy
+	 * give the smallest backlog (hostq.rs). */
+	__u64 last_jiffies;
 	__u32 last_qlen;
 	__u32 last_backlog_bytes;
 	/* Interval extremes, slot = epoch & 1, valid when peak_epoch[slot] == epoch. */
@@ -80,15 +98,24 @@ struct hq_drop_key {
 };
 
 /*
- * One sojourn measurement in progress on an interface: the packet enqueued at
- * `enq_ns` leaves a FIFO qdisc after `remaining` more packets are dequeued
- * from the same qdisc (its queue position at enqueue). Plain (not per-CPU)
- * hash: enqueue and dequeue of one qdisc run under its lock, on any CPU.
+ * One sojourn measurement in progress per slot (shared by the interfaces of
+ * that slot): the skb enqueued at `enq_ns` is recognised by its address when
+ * it is dequeued. A plain (not per-CPU) ARRAY: enqueue and dequeue of one
+ * qdisc may run on different CPUs. Written only when a sample starts or ends;
+ * every enqueue and dequeue only reads it. A sample is given up
+ * (HQ_H_SOJOURN_LOST) when the qdisc is seen empty without the skb having
+ * left (it was dropped, or split into new skbs by the qdisc), when the same
+ * address is enqueued again (freed and reused), or after HQ_SOJOURN_STALE_NS.
+ *
+ * No atomics: enqueues and dequeues of one qdisc run under its lock, and
+ * only CPUs starting samples on different qdiscs at once (children of mq,
+ * interfaces sharing the slot) race; the sample then holds one CPU's skb with
+ * the other's clock, taken within the same instant, or is lost uncounted.
  */
 struct hq_sojourn {
-	__u64 qdisc;             /* kernel address of the sampled qdisc, as an id */
+	__u64 skb;               /* kernel address of the sampled skb; 0: none in progress */
+	__u64 qdisc;             /* kernel address of its qdisc, as an id */
 	__u64 enq_ns;
-	__s64 remaining;         /* <= 0: no sample in progress */
 };
 
 #endif

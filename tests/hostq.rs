@@ -115,7 +115,7 @@ impl Pair {
         self.in_sender(&args);
     }
 
-    /// (sent packets, dropped, backlog bytes) of the root qdisc, as tc says.
+    /// Sent packets, drops and backlog of the root qdisc, as tc says.
     fn tc_root(&self) -> TcStats {
         let json = self.in_sender(&["tc", "-s", "-j", "qdisc", "show", "dev", SENDER_IF]);
         let v: serde_json::Value = serde_json::from_str(&json).expect("tc -j output");
@@ -126,6 +126,8 @@ impl Pair {
         TcStats {
             packets: root["packets"].as_u64().expect("packets"),
             drops: root["drops"].as_u64().expect("drops"),
+            qlen: root["qlen"].as_u64().expect("qlen"),
+            backlog: root["backlog"].as_u64().expect("backlog"),
         }
     }
 
@@ -193,6 +195,9 @@ impl Drop for Pair {
 struct TcStats {
     packets: u64,
     drops: u64,
+    /// Backlog now (packets, bytes): in a window, at its end.
+    qlen: u64,
+    backlog: u64,
 }
 
 /// Moves the calling thread into a named namespace; returns its inode.
@@ -280,6 +285,8 @@ fn measure(pair: &mut Pair, secs: u32, label: &str, noise: Option<&mut Pair>) ->
                     tc: TcStats {
                         packets: after.packets - before.packets,
                         drops: after.drops - before.drops,
+                        qlen: after.qlen,
+                        backlog: after.backlog,
                     },
                 }
             })
@@ -329,6 +336,14 @@ fn qdisc_counts_backlog_and_drops_match_tc() {
     let qdisc_drops = s.drops.get("QDISC_DROP").copied().unwrap_or(0);
     close(qdisc_drops, w.tc.drops, "QDISC_DROP vs tc dropped");
     assert_enqueue_balance(s);
+    // The backlog is the one left by the latest event; events are stamped in
+    // jiffies, and of CPUs tied within one the smallest backlog is taken
+    // (docs/architecture.md, "Host queue"): after the drain, tc's.
+    assert_eq!(
+        (s.backlog_packets, s.backlog_bytes),
+        (w.tc.qlen, w.tc.backlog),
+        "backlog after the drain vs tc"
+    );
     assert!(s.peak_backlog_packets > 0 && s.peak_backlog_bytes > 0);
     assert!(
         s.peak_backlog_bytes <= 30 * 1024,
@@ -369,5 +384,10 @@ fn tiny_limit_drops_without_offloads() {
     // TCP hands the qdisc gso skbs even with offloads off (they are split
     // after the qdisc); the TBF splits those above its burst itself.
     assert_enqueue_balance(s);
+    assert_eq!(
+        (s.backlog_packets, s.backlog_bytes),
+        (w.tc.qlen, w.tc.backlog),
+        "backlog after the drain vs tc"
+    );
     assert!(s.peak_backlog_bytes > 0 && s.peak_backlog_bytes <= 6 * 1024);
 }

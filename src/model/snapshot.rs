@@ -179,13 +179,18 @@ pub struct HostQueueSample {
     /// Packets enqueued to and dequeued from the interface's qdiscs.
     pub enqueued: u64,
     pub dequeued: u64,
-    /// Qdisc backlog at the end of the interval.
+    /// Qdisc backlog at the end of the interval: as left by the latest
+    /// qdisc event before the read (events are stamped in jiffies; of CPUs
+    /// tied within one, the smallest backlog: docs/architecture.md "Host
+    /// queue").
     pub backlog_packets: u64,
     pub backlog_bytes: u64,
     /// The largest backlog seen at an enqueue during the interval.
     pub peak_backlog_packets: u64,
     pub peak_backlog_bytes: u64,
-    /// Time from enqueue to dequeue, where measured.
+    /// Time from enqueue to dequeue, mean and max over the packets sampled
+    /// in the interval (at most 1 enqueue in 64 per CPU, docs/architecture.md
+    /// "Host queue"); `None` when no sample completed.
     pub sojourn_mean_us: Option<u64>,
     pub sojourn_max_us: Option<u64>,
     /// Packets the host dropped on this interface in the interval, by kernel
@@ -456,8 +461,9 @@ pub struct Health {
     pub seeded_flows: u64,
     /// Interface counter reads that failed.
     pub counter_read_failures: u64,
-    /// Host-queue entries (interfaces, drop reasons) not counted because
-    /// their map was full.
+    /// Host-queue events not counted: qdisc events whose interface slot
+    /// was held by another active interface, and drops whose (interface,
+    /// reason) entry could not be created (map full).
     #[serde(default)]
     pub host_queue_untracked: u64,
     /// Interfaces asked for with `--iface` that were missing this interval

@@ -14,7 +14,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
 use super::flows::{health_of, not_loaded, NetnsFilter};
-use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_key, hq_if_stats};
+use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_stats};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::records::read_record;
@@ -64,7 +64,8 @@ pub const NO_DEVICE: &str = "(no device)";
 /// What the host-queue programs could not do, cumulative since attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostQueueHealth {
-    /// Interfaces whose stats entry could not be created (map full).
+    /// qdisc events not counted because their interface's slot (ifindex %
+    /// HQ_IF_SLOTS) held another interface, active on that CPU (hostq.h).
     pub untracked_interfaces: u64,
     /// Drops not counted because their (interface, reason) entry could not
     /// be created (map full).
@@ -75,19 +76,73 @@ pub struct HostQueueHealth {
     pub bulk_dequeues_truncated: u64,
 }
 
-/// Sums over CPUs of one interface's cumulative counters.
-#[derive(Debug, Clone, Copy, Default)]
+/// One interface's cumulative counters (in one CPU's slot, or their
+/// growth summed over CPUs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct IfTotals {
     enqueued: u64,
     dequeued: u64,
     sojourn_sum_ns: u64,
     sojourn_samples: u64,
+    enqueue_events: u64,
+    dequeue_events: u64,
+}
+
+impl IfTotals {
+    fn of(c: &hq_if_stats) -> IfTotals {
+        IfTotals {
+            enqueued: c.enqueued,
+            dequeued: c.dequeued,
+            sojourn_sum_ns: c.sojourn_sum_ns,
+            sojourn_samples: c.sojourn_samples,
+            enqueue_events: c.enqueued_skbs,
+            dequeue_events: c.dequeue_runs,
+        }
+    }
+
+    /// Growth since `prev`, the same slot's previous read (zero when the
+    /// slot changed hands since: the newcomer's counters started at 0).
+    fn since(&self, prev: &IfTotals) -> IfTotals {
+        IfTotals {
+            enqueued: self.enqueued.saturating_sub(prev.enqueued),
+            dequeued: self.dequeued.saturating_sub(prev.dequeued),
+            sojourn_sum_ns: self.sojourn_sum_ns.saturating_sub(prev.sojourn_sum_ns),
+            sojourn_samples: self.sojourn_samples.saturating_sub(prev.sojourn_samples),
+            enqueue_events: self.enqueue_events.saturating_sub(prev.enqueue_events),
+            dequeue_events: self.dequeue_events.saturating_sub(prev.dequeue_events),
+        }
+    }
+
+    fn add(&mut self, o: &IfTotals) {
+        self.enqueued += o.enqueued;
+        self.dequeued += o.dequeued;
+        self.sojourn_sum_ns += o.sojourn_sum_ns;
+        self.sojourn_samples += o.sojourn_samples;
+        self.enqueue_events += o.enqueue_events;
+        self.dequeue_events += o.dequeue_events;
+    }
+}
+
+/// One interface over one read: its growth summed over CPUs, and the
+/// closed epoch's extremes and latest backlog folded over them.
+#[derive(Debug, Default)]
+struct IfFold {
+    delta: IfTotals,
+    sample: HostQueueSample,
+    /// The stamp (jiffies) of the backlog in `sample`; None before any CPU.
+    latest: Option<u64>,
+    sojourn_max_ns: u64,
 }
 
 /// The attached host-queue probes. Dropping it detaches every program.
 pub struct HostQueueProbes {
     skel: HostqSkel<'static>,
-    prev_if: HashMap<(u32, u32), IfTotals>,
+    /// Per (slot, CPU): whose it was at the previous read and its counters.
+    prev_if: HashMap<(u32, usize), ((u32, u32), IfTotals)>,
+    /// Observed qdisc events since attach, summed from the slots' growth
+    /// (the qdisc programs keep no separate health counter: hostq.h).
+    enqueue_events: u64,
+    dequeue_events: u64,
     prev_drops: HashMap<(u32, u32, u32), u64>,
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
@@ -130,6 +185,8 @@ impl HostQueueProbes {
         Ok(HostQueueProbes {
             skel,
             prev_if: HashMap::new(),
+            enqueue_events: 0,
+            dequeue_events: 0,
             prev_drops: HashMap::new(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
@@ -149,36 +206,36 @@ impl HostQueueProbes {
         let epoch = self.close_epoch()?;
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
+        // The per-CPU slot array (hostq.h): each CPU's copy of a slot names
+        // its interface; an interface's figures are summed over the CPUs
+        // whose copy names it.
         let map = &self.skel.maps.if_stats;
-        for key_bytes in map.keys() {
-            let Some(key) = read_record::<hq_if_key>(&key_bytes) else {
+        let mut folds: HashMap<(u32, u32), IfFold> = HashMap::new();
+        for slot in 0..map.max_entries() {
+            let Some(per_cpu) = map
+                .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+                .context("reading the host-queue interface slots")?
+            else {
                 continue;
             };
-            let Some(per_cpu) = map
-                .lookup_percpu(&key_bytes, MapFlags::ANY)
-                .context("reading the host-queue interface stats")?
-            else {
-                continue; // removed between keys() and lookup: cannot happen, we never delete
-            };
-            let cpus: Vec<hq_if_stats> = per_cpu
-                .iter()
-                .filter_map(|v| read_record::<hq_if_stats>(v))
-                .collect();
-            let (totals, mut sample) = fold_cpus(&cpus, epoch);
-            let prev = self
-                .prev_if
-                .insert((key.netns, key.ifindex), totals)
-                .unwrap_or_default();
-            sample.enqueued = totals.enqueued.saturating_sub(prev.enqueued);
-            sample.dequeued = totals.dequeued.saturating_sub(prev.dequeued);
-            let samples = totals.sojourn_samples.saturating_sub(prev.sojourn_samples);
-            let sum = totals.sojourn_sum_ns.saturating_sub(prev.sojourn_sum_ns);
-            sample.sojourn_mean_us = sum.checked_div(samples).map(|ns| ns / 1000);
-            if samples == 0 {
-                sample.sojourn_max_us = None;
+            for (cpu, bytes) in per_cpu.iter().enumerate() {
+                let Some(c) = read_record::<hq_if_stats>(bytes) else {
+                    continue;
+                };
+                if c.key.ifindex == 0 {
+                    continue; // never used on this CPU
+                }
+                let key = (c.key.netns, c.key.ifindex);
+                let now = IfTotals::of(&c);
+                let delta = growth(self.prev_if.insert((slot, cpu), (key, now)), key, &now);
+                fold_cpu(folds.entry(key).or_default(), &c, &delta, epoch);
             }
-            let name = if_name(names, self.own_netns, interval, key.netns, key.ifindex);
-            out.insert(name, sample);
+        }
+        for ((netns, ifindex), f) in folds {
+            self.enqueue_events += f.delta.enqueue_events;
+            self.dequeue_events += f.delta.dequeue_events;
+            let name = if_name(names, self.own_netns, interval, netns, ifindex);
+            out.insert(name, finish(f));
         }
 
         let map = &self.skel.maps.drops;
@@ -275,12 +332,17 @@ impl HostQueueProbes {
         PROGRAM_EVENTS
             .iter()
             .map(|(name, counter)| {
+                let events = match *counter {
+                    hq_health_counter::HQ_H_ENQUEUE_EVENTS => self.enqueue_events,
+                    hq_health_counter::HQ_H_DEQUEUE_EVENTS => self.dequeue_events,
+                    c => self.counter(c),
+                };
                 health_of(
                     self.skel.object(),
                     HOSTQ_PROGRAMS,
                     &self.dropped,
                     name,
-                    self.counter(*counter),
+                    events,
                 )
             })
             .collect()
@@ -292,35 +354,60 @@ impl HostQueueProbes {
     }
 }
 
-/// Sums one interface's per-CPU values: cumulative counters add up, the
-/// closed epoch's peaks take the max, the current backlog is the one the
-/// most recent event saw.
-fn fold_cpus(cpus: &[hq_if_stats], epoch: u64) -> (IfTotals, HostQueueSample) {
-    let mut totals = IfTotals::default();
-    let mut sample = HostQueueSample::default();
-    let slot = (epoch & 1) as usize;
-    let mut latest = 0u64;
-    let mut sojourn_max_ns = 0u64;
-    for c in cpus {
-        totals.enqueued += c.enqueued;
-        totals.dequeued += c.dequeued;
-        totals.sojourn_sum_ns += c.sojourn_sum_ns;
-        totals.sojourn_samples += c.sojourn_samples;
-        if c.last_ns > latest {
-            latest = c.last_ns;
-            sample.backlog_packets = c.last_qlen.into();
-            sample.backlog_bytes = c.last_backlog_bytes.into();
-        }
-        if c.peak_epoch[slot] == epoch {
-            sample.peak_backlog_packets = sample.peak_backlog_packets.max(c.peak_qlen[slot].into());
-            sample.peak_backlog_bytes = sample
-                .peak_backlog_bytes
-                .max(c.peak_backlog_bytes[slot].into());
-            sojourn_max_ns = sojourn_max_ns.max(c.sojourn_max_ns[slot]);
-        }
+/// A CPU's slot's growth since its previous read, `prev` (holder, counters):
+/// when the slot changed hands since (hostq.h: an idle holder is evicted),
+/// the newcomer's counters started at 0 and all of them are growth.
+fn growth(prev: Option<((u32, u32), IfTotals)>, key: (u32, u32), now: &IfTotals) -> IfTotals {
+    match prev {
+        Some((k, t)) if k == key => now.since(&t),
+        _ => *now,
     }
-    sample.sojourn_max_us = Some(sojourn_max_ns / 1000);
-    (totals, sample)
+}
+
+/// Adds one CPU's slot of an interface to its fold: the growth `delta`
+/// since that slot's previous read adds up, the closed epoch's peaks take
+/// the max, the current backlog is the one the most recent event saw.
+/// Events are stamped in jiffies (hostq.h: no clock read per packet), so
+/// CPUs can tie; of those the smallest backlog is taken: a queue that just
+/// drained reads 0, as `tc` says, whichever CPU's enqueue came just before
+/// the dequeue that emptied it.
+fn fold_cpu(f: &mut IfFold, c: &hq_if_stats, delta: &IfTotals, epoch: u64) {
+    let slot = (epoch & 1) as usize;
+    f.delta.add(delta);
+    let backlog = (u64::from(c.last_qlen), u64::from(c.last_backlog_bytes));
+    let now = (f.sample.backlog_packets, f.sample.backlog_bytes);
+    let take = match f.latest {
+        None => true,
+        Some(t) => c.last_jiffies > t || (c.last_jiffies == t && backlog < now),
+    };
+    if take {
+        f.latest = Some(c.last_jiffies);
+        f.sample.backlog_packets = backlog.0;
+        f.sample.backlog_bytes = backlog.1;
+    }
+    if c.peak_epoch[slot] == epoch {
+        f.sample.peak_backlog_packets = f.sample.peak_backlog_packets.max(c.peak_qlen[slot].into());
+        f.sample.peak_backlog_bytes = f
+            .sample
+            .peak_backlog_bytes
+            .max(c.peak_backlog_bytes[slot].into());
+        f.sojourn_max_ns = f.sojourn_max_ns.max(c.sojourn_max_ns[slot]);
+    }
+}
+
+/// The interface's sample from its fold: counts, and the sojourn of the
+/// packets sampled in the interval (none sampled: no figure).
+fn finish(f: IfFold) -> HostQueueSample {
+    let mut sample = f.sample;
+    sample.enqueued = f.delta.enqueued;
+    sample.dequeued = f.delta.dequeued;
+    let d = &f.delta;
+    sample.sojourn_mean_us = d
+        .sojourn_sum_ns
+        .checked_div(d.sojourn_samples)
+        .map(|ns| ns / 1000);
+    sample.sojourn_max_us = (d.sojourn_samples > 0).then_some(f.sojourn_max_ns / 1000);
+    sample
 }
 
 /// The interface's name for the report, asked of the namespace the probes
@@ -372,7 +459,7 @@ mod tests {
         let mut a = hq_if_stats {
             enqueued: 10,
             dequeued: 8,
-            last_ns: 5,
+            last_jiffies: 5,
             last_qlen: 2,
             ..Default::default()
         };
@@ -381,15 +468,69 @@ mod tests {
         let mut b = hq_if_stats {
             enqueued: 1,
             dequeued: 3,
-            last_ns: 9,
+            last_jiffies: 9,
             last_qlen: 0,
             ..Default::default()
         };
         b.peak_epoch = [4, 0];
         b.peak_qlen = [9, 50];
-        let (t, s) = fold_cpus(&[a, b], 4);
-        assert_eq!((t.enqueued, t.dequeued), (11, 11));
+        let mut f = IfFold::default();
+        for c in [&a, &b] {
+            fold_cpu(&mut f, c, &IfTotals::of(c), 4);
+        }
+        let s = finish(f);
+        assert_eq!((s.enqueued, s.dequeued), (11, 11));
         assert_eq!(s.peak_backlog_packets, 9);
         assert_eq!(s.backlog_packets, 0, "latest event wins");
+        assert_eq!(s.sojourn_max_us, None, "no sample, no sojourn");
+    }
+
+    #[test]
+    fn cpus_tied_within_a_jiffy_give_the_smallest_backlog() {
+        let at = |jiffies, qlen, bytes| hq_if_stats {
+            last_jiffies: jiffies,
+            last_qlen: qlen,
+            last_backlog_bytes: bytes,
+            ..Default::default()
+        };
+        // CPU 0 enqueued (3 queued), CPU 1 dequeued to empty, same jiffy:
+        // the queue is empty, whichever CPU is read first.
+        for order in [[at(7, 3, 300), at(7, 0, 0)], [at(7, 0, 0), at(7, 3, 300)]] {
+            let mut f = IfFold::default();
+            for c in &order {
+                fold_cpu(&mut f, c, &IfTotals::default(), 1);
+            }
+            let s = finish(f);
+            assert_eq!((s.backlog_packets, s.backlog_bytes), (0, 0));
+        }
+        // A later jiffy wins even with a larger backlog.
+        let mut f = IfFold::default();
+        for c in [at(7, 0, 0), at(8, 5, 500)] {
+            fold_cpu(&mut f, &c, &IfTotals::default(), 1);
+        }
+        assert_eq!(finish(f).backlog_packets, 5);
+    }
+
+    #[test]
+    fn a_slot_taken_over_starts_from_zero() {
+        let old = IfTotals {
+            enqueued: 500,
+            sojourn_samples: 3,
+            ..Default::default()
+        };
+        let newcomer = IfTotals {
+            enqueued: 7,
+            sojourn_samples: 1,
+            ..Default::default()
+        };
+        let more = IfTotals {
+            enqueued: 510,
+            ..old
+        };
+        // Same holder: growth. Another holder before: all the newcomer's
+        // counters, not a difference saturated to 0. First read: all.
+        assert_eq!(growth(Some(((1, 2), old)), (1, 2), &more).enqueued, 10);
+        assert_eq!(growth(Some(((1, 2), old)), (1, 3), &newcomer), newcomer);
+        assert_eq!(growth(None, (1, 3), &newcomer), newcomer);
     }
 }
