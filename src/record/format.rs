@@ -17,8 +17,8 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// the allowance's `admin_cmd_failures`, health's `missing_interfaces` and
 /// the snapshot's `fragments_created`; 1.5 health's `flows_dumped` and
 /// `flows_carried`; 1.6 the snapshot's `idle_flows` (`flows` lists only the
-/// flows that moved; before, every tracked flow) and health's
-/// `late_intervals`.
+/// flows that moved; before, every tracked flow), health's `late_intervals`
+/// and the header's `tool_commit` and `bpf_objects`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 6 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
