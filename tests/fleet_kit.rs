@@ -42,6 +42,8 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_ringbuf_drops_total",
     "throttlescope_untracked_flows_total",
     "throttlescope_counter_read_failures_total",
+    "throttlescope_late_intervals_total",
+    "throttlescope_idle_flows",
     "throttlescope_allowance_read_failures_total",
     "throttlescope_allowance_counter_resets_total",
     "throttlescope_intervals_total",
