@@ -820,16 +820,19 @@ fn dashboard_queries_parse_as_promql() {
 
 // ------------------------------------------------------------------ Kubernetes
 
+/// A manifest's setting lines, trimmed: comments explain, only settings count.
+fn settings_of(text: &str) -> Vec<&str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect()
+}
+
 #[test]
 fn daemonset_runs_unprivileged_with_bpf_and_perfmon_only() {
     let path = fleet("kubernetes/throttlescope-daemonset.yaml");
     let text = read(&path);
-    // Comments explain; only settings count.
-    let settings: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .collect();
+    let settings = settings_of(&text);
     let has = |want: &str| settings.contains(&want);
     for want in [
         "kind: DaemonSet",
@@ -976,11 +979,7 @@ fn daemonset_runs_the_image_the_containerfile_builds() {
 
     let path = fleet("kubernetes/throttlescope-daemonset.yaml");
     let text = read(&path);
-    let settings: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .collect();
+    let settings = settings_of(&text);
     let joined = settings.join("\n");
     let single = |key: &str| -> String {
         let v = values_of(&joined, key);
