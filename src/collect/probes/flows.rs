@@ -293,8 +293,9 @@ impl FlowProbes {
 
     /// One record per tracked socket that moved lately, as of now; with
     /// `all`, one per tracked socket. The dump generation goes up by one
-    /// per call (the rule is in bpf/flows.h, `moved_gen`).
-    pub fn read_flows(&mut self, all: bool) -> Result<Vec<ts_flow_record>> {
+    /// per call (the rule is in bpf/flows.h, `moved_gen`). `expected`: how
+    /// many records to make room for at once (0: grow as they come).
+    pub fn read_flows(&mut self, all: bool, expected: usize) -> Result<Vec<ts_flow_record>> {
         let data = self
             .skel
             .maps
@@ -310,7 +311,7 @@ impl FlowProbes {
             std::ptr::write_volatile(gen, std::ptr::read_volatile(gen).wrapping_add(1));
             std::ptr::write_volatile(dump_all, all as u32);
         }
-        let mut flows = Vec::new();
+        let mut flows = Vec::with_capacity(expected);
         match &mut *self.dump.borrow_mut() {
             FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut flows)?,
             FlowDump::PerNetns { link, others } => {
