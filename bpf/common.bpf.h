@@ -106,22 +106,18 @@ static __always_inline void *map_lookup_or_init(void *map, const void *key, cons
  * head + end, `end` being an offset on 64-bit kernels (the only targets,
  * build.rs). A gso_segs of 0 counts as 1: the skb is one packet.
  *
- * `check_gso_size` is a constant at every call, so only one shape is emitted:
- * - true: 1 unless gso_size is set, as skb_is_gso() and the qdisc's own
- *   packet stats (bstats_update) count: any kind of skb passes a qdisc, and
- *   gso_segs only means something when gso_size is set.
- * - false: gso_segs as it is, one read fewer: for a TCP skb just
- *   transmitted, __tcp_transmit_skb() set gso_segs to tcp_skb_pcount() (1,
- *   with gso_size 0, for a single segment), so the answer is the same.
+ * For a TCP skb just transmitted only: __tcp_transmit_skb() set gso_segs to
+ * tcp_skb_pcount() (1, with gso_size 0, for a single segment), so gso_size
+ * need not be read. Any other skb (a qdisc's) must check gso_size first; the
+ * host-queue probes count theirs with skb_segs() (hostq.bpf.c), from direct
+ * loads.
  */
-static __always_inline __u32 skb_gso_segs(const struct sk_buff *skb, bool check_gso_size)
+static __always_inline __u32 skb_gso_segs(const struct sk_buff *skb)
 {
 	struct skb_shared_info *shinfo;
 	__u16 segs;
 
 	shinfo = (struct skb_shared_info *)(BPF_CORE_READ(skb, head) + BPF_CORE_READ(skb, end));
-	if (check_gso_size && !BPF_CORE_READ(shinfo, gso_size))
-		return 1;
 	segs = BPF_CORE_READ(shinfo, gso_segs);
 	return segs ? segs : 1;
 }

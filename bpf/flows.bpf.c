@@ -189,8 +189,10 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
 
 /* The chrono counters as tcp_get_info() reports them: the period running now
  * (chrono_type, since chrono_start) is added to its type. chrono_type is a
- * 2-bit field before 6.x and a u8 after, hence the bitfield read. */
-static __always_inline void fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp)
+ * 2-bit field before 6.x and a u8 after, hence the bitfield read. Returns
+ * whether a period is running (its time grows at every read), so that the
+ * dump's still_busy() need not read chrono_type again. */
+static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp)
 {
 	__u32 stat[3];
 	__u32 type, now;
@@ -216,11 +218,16 @@ static __always_inline void fill_send_limits(struct ts_flow_record *rec, struct 
 	rec->sndbuf_limited_jiffies = stat[2];
 	rec->notsent_bytes = BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_nxt);
 	rec->cwnd_limited = BPF_CORE_READ_BITFIELD_PROBED(tp, is_cwnd_limited);
+	return type != 0;
 }
 
-static __always_inline void fill_record(struct ts_flow_record *rec, struct sock *sk,
+/* Fills `rec` from the socket and its storage; returns whether a send-limit
+ * period is running (fill_send_limits). */
+static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock *sk,
 					struct tcp_sock *tp, struct ts_flow_state *st)
 {
+	bool sending;
+
 	rec->cookie = bpf_get_socket_cookie(sk);
 	rec->now_ns = bpf_ktime_get_ns();
 	rec->netns = sk_netns(sk);
@@ -262,10 +269,11 @@ static __always_inline void fill_record(struct ts_flow_record *rec, struct sock 
 	rec->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
 	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
 	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
-	fill_send_limits(rec, tp);
+	sending = fill_send_limits(rec, tp);
 	rec->moved_lately = 0; /* the dump iterator's to say (dump_one) */
 	update_ifindex(sk, st);
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
+	return sending;
 }
 
 /* The flow leaves its congestion state for `new_state`: time in the old state
@@ -360,7 +368,7 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 		return 0;
 	}
 	/* A TCP skb: gso_segs as its transmit set it, no gso_size check. */
-	segs = skb_gso_segs(skb, false);
+	segs = skb_gso_segs(skb);
 	st->retrans_skbs++;
 	st->retrans_segs += segs;
 	emit(TS_EV_RETRANS, sk, 0, segs);
@@ -511,26 +519,34 @@ int seed_flows(struct bpf_iter__tcp *ctx)
 }
 
 /* Whether a flow's record can change with no event to mark it: a send limit
- * period is running (its time grows at every read: busy, rwnd_limited,
- * sndbuf_limited), data is in flight or unsent (timers send it: RTO, tail
+ * period is running (`sending`, as fill_record() found it: its time grows at
+ * every read: busy, rwnd_limited, sndbuf_limited), data is in flight or unsent (timers send it: RTO, tail
  * loss probe, zero-window probe), the congestion state is not open, the
  * connection is not established (segments of other states do not pass
  * tcp_probe), or an ACK is scheduled (the delayed-ACK timer sends it). */
-static __always_inline bool still_busy(struct tcp_sock *tp, const struct ts_flow_record *rec)
+static __always_inline bool still_busy(struct tcp_sock *tp, const struct ts_flow_record *rec,
+				       bool sending)
 {
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)tp;
 
-	return BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type) != 0 || rec->packets_out ||
+	return sending || rec->packets_out ||
 	       rec->notsent_bytes || rec->ca_state != 0 /* TCP_CA_Open */ ||
 	       rec->tcp_state != TCP_ESTABLISHED || BPF_CORE_READ(icsk, icsk_ack.pending);
 }
 
+/* Whether the flow was stamped within the last TS_DUMP_GENS_KEPT dumps. The
+ * unsigned difference is right across the counter's wrap. */
+static __always_inline bool stamped_lately(const struct ts_flow_state *st, __u32 gen)
+{
+	return gen - st->moved_gen <= TS_DUMP_GENS_KEPT;
+}
+
 /* Whether this dump emits the flow: it moved lately, or every flow is asked
  * for. Checked first, so an idle flow costs the iterator one load and a
- * compare. The unsigned difference is right across the counter's wrap. */
+ * compare. */
 static __always_inline bool wanted(const struct ts_flow_state *st)
 {
-	return flow_dump_gen - st->moved_gen <= TS_DUMP_GENS_KEPT || flow_dump_all;
+	return stamped_lately(st, flow_dump_gen) || flow_dump_all;
 }
 
 /* One flow's record into the iterator's output; its interval extremes start
@@ -547,9 +563,8 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	rec = bpf_map_lookup_elem(&scratch, &zero);
 	if (!rec)
 		return;
-	fill_record(rec, sk, tp, st);
-	busy = still_busy(tp, rec);
-	rec->moved_lately = busy || gen - st->moved_gen <= TS_DUMP_GENS_KEPT;
+	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st));
+	rec->moved_lately = busy || stamped_lately(st, gen);
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;

@@ -105,7 +105,8 @@ static __always_inline bool observed(__u32 netns)
 
 /*
  * gso segments of a gso skb, from its skb_shared_info: the slow path of
- * skb_segs(). skb_gso_segs() (common.bpf.h) costs four probe reads; here
+ * skb_segs(). skb_gso_segs() (common.bpf.h) reads head, end and gso_segs
+ * with a probe read each and no gso_size (right only for a TCP skb); here
  * `head` and `end` are direct loads (the skb is a BTF pointer) and gso_size
  * and gso_segs, adjacent in skb_shared_info on every kernel we know, come in
  * one probe read of 4 bytes. The offsets are CO-RE relocated: on a kernel

@@ -102,16 +102,15 @@ impl FlowTable {
         let mut counts = UpdateCounts::default();
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
             counts.read += 1;
-            known_seen += self.known.contains_key(&rec.cookie) as u64;
-            if let Some(s) = self.sample(rec, false, resolve_owner, resolve_iface) {
-                out.push(s);
-            }
+            let (sample, was_known) = self.sample(rec, false, resolve_owner, resolve_iface);
+            known_seen += was_known as u64;
+            out.extend(sample);
         }
         let listed_open = out.len() as u64;
         for rec in closed {
-            known_seen += self.known.contains_key(&rec.cookie) as u64;
-            out.extend(self.sample(rec, true, resolve_owner, resolve_iface));
-            self.known.remove(&rec.cookie);
+            let (sample, was_known) = self.sample(rec, true, resolve_owner, resolve_iface);
+            known_seen += was_known as u64;
+            out.extend(sample);
         }
         if all {
             // Sockets that vanished without a close record (e.g. the close
@@ -142,13 +141,16 @@ impl FlowTable {
         self.probe_events
     }
 
+    /// A flow's growth from its new record, kept (or, closed, forgotten);
+    /// its sample when it moved, opened or closed (None when idle), and
+    /// whether it was known before.
     fn sample(
         &mut self,
         rec: &ts_flow_record,
         closed: bool,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
-    ) -> Option<FlowSample> {
+    ) -> (Option<FlowSample>, bool) {
         let (totals, _) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
@@ -170,19 +172,24 @@ impl FlowTable {
         let probe_delta = delta.probe_events;
         let srtt_mean_us = (probe_delta > 0)
             .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
-        // A closed flow too; `update` forgets it right after.
-        let kept = Known {
-            last: *rec,
-            read_in: self.updates,
-        };
-        match self.known.get_mut(&rec.cookie) {
-            Some(k) => **k = kept,
-            None => {
-                self.known.insert(rec.cookie, Box::new(kept));
+        let was_known = prev.is_some();
+        if closed {
+            // Reported this once, then forgotten.
+            self.known.remove(&rec.cookie);
+        } else {
+            let kept = Known {
+                last: *rec,
+                read_in: self.updates,
+            };
+            match self.known.get_mut(&rec.cookie) {
+                Some(k) => **k = kept,
+                None => {
+                    self.known.insert(rec.cookie, Box::new(kept));
+                }
             }
         }
         let listed = closed || opened || rec.moved_lately != 0;
-        listed.then(|| {
+        let sample = listed.then(|| {
             build(
                 rec,
                 totals,
@@ -193,7 +200,8 @@ impl FlowTable {
                 resolve_owner,
                 resolve_iface,
             )
-        })
+        });
+        (sample, was_known)
     }
 }
 

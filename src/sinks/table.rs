@@ -115,20 +115,16 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         );
     }
     let more = snap.flows.len().saturating_sub(top);
-    match (more, snap.idle_flows) {
-        (0, 0) => {}
-        (more, 0) => {
-            let _ = writeln!(out, "... and {more} more flows");
-        }
-        (0, idle) => {
-            let _ = writeln!(out, "... and {idle} idle flows (tracked, not listed)");
-        }
-        (more, idle) => {
-            let _ = writeln!(
-                out,
-                "... and {more} more flows, and {idle} idle flows (tracked, not listed)"
-            );
-        }
+    let unshown: Vec<String> = [
+        (more > 0).then(|| format!("{more} more flows")),
+        (snap.idle_flows > 0)
+            .then(|| format!("{} idle flows (tracked, not listed)", snap.idle_flows)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if !unshown.is_empty() {
+        let _ = writeln!(out, "... and {}", unshown.join(", and "));
     }
     let h = &snap.health;
     let _ = writeln!(
