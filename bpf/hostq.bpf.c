@@ -13,10 +13,10 @@
  * they were never queued.
  *
  * Hot path (one run per enqueue, per dequeue batch; issue 12): a netns
- * check and the device's index through direct BTF loads, one per-CPU ARRAY
- * lookup (slot ifindex % HQ_IF_SLOTS, the key compared), the skb's segment
- * count from two direct loads (skb_segs), a few stores into that CPU's slot,
- * and a read of the slot's sojourn sample. No hash lookup, no shared write
+ * check, the device's index and the queue's through direct BTF loads, one
+ * per-CPU ARRAY lookup (the slot of that transmit queue, the key compared),
+ * the skb's segment count from two direct loads (skb_segs), a few stores
+ * into that CPU's slot, and a read of the slot's sojourn sample. No hash lookup, no shared write
  * and no clock read per packet: a sojourn sample starts on at most 1 enqueue
  * in HQ_SOJOURN_EVERY per CPU and ends at its skb's dequeue, and only those
  * two events read the clock. Measured on the small-packet bench
@@ -68,7 +68,7 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
  * not vmlinux.h: it has no #defines. */
 #define HQ_TCQ_F_CPUSTATS 0x20
 
-/* Per-CPU slots of interfaces, indexed by ifindex % HQ_IF_SLOTS (hostq.h). */
+/* Per-CPU slots of transmit queues, indexed by (ifindex, queue) (hostq.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, HQ_IF_SLOTS);
@@ -193,8 +193,22 @@ static __always_inline void note_peaks(struct hq_if_stats *st)
 		st->peak_backlog_bytes[slot] = st->last_backlog_bytes;
 }
 
+/* The index of `txq` among the device's transmit queues: its offset in the
+ * dev->_tx array (the type's size is CO-RE relocated). Past HQ_MAX_TXQ (or
+ * outside the array, which no kernel does) it is HQ_MAX_TXQ. */
+static __always_inline __u32 txq_index(const struct net_device *dev,
+				       const struct netdev_queue *txq)
+{
+	__u64 size = bpf_core_type_size(struct netdev_queue);
+	__u64 off = (__u64)txq - (__u64)dev->_tx;
+
+	if (!size || off >= size * HQ_MAX_TXQ)
+		return HQ_MAX_TXQ;
+	return off / size;
+}
+
 /*
- * This CPU's slot of the device behind `txq`, when this event is the one to
+ * This CPU's slot of the transmit queue `txq`, when this event is the one to
  * count (the qdisc the queue points at: each packet once) and the device is
  * in an observed namespace. `*idx` is the slot index (for the sojourn array).
  * The slot is taken when free, or from a holder idle on this CPU for
@@ -206,7 +220,7 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 {
 	struct net_device *dev = txq->dev;
 	struct hq_if_stats *st;
-	__u32 netns, ifindex;
+	__u32 netns, ifindex, queue;
 
 	if (!dev || txq->qdisc != q)
 		return NULL;
@@ -214,11 +228,12 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 	if (!observed(netns))
 		return NULL;
 	ifindex = dev->ifindex;
-	*idx = ifindex & (HQ_IF_SLOTS - 1);
+	queue = txq_index(dev, txq);
+	*idx = (ifindex + queue * HQ_TXQ_STRIDE) & (HQ_IF_SLOTS - 1);
 	st = bpf_map_lookup_elem(&if_stats, idx);
 	if (!st)
 		return NULL;
-	if (st->key.ifindex == ifindex && st->key.netns == netns)
+	if (st->key.ifindex == ifindex && st->key.txq == queue && st->key.netns == netns)
 		return st;
 	if (st->key.ifindex && bpf_jiffies64() - st->last_jiffies < HQ_SLOT_IDLE_JIFFIES) {
 		health_inc(hq_health, HQ_H_IF_UNTRACKED);
@@ -229,6 +244,7 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 	__builtin_memset(st, 0, sizeof(*st));
 	st->key.netns = netns;
 	st->key.ifindex = ifindex;
+	st->key.txq = queue;
 	return st;
 }
 

@@ -12,18 +12,27 @@
 /*
  * Map sizes (max_entries).
  *
- * Interfaces live in a per-CPU ARRAY of HQ_IF_SLOTS slots, not a hash: the
- * qdisc hooks run once per packet, and an array lookup is an index, where a
- * hash lookup hashes and compares a key (issue "scale": the per-CPU hash
- * lookups and the shared sojourn hash made on_qdisc_enqueue ~1.9 us). An
- * interface takes slot ifindex % HQ_IF_SLOTS on each CPU and writes its key
- * there; an event whose slot holds another interface that was active on that
- * CPU in the last HQ_SLOT_IDLE_JIFFIES is not counted (HQ_H_IF_UNTRACKED), an idle
- * holder is evicted. ifindexes are small and dense per namespace, so two busy
- * interfaces collide only with many namespaces (--all-netns) or more than
- * HQ_IF_SLOTS interfaces. 256 x 112 bytes: 28 KiB per CPU. A power of two.
+ * Transmit queues live in a per-CPU ARRAY of HQ_IF_SLOTS slots, not a hash:
+ * the qdisc hooks run once per packet, and an array lookup is an index, where
+ * a hash lookup hashes and compares a key (issue "scale": the per-CPU hash
+ * lookups and the shared sojourn hash made on_qdisc_enqueue ~1.9 us). A slot
+ * is per (interface, transmit queue), because a multi-queue device (ENA, with
+ * mq as its root) has one qdisc per queue, each with its own backlog: the
+ * interface's backlog is their sum, as `tc -s qdisc` gives it for mq. Queue q
+ * of interface i takes slot (i + q * HQ_TXQ_STRIDE) % HQ_IF_SLOTS on each CPU
+ * and writes its key there; an event whose slot holds another queue that was
+ * active on that CPU in the last HQ_SLOT_IDLE_JIFFIES is not counted
+ * (HQ_H_IF_UNTRACKED), an idle holder is evicted. ifindexes are small and
+ * dense per namespace and the stride is odd, so an interface's queues never
+ * collide with each other, and busy queues of two interfaces collide only
+ * with many namespaces (--all-netns) or many multi-queue interfaces.
+ * 256 x 120 bytes: 30 KiB per CPU. A power of two.
  */
 #define HQ_IF_SLOTS 256
+#define HQ_TXQ_STRIDE 67
+/* Queue indexes at or above this (no device we know has as many) are all
+ * counted as this one: slots stay bounded. */
+#define HQ_MAX_TXQ 1024
 /* A slot's holder that saw no event on that CPU for this many jiffies may be
  * evicted by another interface; user space then starts the newcomer's
  * counters from zero (it tracks each slot's key per CPU). In jiffies because
@@ -52,14 +61,18 @@ enum hq_health_counter {
 	HQ_H_MAX,
 };
 
-/* Interfaces are keyed by (netns, ifindex): ifindex is per namespace. */
+/* Transmit queues are keyed by (netns, ifindex, queue index): ifindex is
+ * per namespace; txq is the queue's index in the device's transmit queues
+ * (0 on a single-queue device). */
 struct hq_if_key {
 	__u32 netns;
 	__u32 ifindex;
+	__u32 txq;
+	__u32 pad;
 };
 
 /*
- * One interface's state on one CPU, in its slot of the per-CPU `if_stats`
+ * One transmit queue's state on one CPU, in its slot of the per-CPU `if_stats`
  * array. `key` says whose it is (ifindex 0: never used). Counters are
  * cumulative from when the interface took the slot on that CPU (userspace
  * computes deltas per slot and CPU); peaks live in two slots selected by the
@@ -75,10 +88,11 @@ struct hq_if_stats {
 	__u64 dequeue_runs;      /* observed qdisc_dequeue events that returned packets */
 	__u64 sojourn_sum_ns;    /* over sampled packets, see hostq.bpf.c */
 	__u64 sojourn_samples;
-	/* Backlog of the tx qdisc after this CPU's latest event on it, stamped
-	 * with bpf_jiffies64() (not a clock: ~85 ns a read, per packet). User
-	 * space takes the CPU with the latest stamp; CPUs tied within a jiffy
-	 * give the smallest backlog (hostq.rs). */
+	/* Backlog of the queue's qdisc after this CPU's latest event on it,
+	 * stamped with bpf_jiffies64() (not a clock: ~85 ns a read, per packet).
+	 * User space takes, per queue, the CPU with the latest stamp (CPUs tied
+	 * within a jiffy give the smallest backlog) and sums the queues
+	 * (hostq.rs). */
 	__u64 last_jiffies;
 	__u32 last_qlen;
 	__u32 last_backlog_bytes;

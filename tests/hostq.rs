@@ -37,6 +37,11 @@ struct Pair {
 
 impl Pair {
     fn new() -> Pair {
+        Pair::with_queues(1)
+    }
+
+    /// A pair whose veth has `queues` transmit and receive queues.
+    fn with_queues(queues: usize) -> Pair {
         static N: AtomicU32 = AtomicU32::new(0);
         let id = format!(
             "{}_{}",
@@ -63,6 +68,7 @@ impl Pair {
             ]);
             run(&["ip", "-n", ns, "link", "set", "lo", "up"]);
         }
+        let queues = queues.to_string();
         run(&[
             "ip",
             "-n",
@@ -70,11 +76,19 @@ impl Pair {
             "link",
             "add",
             SENDER_IF,
+            "numtxqueues",
+            &queues,
+            "numrxqueues",
+            &queues,
             "type",
             "veth",
             "peer",
             "name",
             RECEIVER_IF,
+            "numtxqueues",
+            &queues,
+            "numrxqueues",
+            &queues,
             "netns",
             &pair.receiver,
         ]);
@@ -390,4 +404,133 @@ fn tiny_limit_drops_without_offloads() {
         "backlog after the drain vs tc"
     );
     assert!(s.peak_backlog_bytes > 0 && s.peak_backlog_bytes <= 6 * 1024);
+}
+
+/// A multi-queue device (an ENA interface has one qdisc per transmit queue
+/// under mq): the interface's backlog is the sum of its queues', as `tc`
+/// gives it for mq. Four queues, each with its own TBF, and 16 flows
+/// spread over them by their hash. Each interval's peak (summed over the
+/// queues) must hold every backlog tc saw during it; the largest queue's
+/// peak alone, which is what one slot per interface gave, does not.
+#[test]
+fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
+    const QUEUES: usize = 4;
+    const LIMIT: u64 = 100 * 1024;
+    let mut pair = Pair::with_queues(QUEUES);
+    pair.set_offloads(true);
+    pair.in_sender(&[
+        "tc", "qdisc", "add", "dev", SENDER_IF, "root", "handle", "1:", "mq",
+    ]);
+    for q in 1..=QUEUES {
+        pair.in_sender(&[
+            "tc",
+            "qdisc",
+            "replace",
+            "dev",
+            SENDER_IF,
+            "parent",
+            &format!("1:{q}"),
+            "tbf",
+            "rate",
+            "20mbit",
+            "burst",
+            "16kb",
+            "limit",
+            &LIMIT.to_string(),
+        ]);
+    }
+    pair.start_server();
+    let (intervals, end, tc_end, children) = std::thread::scope(|s| {
+        let pair = &pair;
+        let measuring = s.spawn(move || {
+            let ino = enter_netns(&pair.sender);
+            let mut probes = HostQueueProbes::attach(NetnsFilter::Only(ino)).expect("attach");
+            let mut names = IfIndexNames::new().expect("a socket for interface names");
+            probes.read(&mut names, 1).expect("baseline read");
+            let client = std::thread::spawn({
+                let sender = pair.sender.clone();
+                move || {
+                    common::run(Command::new("ip").args([
+                        "netns",
+                        "exec",
+                        &sender,
+                        "iperf3",
+                        "-c",
+                        RECEIVER_IP,
+                        "-t",
+                        "7",
+                        "-P",
+                        "16",
+                    ]))
+                }
+            });
+            // Two seconds for the queues to fill, then four intervals: in
+            // each, tc's backlog read a few times, then the probes.
+            std::thread::sleep(Duration::from_secs(2));
+            probes.read(&mut names, 2).expect("read");
+            let mut intervals = Vec::new();
+            for i in 0..4 {
+                let mut tc_max = 0;
+                for _ in 0..5 {
+                    std::thread::sleep(Duration::from_millis(150));
+                    tc_max = tc_max.max(pair.tc_root().backlog);
+                }
+                let sample = probes.read(&mut names, 3 + i).expect("read");
+                let s = sample
+                    .get(SENDER_IF)
+                    .cloned()
+                    .expect("a sample for the sender");
+                intervals.push((tc_max, s));
+            }
+            client.join().expect("iperf3 client");
+            std::thread::sleep(Duration::from_millis(500));
+            let tc_end = pair.tc_root();
+            let end = probes.read(&mut names, 10).expect("read");
+            let json = pair.in_sender(&["tc", "-s", "-j", "qdisc", "show", "dev", SENDER_IF]);
+            (intervals, end, tc_end, json)
+        });
+        measuring.join().expect("measuring thread")
+    });
+    // Every queue must have carried traffic, or the test shows nothing.
+    let v: serde_json::Value = serde_json::from_str(&children).expect("tc -j output");
+    let busy = v
+        .as_array()
+        .expect("qdisc list")
+        .iter()
+        .filter(|q| q["kind"] == "tbf" && q["packets"].as_u64().unwrap_or(0) > 1000)
+        .count();
+    assert!(
+        busy >= 2,
+        "the flows used fewer than two queues: {children}"
+    );
+    let mut above_one_queue = 0;
+    for (tc_max, s) in &intervals {
+        eprintln!(
+            "tc backlog max {tc_max} bytes; probes peak {} bytes, backlog {} bytes",
+            s.peak_backlog_bytes, s.backlog_bytes
+        );
+        assert!(
+            s.peak_backlog_bytes + 2 * 1514 >= *tc_max,
+            "peak {} below a backlog tc saw in the interval ({tc_max})",
+            s.peak_backlog_bytes
+        );
+        assert!(
+            s.peak_backlog_bytes <= QUEUES as u64 * (LIMIT + 64 * 1024),
+            "peak {} above what the queues hold",
+            s.peak_backlog_bytes
+        );
+        if *tc_max > LIMIT + 64 * 1024 {
+            above_one_queue += 1;
+        }
+    }
+    assert!(
+        above_one_queue > 0,
+        "tc never saw more than one queue can hold, so the sum went untested: {intervals:?}"
+    );
+    let s = end.get(SENDER_IF).expect("a sample for the sender");
+    assert_eq!(
+        (s.backlog_packets, s.backlog_bytes),
+        (tc_end.qlen, tc_end.backlog),
+        "backlog after the drain vs tc"
+    );
 }

@@ -179,13 +179,16 @@ pub struct HostQueueSample {
     /// Packets enqueued to and dequeued from the interface's qdiscs.
     pub enqueued: u64,
     pub dequeued: u64,
-    /// Qdisc backlog at the end of the interval: as left by the latest
-    /// qdisc event before the read (events are stamped in jiffies; of CPUs
-    /// tied within one, the smallest backlog: docs/architecture.md "Host
-    /// queue").
+    /// Qdisc backlog at the end of the interval, summed over the
+    /// interface's transmit queues (as `tc -s qdisc` gives it for mq): per
+    /// queue, as left by the latest qdisc event before the read (events are
+    /// stamped in jiffies; of CPUs tied within one, the smallest backlog:
+    /// docs/architecture.md "Host queue").
     pub backlog_packets: u64,
     pub backlog_bytes: u64,
-    /// The largest backlog seen at an enqueue during the interval.
+    /// The largest backlog seen at an enqueue during the interval, summed
+    /// over the transmit queues: with several queues an upper bound, since
+    /// each queue's peak may come at another moment.
     pub peak_backlog_packets: u64,
     pub peak_backlog_bytes: u64,
     /// Time from enqueue to dequeue, mean and max over the packets sampled

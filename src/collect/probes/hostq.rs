@@ -3,7 +3,7 @@
 //! qdisc, its backlog and peak, sojourn samples, and the stack's drops by
 //! kernel drop reason.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 
 use crate::collect::ifindex::IfIndexNames;
@@ -64,8 +64,8 @@ pub const NO_DEVICE: &str = "(no device)";
 /// What the host-queue programs could not do, cumulative since attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HostQueueHealth {
-    /// qdisc events not counted because their interface's slot (ifindex %
-    /// HQ_IF_SLOTS) held another interface, active on that CPU (hostq.h).
+    /// qdisc events not counted because their transmit queue's slot held
+    /// another queue, active on that CPU (hostq.h).
     pub untracked_interfaces: u64,
     /// Drops not counted because their (interface, reason) entry could not
     /// be created (map full).
@@ -76,8 +76,8 @@ pub struct HostQueueHealth {
     pub bulk_dequeues_truncated: u64,
 }
 
-/// One interface's cumulative counters (in one CPU's slot, or their
-/// growth summed over CPUs).
+/// One transmit queue's cumulative counters (in one CPU's slot), or their
+/// growth summed over CPUs and queues.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct IfTotals {
     enqueued: u64,
@@ -123,22 +123,35 @@ impl IfTotals {
     }
 }
 
-/// One interface over one read: its growth summed over CPUs, and the
-/// closed epoch's extremes and latest backlog folded over them.
+/// A transmit queue: (netns, ifindex, queue index), as `hq_if_key` has it.
+type QueueKey = (u32, u32, u32);
+
+/// One interface over one read: its growth summed over CPUs and transmit
+/// queues, each queue's latest backlog and closed-epoch peaks folded over
+/// CPUs, and the interval's longest sojourn.
 #[derive(Debug, Default)]
 struct IfFold {
     delta: IfTotals,
-    sample: HostQueueSample,
-    /// The stamp (jiffies) of the backlog in `sample`; None before any CPU.
-    latest: Option<u64>,
+    queues: BTreeMap<u32, QueueFold>,
     sojourn_max_ns: u64,
+}
+
+/// One transmit queue's qdisc over one read, folded over CPUs.
+#[derive(Debug, Default)]
+struct QueueFold {
+    /// The stamp (jiffies) of `backlog`; None before any CPU.
+    latest: Option<u64>,
+    /// (packets, bytes) after the latest event.
+    backlog: (u64, u64),
+    /// (packets, bytes): the closed epoch's peaks.
+    peak: (u64, u64),
 }
 
 /// The attached host-queue probes. Dropping it detaches every program.
 pub struct HostQueueProbes {
     skel: HostqSkel<'static>,
     /// Per (slot, CPU): whose it was at the previous read and its counters.
-    prev_if: HashMap<(u32, usize), ((u32, u32), IfTotals)>,
+    prev_if: HashMap<(u32, usize), (QueueKey, IfTotals)>,
     /// Observed qdisc events since attach, summed from the slots' growth
     /// (the qdisc programs keep no separate health counter: hostq.h).
     enqueue_events: u64,
@@ -207,8 +220,8 @@ impl HostQueueProbes {
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         // The per-CPU slot array (hostq.h): each CPU's copy of a slot names
-        // its interface; an interface's figures are summed over the CPUs
-        // whose copy names it.
+        // its transmit queue; an interface's figures are folded over the
+        // CPUs and queues whose copies name it.
         let map = &self.skel.maps.if_stats;
         let mut folds: HashMap<(u32, u32), IfFold> = HashMap::new();
         for slot in 0..map.max_entries() {
@@ -225,10 +238,11 @@ impl HostQueueProbes {
                 if c.key.ifindex == 0 {
                     continue; // never used on this CPU
                 }
-                let key = (c.key.netns, c.key.ifindex);
+                let key = (c.key.netns, c.key.ifindex, c.key.txq);
                 let now = IfTotals::of(&c);
                 let delta = growth(self.prev_if.insert((slot, cpu), (key, now)), key, &now);
-                fold_cpu(folds.entry(key).or_default(), &c, &delta, epoch);
+                let interface = (c.key.netns, c.key.ifindex);
+                fold_cpu(folds.entry(interface).or_default(), &c, &delta, epoch);
             }
         }
         for ((netns, ifindex), f) in folds {
@@ -357,48 +371,55 @@ impl HostQueueProbes {
 /// A CPU's slot's growth since its previous read, `prev` (holder, counters):
 /// when the slot changed hands since (hostq.h: an idle holder is evicted),
 /// the newcomer's counters started at 0 and all of them are growth.
-fn growth(prev: Option<((u32, u32), IfTotals)>, key: (u32, u32), now: &IfTotals) -> IfTotals {
+fn growth(prev: Option<(QueueKey, IfTotals)>, key: QueueKey, now: &IfTotals) -> IfTotals {
     match prev {
         Some((k, t)) if k == key => now.since(&t),
         _ => *now,
     }
 }
 
-/// Adds one CPU's slot of an interface to its fold: the growth `delta`
-/// since that slot's previous read adds up, the closed epoch's peaks take
-/// the max, the current backlog is the one the most recent event saw.
-/// Events are stamped in jiffies (hostq.h: no clock read per packet), so
-/// CPUs can tie; of those the smallest backlog is taken: a queue that just
-/// drained reads 0, as `tc` says, whichever CPU's enqueue came just before
-/// the dequeue that emptied it.
+/// Adds one CPU's slot of a transmit queue to its interface's fold: the
+/// growth `delta` since that slot's previous read adds up; per queue, the
+/// closed epoch's peaks take the max over CPUs and the current backlog is
+/// the one the most recent event saw. Events are stamped in jiffies
+/// (hostq.h: no clock read per packet), so CPUs can tie; of those the
+/// smallest backlog is taken: a queue that just drained reads 0, as `tc`
+/// says, whichever CPU's enqueue came just before the dequeue that emptied
+/// it.
 fn fold_cpu(f: &mut IfFold, c: &hq_if_stats, delta: &IfTotals, epoch: u64) {
     let slot = (epoch & 1) as usize;
     f.delta.add(delta);
+    let q = f.queues.entry(c.key.txq).or_default();
     let backlog = (u64::from(c.last_qlen), u64::from(c.last_backlog_bytes));
-    let now = (f.sample.backlog_packets, f.sample.backlog_bytes);
-    let take = match f.latest {
+    let take = match q.latest {
         None => true,
-        Some(t) => c.last_jiffies > t || (c.last_jiffies == t && backlog < now),
+        Some(t) => c.last_jiffies > t || (c.last_jiffies == t && backlog < q.backlog),
     };
     if take {
-        f.latest = Some(c.last_jiffies);
-        f.sample.backlog_packets = backlog.0;
-        f.sample.backlog_bytes = backlog.1;
+        q.latest = Some(c.last_jiffies);
+        q.backlog = backlog;
     }
     if c.peak_epoch[slot] == epoch {
-        f.sample.peak_backlog_packets = f.sample.peak_backlog_packets.max(c.peak_qlen[slot].into());
-        f.sample.peak_backlog_bytes = f
-            .sample
-            .peak_backlog_bytes
-            .max(c.peak_backlog_bytes[slot].into());
+        q.peak.0 = q.peak.0.max(c.peak_qlen[slot].into());
+        q.peak.1 = q.peak.1.max(c.peak_backlog_bytes[slot].into());
         f.sojourn_max_ns = f.sojourn_max_ns.max(c.sojourn_max_ns[slot]);
     }
 }
 
-/// The interface's sample from its fold: counts, and the sojourn of the
-/// packets sampled in the interval (none sampled: no figure).
+/// The interface's sample from its fold: counts, the backlog summed over its
+/// transmit queues (as `tc -s qdisc` sums mq's children), and the sojourn of
+/// the packets sampled in the interval (none sampled: no figure). The peak
+/// is the sum of each queue's peak: with one queue the interface's peak,
+/// with several an upper bound of it (each queue's peak may come at another
+/// moment of the interval).
 fn finish(f: IfFold) -> HostQueueSample {
-    let mut sample = f.sample;
+    let mut sample = HostQueueSample::default();
+    for q in f.queues.values() {
+        sample.backlog_packets += q.backlog.0;
+        sample.backlog_bytes += q.backlog.1;
+        sample.peak_backlog_packets += q.peak.0;
+        sample.peak_backlog_bytes += q.peak.1;
+    }
     sample.enqueued = f.delta.enqueued;
     sample.dequeued = f.delta.dequeued;
     let d = &f.delta;
@@ -512,6 +533,35 @@ mod tests {
     }
 
     #[test]
+    fn the_backlog_and_peaks_of_several_transmit_queues_add_up() {
+        let queue = |txq, jiffies, qlen, peak| {
+            let mut c = hq_if_stats {
+                last_jiffies: jiffies,
+                last_qlen: qlen,
+                last_backlog_bytes: qlen * 100,
+                ..Default::default()
+            };
+            c.key.txq = txq;
+            c.peak_epoch = [2, 0];
+            c.peak_qlen = [peak, 0];
+            c
+        };
+        // Queue 0 seen by two CPUs (the later one counts), queue 1 by one:
+        // mq's backlog is its children's sum, and so is ours.
+        let mut f = IfFold::default();
+        for c in [
+            queue(0, 5, 40, 60),
+            queue(0, 6, 30, 50),
+            queue(1, 3, 25, 70),
+        ] {
+            fold_cpu(&mut f, &c, &IfTotals::default(), 2);
+        }
+        let s = finish(f);
+        assert_eq!((s.backlog_packets, s.backlog_bytes), (55, 5500));
+        assert_eq!(s.peak_backlog_packets, 60 + 70);
+    }
+
+    #[test]
     fn a_slot_taken_over_starts_from_zero() {
         let old = IfTotals {
             enqueued: 500,
@@ -529,8 +579,18 @@ mod tests {
         };
         // Same holder: growth. Another holder before: all the newcomer's
         // counters, not a difference saturated to 0. First read: all.
-        assert_eq!(growth(Some(((1, 2), old)), (1, 2), &more).enqueued, 10);
-        assert_eq!(growth(Some(((1, 2), old)), (1, 3), &newcomer), newcomer);
-        assert_eq!(growth(None, (1, 3), &newcomer), newcomer);
+        assert_eq!(
+            growth(Some(((1, 2, 0), old)), (1, 2, 0), &more).enqueued,
+            10
+        );
+        assert_eq!(
+            growth(Some(((1, 2, 0), old)), (1, 3, 0), &newcomer),
+            newcomer
+        );
+        assert_eq!(
+            growth(Some(((1, 2, 0), old)), (1, 2, 1), &newcomer),
+            newcomer
+        );
+        assert_eq!(growth(None, (1, 3, 0), &newcomer), newcomer);
     }
 }
