@@ -31,6 +31,15 @@ const volatile bool emit_events = true; /* ring-buffer events for recordings */
  * segment granularity. Off, the verifier prunes the branch: the normal hot
  * path is unchanged. */
 const volatile bool ca_from_probe = false;
+/* tcp_probe's per-segment figures (srtt sum and max, cwnd minimum and cuts,
+ * segments that found data waiting) come from a sample of its runs: one in
+ * probe_sample_mask + 1, drawn per run. The other runs return after the
+ * namespace check, before the storage lookup that is most of the program's
+ * cost (docs/performance.md). Unsampled segments leave no mark, so the dumps
+ * also read the kernel's own stamps of each socket's last send and receive
+ * (tcp_stamped_since). 0: every run (--probe-sampling 1); the loader forces
+ * 0 with ca_from_probe, whose state time needs every segment. */
+const volatile __u32 probe_sample_mask = 0;
 /* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
  * reject the optional program whose health counter is N, as an older kernel
  * would (TEST_REJECT, common.bpf.h); 0 (the only value outside tests) and the
@@ -45,6 +54,19 @@ const volatile __u32 test_reject = 0;
  * was lost is noticed gone. .data, not .rodata: they change while loaded. */
 volatile __u32 flow_dump_gen = 1;
 volatile __u32 flow_dump_all = 1;
+
+/* When each of the last dumps began (jiffies), by generation: slot gen & 3,
+ * written by the dump's first record. A flow whose kernel stamps are later
+ * than the start of the dump TS_DUMP_GENS_KEPT generations back moved lately
+ * (the same window as moved_gen's). dump_first_jiffies: the first dump's,
+ * the window while fewer dumps have run. */
+struct ts_dump_start {
+	__u32 gen;
+	__u32 jiffies;
+};
+struct ts_dump_start dump_starts[4] = {};
+__u32 dump_first_jiffies = 0;
+bool dump_first_seen = false;
 
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct ts_flow_record _abi_flow_record = {};
@@ -311,6 +333,8 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 
 	if (!observed(sk))
 		return 0;
+	if (probe_sample_mask && (bpf_get_prandom_u32() & probe_sample_mask))
+		return 0;
 	st = flow_get(sk, true);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!st || !tp)
@@ -541,19 +565,68 @@ static __always_inline bool stamped_lately(const struct ts_flow_state *st, __u32
 	return gen - st->moved_gen <= TS_DUMP_GENS_KEPT;
 }
 
-/* Whether this dump emits the flow: it moved lately, or every flow is asked
- * for. Checked first, so an idle flow costs the iterator one load and a
- * compare. */
-static __always_inline bool wanted(const struct ts_flow_state *st)
+/* Notes when this dump began (the first socket it visits) and returns the
+ * jiffies from which a kernel stamp counts as moving lately: the start of the
+ * dump TS_DUMP_GENS_KEPT generations back, less a jiffy (a stamp in the same
+ * jiffy may come before the start); the first dump's start while fewer dumps
+ * have run. 0 without sampling, which needs no stamps: the verifier drops
+ * the rest. */
+static __always_inline __u32 moved_since(void)
 {
-	return stamped_lately(st, flow_dump_gen) || flow_dump_all;
+	__u32 gen = flow_dump_gen, back = gen - TS_DUMP_GENS_KEPT;
+	__u32 now;
+
+	if (!probe_sample_mask)
+		return 0;
+	now = (__u32)bpf_jiffies64();
+	struct ts_dump_start *cur = &dump_starts[gen & 3];
+	struct ts_dump_start *from = &dump_starts[back & 3];
+
+	if (cur->gen != gen) {
+		cur->gen = gen;
+		cur->jiffies = now;
+	}
+	if (!dump_first_seen) {
+		dump_first_seen = true;
+		dump_first_jiffies = now;
+	}
+	if (from->gen == back)
+		return from->jiffies - 1;
+	return dump_first_jiffies - 1;
+}
+
+/* Whether the kernel stamped the socket since `since` (jiffies, wrapping):
+ * an acceptable ACK in (rcv_tstamp), new data out (lsndtime) or data in
+ * (icsk_ack.lrcvtime). These cover the segments tcp_probe sees that were not
+ * sampled; everything else that moves a flow comes through an event that
+ * marks its storage, or leaves it busy (still_busy). */
+static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, __u32 since)
+{
+	return (__s32)(tp->rcv_tstamp - since) >= 0 || (__s32)(tp->lsndtime - since) >= 0 ||
+	       (__s32)(tp->inet_conn.icsk_ack.lrcvtime - since) >= 0;
+}
+
+/* Whether this dump emits the flow: it moved lately (marked by an event, or,
+ * with tcp_probe sampled, stamped by the kernel), or every flow is asked
+ * for. The mark is checked first, so without sampling an idle flow costs the
+ * iterator one load and a compare. */
+static __always_inline bool moved_lately(const struct ts_flow_state *st, const struct tcp_sock *tp,
+					 __u32 gen, __u32 since)
+{
+	return stamped_lately(st, gen) || (probe_sample_mask && tcp_stamped_since(tp, since));
+}
+
+static __always_inline bool wanted(const struct ts_flow_state *st, const struct tcp_sock *tp,
+				   __u32 since)
+{
+	return flow_dump_all || moved_lately(st, tp, flow_dump_gen, since);
 }
 
 /* One flow's record into the iterator's output; its interval extremes start
  * again for the next snapshot. A flow the iterators leave out (!wanted) is
  * carried by user space as last read. */
 static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, struct tcp_sock *tp,
-				     struct ts_flow_state *st)
+				     struct ts_flow_state *st, __u32 since)
 {
 	struct ts_flow_record *rec;
 	__u32 gen = flow_dump_gen;
@@ -564,7 +637,7 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	if (!rec)
 		return;
 	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st));
-	rec->moved_lately = busy || stamped_lately(st, gen);
+	rec->moved_lately = busy || moved_lately(st, tp, gen, since);
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
@@ -580,14 +653,16 @@ int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct ts_flow_state *st = ctx->value;
 	struct sock *sk = ctx->sk;
 	struct tcp_sock *tp;
+	__u32 since;
 
 	TEST_REJECT(test_reject, TS_H_ITER_RECORDS);
-	if (!sk || !st || !wanted(st))
+	if (!sk || !st)
 		return 0;
+	since = moved_since();
 	tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp)
+	if (!tp || !wanted(st, tp, since))
 		return 0;
-	dump_one(ctx->meta->seq, sk, tp, st);
+	dump_one(ctx->meta->seq, sk, tp, st, since);
 	return 0;
 }
 
@@ -601,15 +676,17 @@ int dump_flows_tcp(struct bpf_iter__tcp *ctx)
 	struct sock_common *skc = ctx->sk_common;
 	struct ts_flow_state *st;
 	struct tcp_sock *tp;
+	__u32 since;
 
 	if (!skc)
 		return 0;
+	since = moved_since();
 	tp = bpf_skc_to_tcp_sock(skc);
 	if (!tp || !observed((struct sock *)tp))
 		return 0;
 	st = bpf_sk_storage_get(&flow_state, (struct sock *)tp, 0, 0);
-	if (!st || !wanted(st))
+	if (!st || !wanted(st, tp, since))
 		return 0;
-	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st);
+	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st, since);
 	return 0;
 }

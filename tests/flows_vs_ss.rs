@@ -358,3 +358,107 @@ fn fragments_created_agree_with_nstat() {
     assert_eq!(snap.fragments_created, Some(after - before));
     assert!(after - before >= 30, "the datagrams were fragmented");
 }
+
+/// With tcp_probe sampled, a flow whose only events are incoming segments
+/// still counts as moving in every interval it receives data: the dump reads
+/// the kernel's own receive stamp, not only the marks sampled runs leave.
+/// The broker receives 100 bytes every 100 ms (it sends nothing but ACKs, so
+/// no send event marks it either), sampled at the coarsest setting, 1 in
+/// 64: ~5 segments per 500 ms interval, so sampled marks alone would leave
+/// the flow out of most intervals (the test fails so without the stamps).
+/// Every interval must list the flow with what it received, and
+/// the bytes summed over the intervals must add up to its total, within what
+/// the reading application got.
+#[test]
+fn a_flow_that_only_receives_is_listed_in_every_interval_when_sampled() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::mpsc;
+
+    let lab = Lab::up("rcv");
+    let listen: SocketAddr = format!("{}:7106", lab.broker_ip).parse().unwrap();
+    let broker_path = std::path::PathBuf::from("/run/netns").join(lab.broker());
+    let client_path = std::path::PathBuf::from("/run/netns").join(lab.client());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        common::enter_netns(&broker_path);
+        let l = TcpListener::bind(listen).expect("bind in the broker");
+        ready_tx.send(()).unwrap();
+        let (mut s, peer) = l.accept().expect("accept");
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 4096];
+        let mut got = 0;
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        (peer.port(), got)
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let writer = std::thread::spawn(move || {
+        common::enter_netns(&client_path);
+        let mut s = TcpStream::connect_timeout(&listen, Duration::from_secs(5)).expect("connect");
+        s.set_nodelay(true).unwrap();
+        while stop_rx.try_recv().is_err() {
+            s.write_all(&[7u8; 100]).expect("write");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let sampled = CollectorConfig {
+        probe_sampling: 64,
+        ..config()
+    };
+    let snaps = in_netns(&lab.broker(), move || {
+        let mut c = Collector::start(sampled).expect("attach probes");
+        let mut snaps = Vec::new();
+        for _ in 0..9 {
+            std::thread::sleep(Duration::from_millis(500));
+            snaps.push(c.collect().unwrap());
+        }
+        snaps
+    });
+    stop_tx.send(()).unwrap();
+    writer.join().unwrap();
+    let (peer_port, received) = reader.join().unwrap();
+    let sampling = snaps[0].health.probe_sampling;
+    assert_eq!(sampling, 64, "health says what was sampled");
+    // The first snapshot is the baseline (the flow was opened before the
+    // observer started, and found idle or not).
+    let mut summed = 0;
+    for (i, s) in snaps.iter().enumerate().skip(1) {
+        let f = s
+            .flows
+            .iter()
+            .find(|f| f.peer.port() == peer_port)
+            .unwrap_or_else(|| panic!("interval {i}: the receiving flow is not listed"));
+        assert!(
+            f.delta.bytes_received > 0,
+            "interval {i}: listed with nothing received"
+        );
+        summed += f.delta.bytes_received;
+    }
+    let last = snaps
+        .last()
+        .unwrap()
+        .flows
+        .iter()
+        .find(|f| f.peer.port() == peer_port)
+        .unwrap();
+    let first = snaps[1]
+        .flows
+        .iter()
+        .find(|f| f.peer.port() == peer_port)
+        .unwrap();
+    let before = first.totals.bytes_received - first.delta.bytes_received;
+    assert_eq!(
+        summed,
+        last.totals.bytes_received - before,
+        "the intervals add up to the flow's total"
+    );
+    assert!(received as u64 >= last.totals.bytes_received);
+}

@@ -141,6 +141,7 @@ pub fn run_live(
         host_queue: !observe.no_host_queue,
         workloads,
         pod_logs: observe.pod_logs.clone(),
+        probe_sampling: observe.probe_sampling,
     });
     let mut collector = match collector {
         Ok(c) => c,

@@ -283,12 +283,14 @@ pub struct FlowCounters {
     /// typically because the original still sat in a host queue.
     pub retrans_failed: u64,
     pub delivered: u64,
-    /// tcp_probe runs: incoming segments on the established fast path.
+    /// Sampled tcp_probe runs (incoming segments on the established path;
+    /// one in `Health::probe_sampling` is sampled).
     pub probe_events: u64,
-    /// tcp_probe runs where cwnd was lower than at the previous one.
+    /// Sampled tcp_probe runs where cwnd was lower than at the sampled run
+    /// before.
     pub cwnd_reductions: u64,
-    /// tcp_probe runs that found data written and not yet sent: over
-    /// `probe_events`, the share of the time the flow had data waiting.
+    /// Sampled tcp_probe runs that found data written and not yet sent:
+    /// over `probe_events`, the share of the time the flow had data waiting.
     #[serde(default)]
     pub waiting_events: u64,
     /// Time in each congestion state, in microseconds.
@@ -335,8 +337,9 @@ pub struct FlowSample {
     pub retrans_out: u32,
     pub lost_out: u32,
     pub sacked_out: u32,
-    /// Mean and max srtt over the interval's tcp_probe events, and the
-    /// smallest cwnd seen; `None` when no segment arrived in the interval.
+    /// Mean and max srtt over the interval's sampled tcp_probe runs, and the
+    /// smallest cwnd seen at them; `None` when none was sampled in the
+    /// interval (`srtt_us` and `cwnd`, read at the dump, are always there).
     pub srtt_mean_us: Option<u32>,
     pub srtt_max_us: Option<u32>,
     pub cwnd_min: Option<u32>,
@@ -491,6 +494,18 @@ pub struct Health {
     /// catch up. Absent (0) in recordings before format 1.6.
     #[serde(default)]
     pub late_intervals: u64,
+    /// tcp_probe's per-segment figures (a flow's `srtt_mean_us`,
+    /// `srtt_max_us`, `cwnd_min`, and its `probe_events`, `waiting_events`
+    /// and `cwnd_reductions`) came from one incoming segment in this many,
+    /// drawn at random (`--probe-sampling`); 1 (or 0): every segment. The program's
+    /// event count in `programs` is the sampled count times this, an
+    /// estimate. Absent (1) in recordings before format 1.7.
+    #[serde(default = "every_segment")]
+    pub probe_sampling: u32,
+}
+
+fn every_segment() -> u32 {
+    1
 }
 
 /// One BPF program's run statistics, or why it is not running.
@@ -547,6 +562,12 @@ impl Health {
 
     /// The names of the programs not attached, comma-separated; empty when
     /// every program is attached.
+    /// "1 in N" when tcp_probe's per-segment figures were sampled, for the
+    /// views; None when every segment was read.
+    pub fn probe_sampling_text(&self) -> Option<String> {
+        (self.probe_sampling > 1).then(|| format!("1 in {}", self.probe_sampling))
+    }
+
     pub fn not_attached_text(&self) -> String {
         self.not_attached()
             .map(|p| p.name.as_str())

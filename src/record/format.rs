@@ -18,8 +18,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// the snapshot's `fragments_created`; 1.5 health's `flows_dumped` and
 /// `flows_carried`; 1.6 the snapshot's `idle_flows` (`flows` lists only the
 /// flows that moved; before, every tracked flow), health's `late_intervals`
-/// and the header's `tool_commit` and `bpf_objects`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 6 };
+/// and the header's `tool_commit` and `bpf_objects`; 1.7 health's
+/// `probe_sampling`.
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 7 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.

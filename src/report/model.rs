@@ -192,6 +192,11 @@ pub struct HealthSummary {
     /// Intervals that ended late: the observer could not keep up.
     #[serde(default)]
     pub late_intervals: u64,
+    /// The largest `Health::probe_sampling` in the span: tcp_probe's
+    /// per-segment figures came from one segment in this many (0 or 1:
+    /// every one).
+    #[serde(default)]
+    pub probe_sampling: u32,
     /// Allowance counter resets, zeroed reads and failed reads, per interface.
     pub allowance_resets: BTreeMap<String, u64>,
     pub allowance_zeroed_reads: BTreeMap<String, u64>,

@@ -369,6 +369,13 @@ fn health(out: &mut String, r: &Report) {
         "  ring buffer drops {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
         h.ringbuf_drops, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
+    if h.probe_sampling > 1 {
+        let _ = writeln!(
+            out,
+            "  srtt mean/max, cwnd min and cuts, data waiting: from 1 in {} incoming segments (--probe-sampling)",
+            h.probe_sampling
+        );
+    }
     for (iface, resets) in &h.allowance_resets {
         let zeroed = h.allowance_zeroed_reads.get(iface).copied().unwrap_or(0);
         let failed = h.allowance_read_failures.get(iface).copied().unwrap_or(0);

@@ -136,6 +136,12 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         h.counter_read_failures,
         h.late_intervals
     );
+    if let Some(s) = h.probe_sampling_text() {
+        let _ = writeln!(
+            out,
+            "health: srtt mean/max, cwnd min and cuts, data waiting from {s} incoming segments (--probe-sampling)"
+        );
+    }
     if !h.missing_interfaces.is_empty() {
         let _ = writeln!(
             out,

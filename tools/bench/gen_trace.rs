@@ -468,6 +468,7 @@ impl Generator {
                 // As a full dump reads them: every flow of the interval.
                 flows_dumped: samples_len,
                 flows_carried: 0,
+                probe_sampling: 1,
                 late_intervals: 0,
                 missing_interfaces: Vec::new(),
             },

@@ -73,6 +73,9 @@ pub struct FlowProbes {
     malformed: Rc<RefCell<u64>>,
     /// Optional programs this kernel lacks or rejected.
     dropped: load::Dropped,
+    /// tcp_probe's per-segment figures come from one run in this many (1:
+    /// every run).
+    probe_sampling: u32,
 }
 
 /// Every program of flows.bpf.c. Required: the per-flow figures the verdicts
@@ -184,7 +187,10 @@ const PROGRAM_EVENTS: &[(&str, ts_health_counter)] = &[
 impl FlowProbes {
     /// Open, load and attach; then seed the flows that already exist in the
     /// observer's own network namespace.
-    pub fn attach(filter: NetnsFilter, emit_events: bool) -> Result<Self> {
+    /// `probe_sampling`: tcp_probe's per-segment figures come from one run
+    /// in this many (a power of two; 1: every run); see
+    /// `CollectorConfig::probe_sampling`.
+    pub fn attach(filter: NetnsFilter, emit_events: bool, probe_sampling: u32) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
@@ -214,6 +220,13 @@ impl FlowProbes {
                 }
                 rodata.emit_events = emit_events;
                 rodata.ca_from_probe = plan.is_dropped("on_tcp_cong_state_set");
+                // Congestion-state time read from tcp_probe needs every
+                // segment: no sampling then (flows.bpf.c).
+                rodata.probe_sample_mask = if rodata.ca_from_probe {
+                    0
+                } else {
+                    probe_sampling.max(1) - 1
+                };
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 // Iterators are attached by hand below (one needs the map fd).
                 open.progs.seed_flows.set_autoload(true);
@@ -265,6 +278,13 @@ impl FlowProbes {
         }
         let ringbuf = builder.build().context("building the ring buffer")?;
 
+        // What the loaded object does (the mask forced to 0 with
+        // ca_from_probe), not what was asked.
+        let probe_sampling = skel
+            .maps
+            .rodata_data
+            .as_deref()
+            .map_or(1, |r| r.probe_sample_mask + 1);
         let probes = FlowProbes {
             skel,
             dump: RefCell::new(dump),
@@ -272,6 +292,7 @@ impl FlowProbes {
             pending,
             malformed,
             dropped,
+            probe_sampling,
         };
         probes.seed().context("seeding pre-existing flows")?;
         Ok(probes)
@@ -365,8 +386,15 @@ impl FlowProbes {
         not_loaded(FLOW_PROGRAMS, &self.dropped)
     }
 
+    /// One tcp_probe run in this many updates the per-segment figures (1:
+    /// every run).
+    pub fn probe_sampling(&self) -> u32 {
+        self.probe_sampling
+    }
+
     /// Per-program health: events (our counter; for `on_tcp_probe`, the
-    /// flows' `probe_events` summed by the caller), recursion misses and,
+    /// flows' `probe_events` summed by the caller, times the sampling: an
+    /// estimate when sampled), recursion misses and,
     /// when `kernel.bpf_stats_enabled` is on, run count and time; for a
     /// program not attached, why and what is missing.
     pub fn program_health(
@@ -377,23 +405,26 @@ impl FlowProbes {
         // The map iterator is listed only when it is missing, so that the
         // fallback dump it left to shows.
         let dump_lost = self.dropped.get("dump_flows").map(|_| ("dump_flows", 0));
-        std::iter::once(("on_tcp_probe", probe_events))
-            .chain(
-                PROGRAM_EVENTS
-                    .iter()
-                    .map(|(name, counter)| (*name, counters.get(*counter))),
+        std::iter::once((
+            "on_tcp_probe",
+            probe_events.saturating_mul(self.probe_sampling.into()),
+        ))
+        .chain(
+            PROGRAM_EVENTS
+                .iter()
+                .map(|(name, counter)| (*name, counters.get(*counter))),
+        )
+        .chain(dump_lost)
+        .map(|(name, events)| {
+            health_of(
+                self.skel.object(),
+                FLOW_PROGRAMS,
+                &self.dropped,
+                name,
+                events,
             )
-            .chain(dump_lost)
-            .map(|(name, events)| {
-                health_of(
-                    self.skel.object(),
-                    FLOW_PROGRAMS,
-                    &self.dropped,
-                    name,
-                    events,
-                )
-            })
-            .collect()
+        })
+        .collect()
     }
 }
 

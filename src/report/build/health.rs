@@ -49,6 +49,7 @@ pub(super) struct HealthAcc {
     counter_read_failures: Cumulative,
     host_queue_untracked: Cumulative,
     late_intervals: Cumulative,
+    probe_sampling: u32,
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
     allowance_failures: BTreeMap<String, Cumulative>,
@@ -121,6 +122,9 @@ impl HealthAcc {
             .observe(h.host_queue_untracked, from_zero, count);
         self.late_intervals
             .observe(h.late_intervals, from_zero, count);
+        if count {
+            self.probe_sampling = self.probe_sampling.max(h.probe_sampling);
+        }
         for i in &snap.interfaces {
             if !filters.iface_matches(&i.name) {
                 continue;
@@ -179,6 +183,7 @@ impl HealthAcc {
             counter_read_failures: self.counter_read_failures.total,
             host_queue_untracked: self.host_queue_untracked.total,
             late_intervals: self.late_intervals.total,
+            probe_sampling: self.probe_sampling,
             allowance_resets: totals(&self.allowance_resets),
             allowance_zeroed_reads: totals(&self.allowance_zeroed),
             allowance_read_failures: totals(&self.allowance_failures),

@@ -313,6 +313,7 @@ pub fn health(out: &mut String, report: &Report) {
          <tr><th>counter read failures</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>host queue untracked</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>late intervals (observer could not keep up)</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>incoming segments sampled for srtt, cwnd and data waiting (1 in N)</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
          <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
          <tr><th>allowance read failures</th><td>{}</td></tr>\n\
@@ -323,6 +324,7 @@ pub fn health(out: &mut String, report: &Report) {
         h.counter_read_failures,
         h.host_queue_untracked,
         h.late_intervals,
+        h.probe_sampling.max(1),
         counts(&h.allowance_resets),
         counts(&h.allowance_zeroed_reads),
         counts(&h.allowance_read_failures),

@@ -209,6 +209,9 @@ pub fn health_text(h: &Health) -> String {
     if h.late_intervals > 0 {
         text.push_str(&format!(" | late intervals {}", h.late_intervals));
     }
+    if let Some(s) = h.probe_sampling_text() {
+        text.push_str(&format!(" | segments sampled {s}"));
+    }
     let absent = h.not_attached_text();
     if !absent.is_empty() {
         text.push_str(&format!(" | NOT attached: {absent}"));
