@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use crate::collect::allowance::{AllowanceReader, CounterSource};
 use crate::collect::cgroups::WorkloadResolver;
@@ -96,6 +97,9 @@ pub struct Collector {
     counter_read_failures: u64,
     /// Intervals that ended late: see `Health::late_intervals`.
     late_intervals: u64,
+    /// When the interval being collected should end at the latest
+    /// (monotonic ns), set by the caller's loop before each collect.
+    due_ns: Option<u64>,
     /// FragCreates at the end of the last interval; None after a failed read.
     prev_frag_creates: Option<u64>,
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
@@ -149,6 +153,7 @@ impl Collector {
             seq: 0,
             counter_read_failures: 0,
             late_intervals: 0,
+            due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_events: 0,
         };
@@ -158,6 +163,10 @@ impl Collector {
         let seeded = c.probes.counters()?.get(ts_health_counter::TS_H_SEEDED);
         let live = c.probes.read_flows(true, seeded as usize + 1024)?;
         let now_ns = monotonic_ns();
+        // The first interval runs from this baseline, not from before the
+        // programs were loaded (which takes a second on a loaded machine):
+        // its rates are growth over the time it really covers.
+        c.prev_mono_ns = now_ns;
         let seq = c.seq;
         let owners = &mut c.owners;
         c.flows.update(
@@ -190,10 +199,15 @@ impl Collector {
             + self.probes.malformed_events())
     }
 
-    /// The interval now running ends later than asked: the caller's loop
-    /// could not keep up (counted in health, see `Health::late_intervals`).
-    pub fn count_late_interval(&mut self) {
-        self.late_intervals += 1;
+    /// The interval the next `collect` ends should end by `due` (the
+    /// asked end plus a tolerance); if its end, the moment its flows are
+    /// read, is later, it counts as late (`Health::late_intervals`): the
+    /// caller's loop could not keep up. Judged at that moment, so a stall
+    /// anywhere before it (waiting, draining, dumping) lengthens and marks
+    /// the same interval, and one after it the next.
+    pub fn due_by(&mut self, due: Instant) {
+        let left = due.saturating_duration_since(Instant::now());
+        self.due_ns = Some(monotonic_ns() + left.as_nanos() as u64);
     }
 
     /// One snapshot covering the time since the previous call.
@@ -210,6 +224,9 @@ impl Collector {
         let expected = if all { self.flows.len() + 1024 } else { 0 };
         let live = self.probes.read_flows(all, expected)?;
         let mono_ns = monotonic_ns();
+        if self.due_ns.take().is_some_and(|due| mono_ns > due) {
+            self.late_intervals += 1;
+        }
 
         let mut closed = Vec::new();
         let mut flow_events = Vec::new();

@@ -162,15 +162,17 @@ fn live_loop(
         if pipeline.wait(next)? == Control::Quit {
             return Ok(());
         }
-        // Collecting and showing the last interval took longer than the
-        // interval: this one ends late. Said in health, and the next one is
-        // a whole interval, not squeezed short to catch up.
+        // An interval that ends later than asked (by more than a tenth:
+        // collecting and showing the last one took too long, or the
+        // process was starved) is counted by the collector, and the next
+        // one is a whole interval, not squeezed short to catch up.
+        let due = next + observe.interval / 10;
         let now = Instant::now();
-        if now > next + observe.interval / 10 {
-            collector.count_late_interval();
+        if now > due {
             next = now;
         }
         next += observe.interval;
+        collector.due_by(due);
         let snap = collector.collect()?;
         if pipeline.process(snap, "live")? == Control::Quit {
             return Ok(());
