@@ -283,7 +283,6 @@ impl FlowProbes {
         let probe_sampling = skel
             .maps
             .rodata_data
-            .as_deref()
             .map_or(1, |r| r.probe_sample_mask + 1);
         let probes = FlowProbes {
             skel,
