@@ -18,7 +18,9 @@ def stats(xs):
     xs = sorted(x for x in xs if x is not None)
     if not xs:
         return None
-    return {"min": xs[0], "median": xs[len(xs) // 2], "max": xs[-1]}
+    m = len(xs) // 2
+    median = xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+    return {"min": xs[0], "median": median, "max": xs[-1]}
 
 
 def machine_ticks(cpu_line):
