@@ -1,0 +1,141 @@
+/* Many mostly idle TCP connections: scale_conns.py in C, for guests without python
+ * (tools/bench/scale-guest builds it static and puts it in the guest's initramfs).
+ *
+ *   scale_conns server PORT             accepts every connection and reads (discards)
+ *                                       whatever comes, with one epoll
+ *   scale_conns client ADDR PORT N ACTIVE
+ *                                       opens N connections to ADDR:PORT, prints
+ *                                       "ready N" once all are established, then every
+ *                                       second writes 8 bytes on ACTIVE of them until killed
+ *
+ * Each raises its own RLIMIT_NOFILE to what N needs (root: up to fs.nr_open).
+ *
+ *   gcc -O2 -static -o scale_conns tools/bench/scale_conns.c
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what) {
+    perror(what);
+    exit(1);
+}
+
+/* At least n descriptors if root may raise the limit so far; else as many as the hard
+ * limit allows (then the client's connect or the server's accept says so). */
+static void want_fds(long n) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || (long)r.rlim_cur >= n)
+        return;
+    struct rlimit up = {(rlim_t)n, (rlim_t)n};
+    if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+        return;
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+}
+
+static void sleep_ns(long ns) {
+    struct timespec t = {ns / 1000000000L, ns % 1000000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static _Noreturn void server(int port) {
+    want_fds(1 << 20);
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+    if (l < 0)
+        die("socket");
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(l, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (bind(l, (struct sockaddr *)&a, sizeof a) != 0)
+        die("bind");
+    if (listen(l, 4096) != 0)
+        die("listen");
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = l};
+    if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev) != 0)
+        die("epoll");
+    static struct epoll_event evs[256];
+    static char buf[65536];
+    for (;;) {
+        int n = epoll_wait(ep, evs, 256, -1);
+        if (n < 0 && errno != EINTR)
+            die("epoll_wait");
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == l) {
+                int c;
+                while ((c = accept4(l, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                    struct epoll_event ce = {.events = EPOLLIN, .data.fd = c};
+                    if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &ce) != 0)
+                        die("epoll_ctl");
+                }
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED)
+                    die("accept");
+                continue;
+            }
+            ssize_t got;
+            while ((got = read(fd, buf, sizeof buf)) > 0) {
+            }
+            if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+                close(fd); /* closing drops it from the epoll set */
+        }
+    }
+}
+
+static _Noreturn void client(const char *addr, int port, long n, long active) {
+    want_fds(n + 64);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
+        die("inet_pton");
+    int *socks = calloc(n, sizeof *socks);
+    if (!socks)
+        die("calloc");
+    for (long i = 0; i < n; i++) {
+        socks[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (socks[i] < 0)
+            die("socket");
+        if (connect(socks[i], (struct sockaddr *)&a, sizeof a) != 0)
+            die("connect");
+        /* Paced so the listener's backlog never overflows (SYN retries take seconds). */
+        if (i % 500 == 499)
+            sleep_ns(50000000L);
+    }
+    printf("ready %ld\n", n);
+    fflush(stdout);
+    static const char payload[8] = "trickle\n";
+    for (;;) {
+        long t0 = now_ns();
+        for (long i = 0; i < active && i < n; i++)
+            if (send(socks[i], payload, sizeof payload, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+                die("send");
+        long left = 1000000000L - (now_ns() - t0);
+        if (left > 0)
+            sleep_ns(left);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "server") == 0)
+        server(atoi(argv[2]));
+    if (argc == 6 && strcmp(argv[1], "client") == 0)
+        client(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
+    fprintf(stderr, "usage: scale_conns server PORT | client ADDR PORT N ACTIVE\n");
+    return 2;
+}
