@@ -143,8 +143,8 @@ pub struct ObserveArgs {
     pub no_host_queue: bool,
 
     /// Take each flow's per-segment figures (mean and max srtt, min cwnd,
-    /// cwnd cuts, data waiting) from one incoming segment in N, drawn at
-    /// random (a power of two, 1 to 64). 1 reads every segment, at about
+    /// cwnd cuts, data waiting) from one incoming segment in N (every Nth
+    /// on each CPU; a power of two, 1 to 64). 1 reads every segment, at about
     /// twice the kernel cost per segment. Counters, current srtt and cwnd,
     /// and which flows moved stay exact at any N.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBE_SAMPLING,
@@ -360,7 +360,8 @@ pub struct DoctorArgs {
     pub no_load: bool,
 }
 
-/// `--speed`: a finite factor above zero.
+/// `--probe-sampling`: a power of two from 1 to 64 (the BPF side takes a
+/// mask).
 fn parse_probe_sampling(s: &str) -> Result<u32, String> {
     let n: u32 = s
         .parse()
@@ -373,11 +374,28 @@ fn parse_probe_sampling(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
+/// `--speed`: a finite factor above zero.
 fn parse_speed(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!(
             "`{s}` is not a speed: give a number above 0, e.g. 2 or 0.5"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_probe_sampling;
+
+    #[test]
+    fn probe_sampling_takes_powers_of_two_from_1_to_64() {
+        for n in [1, 2, 8, 64] {
+            assert_eq!(parse_probe_sampling(&n.to_string()), Ok(n));
+        }
+        for bad in ["0", "3", "128", "-8", "eight", ""] {
+            let err = parse_probe_sampling(bad).unwrap_err();
+            assert!(err.contains("1") && err.contains("64"), "{bad}: {err}");
+        }
     }
 }

@@ -280,10 +280,7 @@ impl FlowProbes {
 
         // What the loaded object does (the mask forced to 0 with
         // ca_from_probe), not what was asked.
-        let probe_sampling = skel
-            .maps
-            .rodata_data
-            .map_or(1, |r| r.probe_sample_mask + 1);
+        let probe_sampling = skel.maps.rodata_data.map_or(1, |r| r.probe_sample_mask + 1);
         let probes = FlowProbes {
             skel,
             dump: RefCell::new(dump),
