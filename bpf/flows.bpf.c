@@ -32,25 +32,36 @@ const volatile bool emit_events = true; /* ring-buffer events for recordings */
  * path is unchanged. */
 const volatile bool ca_from_probe = false;
 /* tcp_probe's per-segment figures (srtt sum and max, cwnd minimum and cuts,
- * segments that found data waiting) come from a sample of its runs: every
- * (probe_sample_mask + 1)th run on each CPU (probe_ticks), whichever flow it
- * is for. The other runs return after the namespace check, before the
- * storage lookup and the stores (docs/performance.md). A per-CPU count, not
- * bpf_get_prandom_u32(), which measured ~80 ns a call on the lab VM, more
- * than the work it would save. Unsampled segments leave no mark, so the dumps
+ * segments that found data waiting) come from a sample of its runs: one in
+ * probe_sample_mask + 1, drawn per run (probe_sampled). The other runs
+ * return first thing, before the namespace check, the storage lookup and the
+ * stores (docs/performance.md). Unsampled segments leave no mark, so the dumps
  * also read the kernel's own stamps of each socket's last send and receive
  * (tcp_stamped_since). 0: every run (--probe-sampling 1); the loader forces
  * 0 with ca_from_probe, whose state time needs every segment. */
 const volatile __u32 probe_sample_mask = 0;
 
-/* tcp_probe runs per CPU, for the sampling: a cache line each, so that CPUs
- * never write the same line. Indexed by CPU number modulo TS_PROBE_TICKS. */
-#define TS_PROBE_TICKS 1024
-struct ts_probe_tick {
-	__u32 runs;
-	__u8 pad[60];
-};
-struct ts_probe_tick probe_ticks[TS_PROBE_TICKS] = {};
+/* Whether this tcp_probe run is one of the sample: a hash of the segment's
+ * sequence and acknowledgement numbers (TCP_SKB_CB, filled by
+ * tcp_v4_rcv/tcp_v6_rcv before the tracepoint), its top bits against the
+ * mask. Two loads and a multiply from a cache line the
+ * stack just wrote: no helper, no store. Not bpf_get_prandom_u32(), which
+ * measured ~80 ns a call on the lab VM, more than the work it saves; a
+ * per-CPU draw (helper for the CPU number, a load and a store) ~25 ns; and
+ * not every Nth run, which aliases: a CPU carrying both ends of a loopback
+ * connection alternates between them, and every 8th run would always be
+ * the same end. Successive segments of a flow differ in seq or ack_seq, so
+ * their draws are independent; only repeats of one segment (duplicate ACKs)
+ * draw alike. */
+static __always_inline bool probe_sampled(const struct sk_buff *skb)
+{
+	const struct tcp_skb_cb *cb = (const void *)skb->cb;
+	__u32 h = cb->seq ^ (cb->ack_seq * 2654435761u);
+
+	h *= 2246822519u;
+	h ^= h >> 15;
+	return !((h >> 24) & probe_sample_mask);
+}
 /* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
  * reject the optional program whose health counter is N, as an older kernel
  * would (TEST_REJECT, common.bpf.h); 0 (the only value outside tests) and the
@@ -342,14 +353,12 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	struct tcp_sock *tp;
 	__u32 srtt, cwnd;
 
+	/* The draw first: it is cheaper than the namespace check, so runs left
+	 * out of the sample, of any namespace, pay only the draw. */
+	if (probe_sample_mask && !probe_sampled(skb))
+		return 0;
 	if (!observed(sk))
 		return 0;
-	if (probe_sample_mask) {
-		__u32 cpu = bpf_get_smp_processor_id() & (TS_PROBE_TICKS - 1);
-
-		if (probe_ticks[cpu].runs++ & probe_sample_mask)
-			return 0;
-	}
 	st = flow_get(sk, true);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!st || !tp)

@@ -143,8 +143,8 @@ pub struct ObserveArgs {
     pub no_host_queue: bool,
 
     /// Take each flow's per-segment figures (mean and max srtt, min cwnd,
-    /// cwnd cuts, data waiting) from one incoming segment in N (every Nth
-    /// on each CPU; a power of two, 1 to 64). 1 reads every segment, at about
+    /// cwnd cuts, data waiting) from one incoming segment in N, drawn per
+    /// segment (a power of two, 1 to 64). 1 reads every segment, at about
     /// twice the kernel cost per segment. Counters, current srtt and cwnd,
     /// and which flows moved stay exact at any N.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBE_SAMPLING,

@@ -497,7 +497,7 @@ pub struct Health {
     /// tcp_probe's per-segment figures (a flow's `srtt_mean_us`,
     /// `srtt_max_us`, `cwnd_min`, and its `probe_events`, `waiting_events`
     /// and `cwnd_reductions`) came from one incoming segment in this many,
-    /// every Nth tcp_probe run on each CPU (`--probe-sampling`); 1 (or 0): every segment. The program's
+    /// drawn per tcp_probe run (`--probe-sampling`); 1 (or 0): every segment. The program's
     /// event count in `programs` is the sampled count times this, an
     /// estimate. Absent (1) in recordings before format 1.7.
     #[serde(default = "every_segment")]
