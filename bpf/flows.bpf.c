@@ -589,20 +589,29 @@ static __always_inline bool stamped_lately(const struct ts_flow_state *st, __u32
 	return gen - st->moved_gen <= TS_DUMP_GENS_KEPT;
 }
 
+/* The window in which a kernel stamp (jiffies, wrapping) counts as moving
+ * lately: from the start of the dump TS_DUMP_GENS_KEPT generations back, less
+ * a jiffy (a stamp in the same jiffy may come before the start), or the first
+ * dump's start while fewer dumps have run, to now. */
+struct ts_stamp_window {
+	__u32 since;
+	__u32 now;
+};
+
 /* Notes when this dump began (the first socket it visits) and returns the
- * jiffies from which a kernel stamp counts as moving lately: the start of the
- * dump TS_DUMP_GENS_KEPT generations back, less a jiffy (a stamp in the same
- * jiffy may come before the start); the first dump's start while fewer dumps
- * have run. 0 without sampling, which needs no stamps: the verifier drops
- * the rest. */
-static __always_inline __u32 moved_since(void)
+ * window. Generation 0 is never a dump's (flow_dump_gen starts at 1), so an
+ * unwritten slot, zeroed, is never taken for one. Nothing without sampling,
+ * which needs no stamps: the verifier drops the rest. */
+static __always_inline struct ts_stamp_window moved_window(void)
 {
 	__u32 gen = flow_dump_gen, back = gen - TS_DUMP_GENS_KEPT;
+	struct ts_stamp_window w = {};
 	__u32 now;
 
 	if (!probe_sample_mask)
-		return 0;
+		return w;
 	now = (__u32)bpf_jiffies64();
+	w.now = now;
 	struct ts_dump_start *cur = &dump_starts[gen & 3];
 	struct ts_dump_start *from = &dump_starts[back & 3];
 
@@ -614,20 +623,31 @@ static __always_inline __u32 moved_since(void)
 		dump_first_seen = true;
 		dump_first_jiffies = now;
 	}
-	if (from->gen == back)
-		return from->jiffies - 1;
-	return dump_first_jiffies - 1;
+	if (back && from->gen == back)
+		w.since = from->jiffies - 1;
+	else
+		w.since = dump_first_jiffies - 1;
+	return w;
 }
 
-/* Whether the kernel stamped the socket since `since` (jiffies, wrapping):
+/* Whether `stamp` falls in the window. Both ends are checked: a stamp older
+ * than 2^31 jiffies (25 days at HZ=1000) wraps, and one end alone would take
+ * it for new for half of every 2^32 jiffies; with both, only while it wraps
+ * through the window itself. */
+static __always_inline bool in_window(__u32 stamp, struct ts_stamp_window w)
+{
+	return (__s32)(stamp - w.since) >= 0 && (__s32)(w.now - stamp) >= 0;
+}
+
+/* Whether the kernel stamped the socket within the window `w`:
  * an acceptable ACK in (rcv_tstamp), new data out (lsndtime) or data in
  * (icsk_ack.lrcvtime). These cover the segments tcp_probe sees that were not
  * sampled; everything else that moves a flow comes through an event that
  * marks its storage, or leaves it busy (still_busy). */
-static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, __u32 since)
+static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, struct ts_stamp_window w)
 {
-	return (__s32)(tp->rcv_tstamp - since) >= 0 || (__s32)(tp->lsndtime - since) >= 0 ||
-	       (__s32)(tp->inet_conn.icsk_ack.lrcvtime - since) >= 0;
+	return in_window(tp->rcv_tstamp, w) || in_window(tp->lsndtime, w) ||
+	       in_window(tp->inet_conn.icsk_ack.lrcvtime, w);
 }
 
 /* Whether this dump emits the flow: it moved lately (marked by an event, or,
@@ -635,22 +655,22 @@ static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, __u32 s
  * for. The mark is checked first, so without sampling an idle flow costs the
  * iterator one load and a compare. */
 static __always_inline bool moved_lately(const struct ts_flow_state *st, const struct tcp_sock *tp,
-					 __u32 gen, __u32 since)
+					 __u32 gen, struct ts_stamp_window w)
 {
-	return stamped_lately(st, gen) || (probe_sample_mask && tcp_stamped_since(tp, since));
+	return stamped_lately(st, gen) || (probe_sample_mask && tcp_stamped_since(tp, w));
 }
 
 static __always_inline bool wanted(const struct ts_flow_state *st, const struct tcp_sock *tp,
-				   __u32 since)
+				   struct ts_stamp_window w)
 {
-	return flow_dump_all || moved_lately(st, tp, flow_dump_gen, since);
+	return flow_dump_all || moved_lately(st, tp, flow_dump_gen, w);
 }
 
 /* One flow's record into the iterator's output; its interval extremes start
  * again for the next snapshot. A flow the iterators leave out (!wanted) is
  * carried by user space as last read. */
 static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, struct tcp_sock *tp,
-				     struct ts_flow_state *st, __u32 since)
+				     struct ts_flow_state *st, struct ts_stamp_window w)
 {
 	struct ts_flow_record *rec;
 	__u32 gen = flow_dump_gen;
@@ -661,7 +681,7 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	if (!rec)
 		return;
 	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st));
-	rec->moved_lately = busy || moved_lately(st, tp, gen, since);
+	rec->moved_lately = busy || moved_lately(st, tp, gen, w);
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
@@ -677,16 +697,16 @@ int dump_flows(struct bpf_iter__bpf_sk_storage_map *ctx)
 	struct ts_flow_state *st = ctx->value;
 	struct sock *sk = ctx->sk;
 	struct tcp_sock *tp;
-	__u32 since;
+	struct ts_stamp_window w;
 
 	TEST_REJECT(test_reject, TS_H_ITER_RECORDS);
 	if (!sk || !st)
 		return 0;
-	since = moved_since();
+	w = moved_window();
 	tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp || !wanted(st, tp, since))
+	if (!tp || !wanted(st, tp, w))
 		return 0;
-	dump_one(ctx->meta->seq, sk, tp, st, since);
+	dump_one(ctx->meta->seq, sk, tp, st, w);
 	return 0;
 }
 
@@ -700,17 +720,17 @@ int dump_flows_tcp(struct bpf_iter__tcp *ctx)
 	struct sock_common *skc = ctx->sk_common;
 	struct ts_flow_state *st;
 	struct tcp_sock *tp;
-	__u32 since;
+	struct ts_stamp_window w;
 
 	if (!skc)
 		return 0;
-	since = moved_since();
+	w = moved_window();
 	tp = bpf_skc_to_tcp_sock(skc);
 	if (!tp || !observed((struct sock *)tp))
 		return 0;
 	st = bpf_sk_storage_get(&flow_state, (struct sock *)tp, 0, 0);
-	if (!st || !wanted(st, tp, since))
+	if (!st || !wanted(st, tp, w))
 		return 0;
-	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st, since);
+	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st, w);
 	return 0;
 }
