@@ -12,6 +12,17 @@
 pub mod analysis;
 #[cfg(feature = "collect")]
 pub mod collect;
+/// `eprintln!` that never panics: once the terminal has gone away (a
+/// dropped SSH session), stderr fails with EIO, and a message then is lost
+/// rather than turning a clean stop into a crash.
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 #[cfg(feature = "collect")]
 pub mod commands;
 pub mod model;

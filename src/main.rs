@@ -29,10 +29,17 @@ fn main() -> ExitCode {
         }
     };
     match result {
+        // A stop because the terminal went away (SIGHUP, or EOF or EIO on
+        // it) exits 129, as a shell reports death by SIGHUP, after the
+        // clean stop: a script can tell it from a run that ended as asked.
+        Ok(code) if throttlescope::shared::signals::hung_up() => {
+            let _ = code;
+            ExitCode::from(129)
+        }
         Ok(code) => code,
         Err(e) => {
             let msg = format!("{e:#}");
-            eprintln!(
+            throttlescope::stderr_line!(
                 "throttlescope: {}",
                 throttlescope::shared::terminal_text::inert_lines(&msg)
             );

@@ -11,7 +11,10 @@ use anyhow::{Context, Result};
 use crate::analysis::{EpisodeTracker, IntervalAnalysis, Judge, Thresholds};
 use crate::model::snapshot::Snapshot;
 use crate::record::format::hostname;
-use crate::record::{segments, writer, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter};
+use crate::record::{
+    segments, writer, EndReason, InterfaceInfo, RotateOptions, TraceHeader, TraceWriter,
+};
+use crate::shared::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::{Control, View};
 
@@ -93,11 +96,11 @@ impl Recorder {
     }
 
     /// Closes the file with its end record; returns the intervals written.
-    fn finish(self) -> Result<u64> {
+    fn finish(self, reason: EndReason) -> Result<u64> {
         match self.writer {
             Some(w) => {
                 let n = w.intervals();
-                w.finish()?;
+                w.finish_with(reason)?;
                 Ok(n)
             }
             None => Ok(0),
@@ -170,14 +173,21 @@ impl Pipeline {
         self.view.end_of_input()
     }
 
-    /// Restores the view, then closes the recording; `outcome` is the
-    /// loop's result, kept in front of any error from closing.
+    /// Restores the view, then closes the recording (its end record says
+    /// `hangup` when the stop came from the terminal going away);
+    /// `outcome` is the loop's result, kept in front of any error from
+    /// closing.
     pub fn finish(mut self, outcome: Result<()>) -> Result<Option<(PathBuf, u64)>> {
         let view_done = self.view.finish();
+        let reason = if signals::hung_up() {
+            EndReason::Hangup
+        } else {
+            EndReason::Stopped
+        };
         let recorded = match self.recorder.take() {
             Some(r) => {
                 let path = r.target.path.clone();
-                r.finish().map(|n| Some((path, n)))
+                r.finish(reason).map(|n| Some((path, n)))
             }
             None => Ok(None),
         };

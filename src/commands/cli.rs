@@ -30,7 +30,18 @@ ip netns exec broker throttlescope watch     # observe another network namespace
 throttlescope record -o incident.jsonl.zst   # record for later review\n  \
 throttlescope report incident.jsonl.zst --html incident.html\n  \
 throttlescope replay incident.jsonl.zst      # see it again as it was live\n  \
-throttlescope watch --metrics 127.0.0.1:9979 # serve Prometheus metrics"
+throttlescope watch --metrics 127.0.0.1:9979 # serve Prometheus metrics\n\n\
+Exit status: 0 when the command ended as asked (q, --duration, the end of a replay, SIGINT \
+or SIGTERM) and for `doctor` when observing is possible; 1 on an error, said on stderr; 2 for \
+a command line that does not parse; 129 when the terminal went away (SIGHUP, or end of file \
+or an error on it, as when an SSH session drops), after the same clean stop: probes \
+detached, a recording closed with an end record whose reason is `hangup`, the metrics \
+listener closed; 128+N when the clean stop after signal N did not finish within a second \
+(a write blocked on a stopped pipe or terminal) or a second SIGINT or SIGTERM came: the \
+terminal is given back and the process exits at once, leaving a recording without its end \
+record (the intervals written are intact). SIGHUP and SIGINT that the parent ignores \
+(nohup) stay ignored. Ctrl-Z or SIGTSTP gives the terminal back and stops the full-screen \
+view; `fg` takes it again."
 )]
 pub struct Cli {
     #[command(subcommand)]

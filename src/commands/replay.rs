@@ -71,7 +71,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     })();
     pipeline.finish(outcome)?;
     for w in &warnings {
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: warning: {}",
             crate::shared::terminal_text::inert_lines(w)
         );

@@ -57,7 +57,7 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         }
     };
     for w in &report.health.read_warnings {
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: warning: {}",
             crate::shared::terminal_text::inert_lines(w)
         );

@@ -33,7 +33,7 @@ pub fn run(args: &WatchArgs) -> Result<()> {
         .transpose()?;
     let view = crate::commands::choose_view(&args.view)?;
     if let Some((path, n)) = run_live(&args.observe, thresholds, view, target)? {
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: recorded {n} intervals to {}",
             path.display()
         );
@@ -54,7 +54,7 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
             None if std::io::stderr().is_terminal() => "until Ctrl-C".to_string(),
             None => "until stopped (SIGINT/SIGTERM)".to_string(),
         };
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: recording to {} every {:?} {until}",
             output.display(),
             args.observe.interval
@@ -68,7 +68,7 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
     )?;
     if talk {
         let (path, n) = done.unwrap_or((output, 0));
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: {n} intervals in {}; review with `throttlescope report {}`",
             path.display(),
             path.display()
@@ -116,7 +116,7 @@ pub fn run_live(
             // Port 0 asks the kernel for one: say which (not over the
             // full-screen view, which shows its own title).
             if !crate::sinks::tui::terminal::is_taken() {
-                eprintln!(
+                crate::stderr_line!(
                     "throttlescope: metrics on http://{}/metrics",
                     m.local_addr()
                 );

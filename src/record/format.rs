@@ -20,7 +20,7 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// flows that moved; before, every tracked flow), health's `late_intervals`
 /// and the header's `tool_commit` and `bpf_objects`; 1.7 health's
 /// `probe_sampling`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 7 };
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 8 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.
@@ -135,8 +135,30 @@ pub struct EndRecord {
     pub unix_ms: u64,
     /// Snapshots in this segment.
     pub intervals: u64,
-    /// `stopped` or `rotated`.
+    /// Why: [`EndReason::as_str`] (kept a string, so a reason added later
+    /// reads in an older reader).
     pub reason: String,
+}
+
+/// Why a segment was closed on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The duration ended, the person quit, or SIGINT/SIGTERM (since 1.0).
+    Stopped,
+    /// The next segment took over (since 1.0).
+    Rotated,
+    /// The terminal went away: SIGHUP, or end of file or EIO on it (since 1.8).
+    Hangup,
+}
+
+impl EndReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndReason::Stopped => "stopped",
+            EndReason::Rotated => "rotated",
+            EndReason::Hangup => "hangup",
+        }
+    }
 }
 
 /// One line after the header, tagged by `type`.

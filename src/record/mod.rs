@@ -12,7 +12,8 @@ pub mod writer;
 
 pub use continuity::Continuity;
 pub use format::{
-    EndRecord, FormatVersion, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION, FORMAT_NAME,
+    EndReason, EndRecord, FormatVersion, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION,
+    FORMAT_NAME,
 };
 pub use reader::{open, read_all, ProblemKind, ReadProblem, ReadSummary, TraceReader};
 pub use recording::{headers_in_order, open_in_order, recorded_thresholds, SegmentFile};

@@ -12,7 +12,7 @@ use crate::shared::clock::now_unix_ms;
 use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
-use super::format::{EndRecord, TraceHeader};
+use super::format::{EndReason, EndRecord, TraceHeader};
 use super::segments;
 use crate::model::snapshot::Snapshot;
 
@@ -185,8 +185,13 @@ impl TraceWriter {
     }
 
     /// Closes the live segment with an end record and syncs it to disk.
-    pub fn finish(mut self) -> Result<()> {
-        self.close_segment("stopped")
+    pub fn finish(self) -> Result<()> {
+        self.finish_with(EndReason::Stopped)
+    }
+
+    /// [`Self::finish`], saying why the recording stopped.
+    pub fn finish_with(mut self, reason: EndReason) -> Result<()> {
+        self.close_segment(reason)
     }
 
     fn rotation_due(&self) -> bool {
@@ -199,7 +204,7 @@ impl TraceWriter {
     }
 
     fn rotate(&mut self) -> Result<()> {
-        self.close_segment("rotated")?;
+        self.close_segment(EndReason::Rotated)?;
         segments::shift(&self.base, self.opts.keep)
             .map_err(|e| anyhow!("{}: rotating: {e}", self.base.display()))?;
         self.header.segment += 1;
@@ -208,7 +213,7 @@ impl TraceWriter {
     }
 
     /// Writes the end record (and the zstd frame's end), then syncs.
-    fn close_segment(&mut self, reason: &str) -> Result<()> {
+    fn close_segment(&mut self, reason: EndReason) -> Result<()> {
         let Some(mut seg) = self.segment.take() else {
             return Ok(());
         };
@@ -218,7 +223,7 @@ impl TraceWriter {
         let end = EndRecord {
             unix_ms: now_unix_ms(),
             intervals: seg.intervals,
-            reason: reason.to_string(),
+            reason: reason.as_str().to_string(),
         };
         self.line.clear();
         serde_json::to_writer(&mut self.line, &RecordRef::End(&end))?;
@@ -276,7 +281,7 @@ impl Drop for TraceWriter {
     /// A writer dropped without `finish` (an error path of the caller)
     /// still closes its segment properly when it can.
     fn drop(&mut self) {
-        let _ = self.close_segment("stopped");
+        let _ = self.close_segment(EndReason::Stopped);
     }
 }
 

@@ -85,6 +85,12 @@ fn write_stdout(bytes: &[u8]) -> Result<Control> {
         Ok(()) => Ok(Control::Continue),
         // A closed pipe (`| head`) is a normal way to stop.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Control::Quit),
+        // A terminal that went away (EIO after a hangup): stop as SIGHUP
+        // would, the recording closed with reason `hangup`.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::ENXIO)) => {
+            signals::terminal_lost();
+            Ok(Control::Quit)
+        }
         Err(e) => Err(e).context("writing to stdout"),
     }
 }

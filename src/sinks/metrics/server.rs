@@ -359,7 +359,7 @@ impl Reporter {
             self.quiet_until = Some(now + REPORT_EVERY);
             return;
         }
-        eprintln!(
+        crate::stderr_line!(
             "throttlescope: metrics endpoint {}: dropped connections in the last {:.0} s: {}; \
              still serving ({} open)",
             self.addr,

@@ -6,6 +6,7 @@
 pub mod flows;
 pub mod format;
 pub mod history;
+pub mod input;
 pub mod keys;
 pub mod layout;
 pub mod render;
@@ -16,9 +17,10 @@ mod tests;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use ratatui::crossterm::event::{self, Event};
+use anyhow::Result;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use self::input::{Input, TermInput};
 use self::keys::{KeyOutcome, UiState};
 use self::render::{draw, Model, Screen};
 use self::terminal::Term;
@@ -35,6 +37,9 @@ const END_WAIT_SLICE: Duration = Duration::from_secs(3600);
 
 pub struct TuiView {
     terminal: Option<Term>,
+    input: TermInput,
+    /// The terminal's size at the last draw, to redraw when it changes.
+    size: Option<(u16, u16)>,
     ui: UiState,
     /// Every interval as it arrives.
     live: Model,
@@ -46,33 +51,97 @@ pub struct TuiView {
 }
 
 impl TuiView {
-    /// Takes over the terminal (stdout must be one).
+    /// Takes over the terminal (stdout must be one, and keys must come
+    /// from a terminal: stdin or the controlling one).
     pub fn new() -> Result<Self> {
+        let input = TermInput::open()?;
         let mut view = TuiView {
             terminal: Some(terminal::take()?),
+            input,
+            size: None,
             ui: UiState::default(),
             live: Model::default(),
             frozen: None,
             new_while_paused: 0,
             ended: false,
         };
-        view.redraw()?;
+        if view.redraw() == Control::Quit {
+            anyhow::bail!("the terminal could not be drawn on");
+        }
         Ok(view)
     }
 
-    fn redraw(&mut self) -> Result<()> {
+    /// Draws the screen; a terminal that cannot be written to has gone away
+    /// (EIO after a hangup), which ends the view like a hangup.
+    fn redraw(&mut self) -> Control {
         let Some(term) = &mut self.terminal else {
-            return Ok(());
+            return Control::Continue;
         };
+        self.size = window_size();
         let screen = Screen {
             model: self.frozen.as_ref().unwrap_or(&self.live),
             ui: &self.ui,
             new_while_paused: self.new_while_paused,
             ended: self.ended,
         };
-        term.draw(|f| draw(f, &screen))
-            .context("drawing the live view")?;
-        Ok(())
+        if term.draw(|f| draw(f, &screen)).is_err() {
+            signals::terminal_lost();
+            return Control::Quit;
+        }
+        Control::Continue
+    }
+
+    /// Lets go of the drawing half. ratatui shows the cursor when its
+    /// terminal is dropped and reports a failure with `eprintln!`, which
+    /// panics once stderr is gone too: so the cursor is shown here first,
+    /// and a terminal that cannot take even that is forgotten, not dropped
+    /// ([`terminal::restore`] does the rest either way).
+    fn release(&mut self) {
+        if let Some(mut term) = self.terminal.take() {
+            if term.show_cursor().is_err() {
+                std::mem::forget(term);
+            }
+        }
+    }
+
+    /// Takes the terminal again after the process was stopped and continued
+    /// (the shell may have changed its modes meanwhile) and draws it whole.
+    fn retake(&mut self) -> Control {
+        self.release();
+        let _ = terminal::restore();
+        match terminal::take() {
+            Ok(t) => {
+                self.terminal = Some(t);
+                self.redraw()
+            }
+            Err(_) => {
+                signals::terminal_lost();
+                Control::Quit
+            }
+        }
+    }
+
+    /// Ctrl-Z or SIGTSTP: gives the terminal back, stops, and takes it
+    /// again when continued (`fg`).
+    fn suspend(&mut self) -> Control {
+        self.release();
+        let _ = terminal::restore();
+        signals::stop_self();
+        self.retake()
+    }
+
+    fn on_key(&mut self, key: KeyEvent) -> Control {
+        if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('z') {
+            return self.suspend();
+        }
+        match self.ui.on_key(key) {
+            KeyOutcome::Quit => Control::Quit,
+            KeyOutcome::Redraw => {
+                self.follow_pause();
+                self.redraw()
+            }
+            KeyOutcome::Ignored => Control::Continue,
+        }
     }
 
     /// Keeps the frozen copy in step with the pause key.
@@ -99,8 +168,7 @@ impl View for TuiView {
         if self.ui.paused {
             self.new_while_paused += 1;
         }
-        self.redraw()?;
-        Ok(Control::Continue)
+        Ok(self.redraw())
     }
 
     fn wait(&mut self, deadline: Instant) -> Result<Control> {
@@ -108,22 +176,33 @@ impl View for TuiView {
             if signals::stop_requested() {
                 return Ok(Control::Quit);
             }
-            // Poll at least once, so keys work even when intervals are late.
+            let mut control = Control::Continue;
+            if signals::take_suspend() {
+                control = self.suspend();
+            } else if signals::take_continued() {
+                control = self.retake();
+            } else if window_size() != self.size {
+                control = self.redraw();
+            }
+            if control == Control::Quit {
+                return Ok(Control::Quit);
+            }
+            // Wait at least once, so keys work even when intervals are late.
             let slice = deadline
                 .saturating_duration_since(Instant::now())
                 .min(POLL_SLICE);
-            if event::poll(slice).context("reading the terminal")? {
-                match event::read().context("reading the terminal")? {
-                    Event::Key(key) => match self.ui.on_key(key) {
-                        KeyOutcome::Quit => return Ok(Control::Quit),
-                        KeyOutcome::Redraw => {
-                            self.follow_pause();
-                            self.redraw()?;
+            match self.input.next(slice)? {
+                Input::Hangup => {
+                    signals::terminal_lost();
+                    return Ok(Control::Quit);
+                }
+                Input::Nothing => {}
+                Input::Keys(keys) => {
+                    for key in keys {
+                        if self.on_key(key) == Control::Quit {
+                            return Ok(Control::Quit);
                         }
-                        KeyOutcome::Ignored => {}
-                    },
-                    Event::Resize(..) => self.redraw()?,
-                    _ => {}
+                    }
                 }
             }
             if Instant::now() >= deadline {
@@ -137,19 +216,37 @@ impl View for TuiView {
     /// that closed at once would hide the interval it ended on.
     fn end_of_input(&mut self) -> Result<()> {
         self.ended = true;
-        self.redraw()?;
+        if self.redraw() == Control::Quit {
+            return Ok(());
+        }
         while self.wait(Instant::now() + END_WAIT_SLICE)? == Control::Continue {}
         Ok(())
     }
 
     fn finish(&mut self) -> Result<()> {
-        self.terminal = None;
-        terminal::restore()
+        self.release();
+        let restored = terminal::restore();
+        if signals::hung_up() {
+            // Nothing is left to give back to.
+            return Ok(());
+        }
+        restored
     }
 }
 
 impl Drop for TuiView {
     fn drop(&mut self) {
         let _ = self.finish();
+    }
+}
+
+/// The window's size from stdout (one ioctl, no fallback that would start
+/// a process every time); None when stdout is no longer a terminal.
+fn window_size() -> Option<(u16, u16)> {
+    // SAFETY: TIOCGWINSZ fills a winsize we own.
+    unsafe {
+        let mut ws: libc::winsize = std::mem::zeroed();
+        (libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) == 0)
+            .then_some((ws.ws_col, ws.ws_row))
     }
 }

@@ -162,7 +162,7 @@ fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
 pub const END_OF_RECORDING: &str = "end of recording — q quits";
 
 pub const HELP: &str =
-    "q/Esc quit | p/space pause | s sort | / filter by peer or process | ? hide help";
+    "q/Esc quit | p/space pause | s sort | / filter by peer or process | Ctrl-Z suspend | ? hide help";
 
 fn status_line(screen: &Screen) -> Line<'static> {
     let ui = screen.ui;
