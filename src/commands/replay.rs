@@ -45,7 +45,9 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
                             return Ok(());
                         }
                     }
-                } else if signals::stop_requested() {
+                } else if pipeline.wait(Instant::now())? == Control::Quit {
+                    // No pause to wait in, but keys (q, Ctrl-C in the
+                    // full-screen view) and signals still count.
                     return Ok(());
                 }
                 prev_mono = Some(snap.mono_ns);

@@ -128,6 +128,9 @@ pub fn read_iter(link_fd: RawFd, out: &mut Vec<ts_flow_record>) -> Result<()> {
         let got = match f.read(&mut chunk[filled..]) {
             Ok(got) => got,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            // The kernel hands a long walk back (EAGAIN after a million
+            // objects visited without output); the next read resumes it.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err(e).context("reading the flow-dump iterator"),
         };
         if got == 0 {

@@ -359,14 +359,18 @@ impl Reporter {
             self.quiet_until = Some(now + REPORT_EVERY);
             return;
         }
-        crate::stderr_line!(
+        // Only when stderr can take it now: a blocked stderr (a stopped
+        // pipe, a terminal held by Ctrl-S) must not stop the server; the
+        // counts are in the metrics either way.
+        let line = format!(
             "throttlescope: metrics endpoint {}: dropped connections in the last {:.0} s: {}; \
-             still serving ({} open)",
+             still serving ({} open)\n",
             self.addr,
             now.duration_since(self.at).as_secs_f64(),
             parts.join(", "),
             c.open,
         );
+        crate::shared::signals::write_if_ready(libc::STDERR_FILENO, line.as_bytes());
         self.reported = c;
         self.at = now;
         self.accept_error = None;

@@ -75,7 +75,9 @@ impl TermInput {
             events: libc::POLLIN,
             revents: 0,
         };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // Rounded up: a wait of under 1 ms must not become poll(0) in a
+        // loop until the deadline.
+        let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         // SAFETY: poll(2) on one valid pollfd.
         let n = unsafe { libc::poll(&mut pfd, 1, ms) };
         if n < 0 {
