@@ -305,6 +305,7 @@ static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock 
 	rec->lost_out = BPF_CORE_READ(tp, lost_out);
 	rec->sacked_out = BPF_CORE_READ(tp, sacked_out);
 	rec->total_retrans = BPF_CORE_READ(tp, total_retrans);
+	rec->dsack_dups = BPF_CORE_READ(tp, dsack_dups);
 	rec->delivered = BPF_CORE_READ(tp, delivered);
 	rec->segs_out = BPF_CORE_READ(tp, segs_out);
 	rec->data_segs_out = BPF_CORE_READ(tp, data_segs_out);
@@ -510,6 +511,7 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 {
 	struct sock *sk = (struct sock *)csk;
 	struct ts_flow_state *st;
+	struct task_struct *task;
 	__u64 pid_tgid;
 
 	TEST_REJECT(test_reject, TS_H_SENDMSG_EVENTS);
@@ -526,7 +528,9 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	st->owner_tgid = pid_tgid >> 32;
 	st->owner_pid = (__u32)pid_tgid;
 	st->owner_cgroup_id = bpf_get_current_cgroup_id();
-	bpf_get_current_comm(st->owner_comm, sizeof(st->owner_comm));
+	bpf_get_current_comm(st->owner_thread, sizeof(st->owner_thread));
+	task = (struct task_struct *)bpf_get_current_task();
+	BPF_CORE_READ_STR_INTO(&st->owner_comm, task, group_leader, comm);
 	return 0;
 }
 

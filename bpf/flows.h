@@ -92,7 +92,12 @@ struct ts_flow_state {
 	__u64 retrans_segs;      /* segments in those skbs */
 	__u64 retrans_failed;    /* tcp_retransmit_skb with err != 0 (host-side queuing) */
 	__u64 owner_cgroup_id;
+	/* The owner's process name (its thread group leader's comm, as ps and
+	 * ss -p show it), and the name of the thread that was seen sending
+	 * (a JVM's data-plane-kafka-..., a Go runtime's thread): a process
+	 * names its threads as it likes, and one broker must read as one. */
 	char owner_comm[TS_COMM_LEN];
+	char owner_thread[TS_COMM_LEN];
 	/* the flow's interface in its own netns, as last known: kept because
 	 * the cached route can be dropped (RTO, route change, close) */
 	__u32 ifindex;
@@ -150,6 +155,12 @@ struct ts_flow_record {
 	__u32 rwnd_limited_jiffies;
 	__u32 sndbuf_limited_jiffies;
 	__u32 notsent_bytes;     /* write_seq - snd_nxt: written, not yet sent */
+	/* Retransmitted segments the receiver reported as duplicates (D-SACK,
+	 * RFC 2883): the original had arrived, the retransmit was spurious
+	 * (reordering, a tail loss probe or an early retransmit that was not
+	 * needed). tcp_sock.dsack_dups, tcp_info's tcpi_dsack_dups; the sum
+	 * over a namespace's flows is nstat's TcpExtTCPDSACKRecvSegs. */
+	__u32 dsack_dups;
 	__u8 cwnd_limited;       /* tcp_sock.is_cwnd_limited now */
 	/* 1 when the flow moved lately (stamped within TS_DUMP_GENS_KEPT dumps)
 	 * or is still busy: the dump iterator's own rule, so that a full dump,
@@ -157,7 +168,7 @@ struct ts_flow_record {
 	 * User space lists a flow in the snapshot only then (or when it opened
 	 * or closed); the others are counted as idle. 0 in close events. */
 	__u8 moved_lately;
-	__u8 _pad[6];
+	__u8 _pad[2];
 	struct ts_flow_state st;
 };
 

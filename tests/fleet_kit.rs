@@ -31,6 +31,7 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_interface_dropped_total",
     "throttlescope_tcp_segments_sent_total",
     "throttlescope_tcp_retransmitted_segments_total",
+    "throttlescope_tcp_spurious_retransmitted_segments_total",
     "throttlescope_allowance_exceeded_percent",
     "throttlescope_retransmit_percent",
     "throttlescope_verdict",
@@ -53,6 +54,7 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_flow_srtt_seconds",
     "throttlescope_flow_cwnd",
     "throttlescope_flow_retransmits",
+    "throttlescope_flow_spurious_retransmits",
     "throttlescope_flow_tx_bytes_per_second",
     "throttlescope_flow_label_collisions_total",
 ];

@@ -11,6 +11,8 @@
 //! - retransmits per flow (idle sockets after the transfer): equal to ss;
 //!   probe-traced retransmitted segments within 5% or 3 of that;
 //! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs;
+//!   spurious (D-SACK) retransmits per flow equal to ss dsack_dups, in total to
+//!   nstat TcpExtTCPDSACKRecvSegs;
 //! - IPv4 fragments created in an interval: equal to nstat IpFragCreates.
 
 mod common;
@@ -156,6 +158,7 @@ fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
     lab.tool(&["shape", "hv_drop"]);
     let listen: SocketAddr = format!("{}:7102", lab.broker_ip).parse().unwrap();
     let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
+    let dsack_before = lab.nstat(&lab.broker(), "TcpExtTCPDSACKRecvSegs");
 
     let broker = lab.broker();
     let client = lab.client();
@@ -173,21 +176,30 @@ fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
         (snaps, ss, ports)
     });
     let after = lab.nstat(&lab.broker(), "TcpRetransSegs");
+    let dsack_after = lab.nstat(&lab.broker(), "TcpExtTCPDSACKRecvSegs");
 
     let snap = snaps.last().unwrap();
     let ours = by_port(snap, &ports);
     let mut total_ours = 0;
+    let mut spurious_ours = 0;
     for s in ss.iter().filter(|s| ports.contains(&s.peer_port)) {
         let f = ours[&s.peer_port];
         eprintln!(
-            "peer port {}: retrans {} (traced {} in {} skbs, failed {}) vs ss {}",
+            "peer port {}: retrans {} (traced {} in {} skbs, failed {}, spurious {}) vs ss {} (dsack_dups {})",
             s.peer_port,
             f.totals.retrans_segs,
             f.totals.retrans_segs_traced,
             f.totals.retrans_skbs_traced,
             f.totals.retrans_failed,
-            s.retrans_total
+            f.totals.retrans_spurious,
+            s.retrans_total,
+            s.dsack_dups
         );
+        assert_eq!(
+            f.totals.retrans_spurious, s.dsack_dups,
+            "per-flow spurious retransmits equal ss's dsack_dups"
+        );
+        spurious_ours += f.totals.retrans_spurious;
         assert_eq!(
             f.totals.retrans_segs, s.retrans_total,
             "per-flow retransmits equal ss"
@@ -212,6 +224,15 @@ fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
         total_ours,
         after - before,
         "total equals nstat TcpRetransSegs"
+    );
+    eprintln!(
+        "spurious: ours {spurious_ours}, nstat TcpExtTCPDSACKRecvSegs {}",
+        dsack_after - dsack_before
+    );
+    assert_eq!(
+        spurious_ours,
+        dsack_after - dsack_before,
+        "spurious total equals nstat TcpExtTCPDSACKRecvSegs"
     );
 }
 

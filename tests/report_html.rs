@@ -569,6 +569,7 @@ fn enforcement_report() -> Report {
             owner: Some(Owner {
                 pid: 3100 + f as u32,
                 comm: if f == 2 { HOSTILE } else { "iperf3" }.to_string(),
+                thread: None,
                 cgroup_id: 7,
                 cgroup: None,
                 workload: None,

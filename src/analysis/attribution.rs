@@ -36,7 +36,11 @@ pub struct FlowAttribution {
     pub cwnd: u32,
     pub cwnd_reductions: u64,
     pub segs_out: u64,
+    /// Segments retransmitted; of them, `spurious_retransmits` the receiver
+    /// reported as duplicates (D-SACK). Backoff counts only the others.
     pub retransmits: u64,
+    #[serde(default)]
+    pub spurious_retransmits: u64,
     pub failed_retransmits: u64,
     /// Time spent in the Recovery and Loss congestion states, in ms.
     pub recovery_loss_ms: f64,
@@ -61,10 +65,11 @@ pub fn backoff_score(f: &FlowSample, interval_us: f64, th: &Thresholds) -> f64 {
     } else {
         0.0
     };
+    let lossy = d.lossy_retransmits();
     let retrans = if d.segs_out > 0 {
-        let pct = d.retrans_segs as f64 / d.segs_out as f64 * 100.0;
+        let pct = lossy as f64 / d.segs_out as f64 * 100.0;
         (pct / th.retrans_severe_pct.max(f64::MIN_POSITIVE)).min(1.0)
-    } else if d.retrans_segs > 0 {
+    } else if lossy > 0 {
         1.0
     } else {
         0.0
@@ -131,6 +136,7 @@ pub fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
                 cwnd_reductions: d.cwnd_reductions,
                 segs_out: d.segs_out,
                 retransmits: d.retrans_segs,
+                spurious_retransmits: d.spurious_retransmits(),
                 failed_retransmits: d.retrans_failed,
                 recovery_loss_ms: (d.ca_time_us.recovery + d.ca_time_us.loss) as f64 / 1e3,
                 backoff_score: backoff_score(f, interval_us, th),

@@ -182,7 +182,15 @@ fn flows(s: &mut Signals, r: &NormalisedRates, th: &Thresholds) {
                 Signal::RetransmitPct,
                 p,
                 th.retrans_pct,
-                &format!("% of {} segments retransmitted", r.segs_out),
+                &if r.retrans_spurious > 0 {
+                    format!(
+                        "% of {} segments retransmitted and not reported spurious \
+                         ({} spurious by D-SACK not counted)",
+                        r.segs_out, r.retrans_spurious
+                    )
+                } else {
+                    format!("% of {} segments retransmitted", r.segs_out)
+                },
             );
         }
     }

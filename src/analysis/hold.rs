@@ -98,6 +98,7 @@ struct Entry {
     bw_in: Option<u64>,
     pps: Option<u64>,
     segs_out: u64,
+    /// Retransmits not reported spurious.
     retrans: u64,
 }
 
@@ -407,7 +408,7 @@ impl Hold {
             bw_in: r.bw_in_exceeded,
             pps: r.pps_exceeded,
             segs_out: r.segs_out,
-            retrans: r.retrans_segs,
+            retrans: r.retrans_segs - r.retrans_spurious,
         });
         let n = Thresholds::count(th.hold_window).max(1);
         while self.window.len() > n {

@@ -63,7 +63,12 @@ pub struct NormalisedRates {
     /// Segments sent and retransmitted by the flows in the interval.
     pub segs_out: u64,
     pub retrans_segs: u64,
-    /// retrans_segs / segs_out x 100; None when nothing was sent.
+    /// Of `retrans_segs`, those the receivers reported as duplicates
+    /// (D-SACK): spurious, nothing was lost. Absent (0) before format 1.8.
+    #[serde(default)]
+    pub retrans_spurious: u64,
+    /// The retransmits not reported spurious, / segs_out x 100: what loss
+    /// is judged on. None when nothing was sent.
     pub retransmit_pct: Option<f64>,
     /// Flows that sent in the interval, and their srtt/min_rtt: weighted by
     /// bytes sent for the percentiles, plain for the max.
@@ -248,6 +253,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
+        r.retrans_spurious += f.delta.spurious_retransmits();
         r.failed_retransmits += f.delta.retrans_failed;
         if flow_sent(f) {
             r.active_flows += 1;
@@ -261,7 +267,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             known |= f.totals.busy_us > 0;
         }
     }
-    r.retransmit_pct = pct(Some(r.retrans_segs), r.segs_out);
+    r.retransmit_pct = pct(Some(r.retrans_segs - r.retrans_spurious), r.segs_out);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);
     r.rwnd_limited_pct = pct(Some(rwnd), busy);

@@ -178,7 +178,8 @@ pub(super) fn fmt_num(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{v:.0}")
     } else if v.abs() >= 100.0 {
-        format!("{v:.1}")
+        // 26949.8 -> 26900: no more digits than the figure holds.
+        crate::shared::units::significant(v, 3)
     } else if v.abs() >= 1.0 {
         format!("{v:.2}")
     } else {

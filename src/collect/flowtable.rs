@@ -223,6 +223,7 @@ fn build(
         Some(Owner {
             pid: rec.st.owner_tgid,
             comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
+            thread: Some(c_string(&rec.st.owner_thread.map(|c| c as u8))).filter(|t| !t.is_empty()),
             cgroup_id: rec.st.owner_cgroup_id,
             cgroup: None,
             workload: None,
@@ -298,6 +299,7 @@ fn counters_of(rec: &ts_flow_record) -> (FlowCounters, [u64; 5]) {
         segs_out: rec.segs_out as u64,
         data_segs_out: rec.data_segs_out as u64,
         retrans_segs: rec.total_retrans as u64,
+        retrans_spurious: rec.dsack_dups as u64,
         retrans_skbs_traced: st.retrans_skbs,
         retrans_segs_traced: st.retrans_segs,
         retrans_failed: st.retrans_failed,
@@ -363,6 +365,7 @@ pub fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
         segs_out: d32(now.segs_out, prev.segs_out),
         data_segs_out: d32(now.data_segs_out, prev.data_segs_out),
         retrans_segs: d32(now.retrans_segs, prev.retrans_segs),
+        retrans_spurious: d32(now.retrans_spurious, prev.retrans_spurious),
         retrans_skbs_traced: d(now.retrans_skbs_traced, prev.retrans_skbs_traced),
         retrans_segs_traced: d(now.retrans_segs_traced, prev.retrans_segs_traced),
         retrans_failed: d(now.retrans_failed, prev.retrans_failed),

@@ -68,6 +68,7 @@ impl OwnerIndex {
                     self.by_inode.entry(ino).or_insert_with(|| Owner {
                         pid,
                         comm: comm.clone(),
+                        thread: None,
                         cgroup_id: 0,
                         cgroup: None,
                         workload: None,

@@ -213,7 +213,14 @@ pub struct Offloads {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
     pub pid: u32,
+    /// The process name (the thread group leader's, as `ps` and `ss -p`
+    /// show it). Recordings before format 1.8 made on kernels with the
+    /// `tcp_sendmsg_locked` tracepoint hold the sending thread's name here.
     pub comm: String,
+    /// The name of the thread seen sending, where the kernel said (it is
+    /// unknown for owners found through /proc); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<String>,
     /// cgroup v2 id; 0 when found through /proc.
     pub cgroup_id: u64,
     /// The cgroup v2 path (from the id, or /proc/<pid>/cgroup), where known.
@@ -262,6 +269,20 @@ impl<T: Copy> PerCaState<T> {
     }
 }
 
+impl FlowCounters {
+    /// Of the retransmits, those reported spurious (never more than the
+    /// retransmits: in a delta, a D-SACK can come an interval late).
+    pub fn spurious_retransmits(&self) -> u64 {
+        self.retrans_spurious.min(self.retrans_segs)
+    }
+
+    /// The retransmits not reported spurious: those that may have
+    /// repaired a loss. Loss verdicts and backoff count these.
+    pub fn lossy_retransmits(&self) -> u64 {
+        self.retrans_segs - self.spurious_retransmits()
+    }
+}
+
 /// Cumulative per-flow counters. In `FlowSample::totals` they are as read at
 /// the end of the interval; in `FlowSample::delta`, the growth over it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -275,6 +296,12 @@ pub struct FlowCounters {
     /// `tcp_sock.total_retrans`: retransmitted segments (what `ss` shows as
     /// `retrans:X/total` and nstat counts in TcpRetransSegs).
     pub retrans_segs: u64,
+    /// Of `retrans_segs`, those the receiver reported as duplicates with a
+    /// D-SACK (`tcp_sock.dsack_dups`, `ss -i` `dsack_dups`): the original
+    /// had arrived, so nothing was lost. The report of one can come an
+    /// interval after its retransmit. 0 in recordings before format 1.8.
+    #[serde(default)]
+    pub retrans_spurious: u64,
     /// Retransmissions seen by the tcp_retransmit_skb probe that reached the
     /// wire (err == 0), in skbs and in segments.
     pub retrans_skbs_traced: u64,

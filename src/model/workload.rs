@@ -442,6 +442,7 @@ mod tests {
             owner: Some(crate::model::snapshot::Owner {
                 pid: 1,
                 comm: "java".into(),
+                thread: None,
                 cgroup_id: 0,
                 cgroup: Some(cgroup.into()),
                 workload: Some(w),

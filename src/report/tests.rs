@@ -79,6 +79,7 @@ fn flow(id: u64, local: &str, peer: &str, comm: &str, bytes: u64, srtt: u32) -> 
         owner: Some(Owner {
             pid: 10 + id as u32,
             comm: comm.into(),
+            thread: None,
             cgroup_id: 0,
             cgroup: None,
             workload: None,

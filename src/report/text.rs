@@ -8,7 +8,7 @@ use std::fmt::Write;
 use super::model::*;
 use crate::analysis::Verdict;
 use crate::shared::clock::{format_offset, format_time_of_day, format_utc};
-use crate::shared::units::{bytes, opt_pct, rate_bits, secs};
+use crate::shared::units::{self, bytes, opt_pct, rate_bits, secs};
 
 /// Episodes listed one by one; the rest are counted (all are in `--json`).
 const EPISODES_LISTED: usize = 50;
@@ -292,7 +292,7 @@ fn flows(out: &mut String, r: &Report) {
     for f in &r.flows {
         let owner = f.owner.as_ref().map_or("-".to_string(), |o| o.label());
         let infl = match (f.mean_rtt_inflation, f.peak_rtt_inflation) {
-            (Some(m), Some(p)) => format!("{m:.2}x/{p:.2}x"),
+            (Some(m), Some(p)) => format!("{}/{}", units::ratio(m), units::ratio(p)),
             _ => "-".into(),
         };
         let _ = writeln!(

@@ -85,6 +85,7 @@ mod tests {
         Owner {
             pid: 1,
             comm: "java".into(),
+            thread: None,
             cgroup_id: 0,
             cgroup: None,
             workload: Some(w),

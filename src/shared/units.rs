@@ -86,6 +86,62 @@ pub fn secs(s: f64) -> String {
     }
 }
 
+/// `value` with at most `digits` significant digits and no trailing zeros
+/// after the point (`0.000123`, `12.3`, `26900` for 26,949.8 at 3): a
+/// printed figure claims no more precision than it has.
+pub fn significant(value: f64, digits: usize) -> String {
+    if value == 0.0 {
+        return "0".to_string();
+    }
+    if !value.is_finite() {
+        return UNKNOWN.to_string();
+    }
+    let magnitude = value.abs().log10().floor() as i64;
+    let digits = digits.max(1) as i64;
+    if magnitude >= digits {
+        let step = 10f64.powi((magnitude - digits + 1) as i32);
+        return format!("{:.0}", (value / step).round() * step);
+    }
+    let decimals = (digits - 1 - magnitude).clamp(0, 12) as usize;
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// srtt against min_rtt, as `12.3x`: three significant digits at most
+/// (on a path whose base RTT is microseconds the ratio runs to thousands,
+/// and its digits past the third say nothing).
+pub fn ratio(x: f64) -> String {
+    format!("{}x", significant(x, 3))
+}
+
+/// The queuing delay a flow's RTT carries over its base, srtt - min_rtt,
+/// as `+3.2ms`: what a ratio means in time, the same at any base RTT.
+/// Unknown when either is not measured.
+pub fn added_delay(srtt_us: u32, min_rtt_us: u32) -> String {
+    if srtt_us == 0 || min_rtt_us == 0 {
+        return UNKNOWN.to_string();
+    }
+    format!("+{}", secs(srtt_us.saturating_sub(min_rtt_us) as f64 / 1e6))
+}
+
+/// A flow's retransmits as the views show them: `12`, `12+3f` with 3
+/// attempts that failed in the host, `12/9d` when the receiver reported 9
+/// of the 12 as duplicates (D-SACK: spurious, nothing was lost).
+pub fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
+    let mut s = total.to_string();
+    if spurious > 0 {
+        s.push_str(&format!("/{spurious}d"));
+    }
+    if failed > 0 {
+        s.push_str(&format!("+{failed}f"));
+    }
+    s
+}
+
 /// A duration the kernel gives in microseconds (srtt, min_rtt), where 0
 /// means not measured yet: [`UNKNOWN`] then, else as [`secs`] (`250us`,
 /// `1.10ms`, `25.0ms`).
@@ -252,6 +308,19 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_have_at_most_three_significant_digits() {
+        assert_eq!(significant(26949.8, 3), "26900");
+        assert_eq!(ratio(12527.97), "12500x");
+        assert_eq!(ratio(1362.0), "1360x");
+        assert_eq!(ratio(1.2345), "1.23x");
+        assert_eq!(ratio(10.96), "11x");
+        assert_eq!(ratio(123.4), "123x");
+        assert_eq!(significant(0.000123456, 3), "0.000123");
+        assert_eq!(added_delay(3300, 100), "+3.20ms");
+        assert_eq!(added_delay(0, 100), UNKNOWN);
+    }
 
     #[test]
     fn bytes_at_each_boundary() {

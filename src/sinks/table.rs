@@ -38,12 +38,13 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             let r = &v.rates;
             let _ = writeln!(
                 out,
-                "{:<12} bw_out {} bw_in {} pps {} retrans {}  => {}",
+                "{:<12} bw_out {} bw_in {} pps {} retrans {}{}  => {}",
                 "",
                 opt_pct(r.bw_out_pct),
                 opt_pct(r.bw_in_pct),
                 opt_pct(r.pps_pct),
                 opt_pct(r.retransmit_pct),
+                spurious_note(r.retrans_spurious),
                 held::one_line(v)
             );
             if let Some(before) = analysis.and_then(|a| held::earlier_episodes(a, &i.name)) {
@@ -107,10 +108,18 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             micros(f.srtt_us),
             micros(f.min_rtt_us),
             f.rtt_inflation()
-                .map(|x| format!("{x:.2}x"))
+                .map(|x| format!(
+                    "{} {}",
+                    units::ratio(x),
+                    units::added_delay(f.srtt_us, f.min_rtt_us)
+                ))
                 .unwrap_or_else(|| "-".into()),
             f.cwnd,
-            f.delta.retrans_segs,
+            units::retransmits(
+                f.delta.retrans_segs,
+                f.delta.spurious_retransmits(),
+                f.delta.retrans_failed
+            ),
             if f.closed { "closed" } else { f.state.as_str() },
         );
     }
@@ -176,6 +185,16 @@ fn owner_label(f: &FlowSample) -> String {
     match &f.owner {
         Some(o) => o.label(),
         None => "-".into(),
+    }
+}
+
+/// After the retransmit rate (which leaves them out): the retransmits the
+/// receivers reported as duplicates, when there were any.
+pub fn spurious_note(spurious: u64) -> String {
+    if spurious > 0 {
+        format!(" (+{spurious} spurious)")
+    } else {
+        String::new()
     }
 }
 
@@ -254,6 +273,7 @@ mod tests {
         snap.flows[0].owner = Some(crate::model::snapshot::Owner {
             pid: 7,
             comm: "java".into(),
+            thread: None,
             cgroup_id: 0,
             cgroup: Some("/system.slice/kafka.service".into()),
             workload: Some(crate::model::workload::Workload::from_cgroup_path(

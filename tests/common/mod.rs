@@ -213,6 +213,9 @@ pub struct SsFlow {
     pub min_rtt_us: f64,
     pub cwnd: u32,
     pub retrans_total: u64,
+    /// `dsack_dups:N`: retransmits the peer reported as duplicates (absent
+    /// counts as 0).
+    pub dsack_dups: u64,
     /// `busy`, `rwnd_limited` and `sndbuf_limited`, in microseconds (ss
     /// prints whole milliseconds; absent counts as 0).
     pub busy_us: f64,
@@ -254,6 +257,8 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                 f.cwnd = v.parse().unwrap();
             } else if let Some(v) = tok.strip_prefix("retrans:") {
                 f.retrans_total = v.split('/').nth(1).unwrap().parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("dsack_dups:") {
+                f.dsack_dups = v.parse().unwrap();
             } else if let Some(v) = tok.strip_prefix("busy:") {
                 f.busy_us = ss_ms(v);
             } else if let Some(v) = tok.strip_prefix("rwnd_limited:") {

@@ -78,6 +78,7 @@ fn counters(seq: u64, salt: u64) -> FlowCounters {
         segs_out: v,
         data_segs_out: v - seq,
         retrans_segs: seq % 7,
+        retrans_spurious: seq % 3,
         retrans_skbs_traced: seq % 5,
         retrans_segs_traced: seq % 6,
         retrans_failed: seq % 2,
@@ -174,6 +175,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             owner: (i % 2 == 0).then(|| Owner {
                 pid: 4242,
                 comm: "iperf3".into(),
+                thread: None,
                 cgroup_id: 77,
                 cgroup: None,
                 workload: None,

@@ -321,6 +321,7 @@ impl Generator {
                 segs_out: data_segs + retrans + acks_in / 4,
                 data_segs_out: data_segs + retrans,
                 retrans_segs: retrans,
+                retrans_spurious: 0,
                 retrans_skbs_traced: retrans,
                 retrans_segs_traced: retrans,
                 retrans_failed: 0,
@@ -366,6 +367,7 @@ impl Generator {
                 owner: Some(Owner {
                     pid: 2211,
                     comm: "java".into(),
+                    thread: None,
                     cgroup_id: 9421,
                     cgroup: None,
                     workload: None,

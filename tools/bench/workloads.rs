@@ -63,6 +63,7 @@ fn main() {
             f.owner = Some(Owner {
                 pid: 1000 + (i % pods) as u32,
                 comm: "java".into(),
+                thread: None,
                 cgroup_id: ids[i % pods],
                 cgroup: None,
                 workload: None,

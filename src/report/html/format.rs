@@ -30,35 +30,17 @@ pub fn opt_pct(value: Option<f64>) -> String {
     value.map_or_else(|| DASH.to_string(), units::pct)
 }
 
+pub use crate::shared::units::significant;
+
 pub fn ratio(value: f64) -> String {
     if !value.is_finite() {
         return DASH.to_string();
     }
-    format!("{}×", significant(value, 3))
+    format!("{}×", units::significant(value, 3))
 }
 
 pub fn opt_ratio(value: Option<f64>) -> String {
     value.map(ratio).unwrap_or_else(|| DASH.to_string())
-}
-
-/// `value` with about `digits` significant digits and no trailing zeros
-/// (`0.000123`, `12.3`, `1230`).
-pub fn significant(value: f64, digits: usize) -> String {
-    if value == 0.0 || !value.is_finite() {
-        return if value == 0.0 {
-            "0".to_string()
-        } else {
-            DASH.to_string()
-        };
-    }
-    let magnitude = value.abs().log10().floor() as i64;
-    let decimals = (digits as i64 - 1 - magnitude).clamp(0, 12) as usize;
-    let text = format!("{value:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
 }
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.

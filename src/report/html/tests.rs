@@ -128,6 +128,7 @@ fn report(n: usize) -> Report {
     let owner = Owner {
         pid: 4242,
         comm: HOSTILE.to_string(),
+        thread: None,
         cgroup_id: 1,
         cgroup: None,
         workload: None,

@@ -194,6 +194,11 @@ fn families(state: &ExporterState) -> Vec<Family> {
         "TCP segments retransmitted by the observed flows, summed by the exporter since it started.",
         Kind::Counter,
     );
+    let mut spurious = Family::new(
+        "throttlescope_tcp_spurious_retransmitted_segments",
+        "Of the retransmitted segments, those the receivers reported as duplicates (D-SACK): the original had arrived, nothing was lost. Summed by the exporter since it started.",
+        Kind::Counter,
+    );
     let mut wire = Family::new(
         "throttlescope_wire_packets",
         "Wire packets (what the hypervisor shaper counts; estimated from bytes and MTU under segmentation offload), summed by the exporter since it started: the denominator of the normalised allowance rates.",
@@ -206,7 +211,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     );
     let mut retrans_pct = Family::new(
         "throttlescope_retransmit_percent",
-        "Last interval: retransmitted segments as % of segments sent.",
+        "Last interval: retransmitted segments not reported spurious, as % of segments sent (what loss is judged on).",
         Kind::Gauge,
     );
     let mut verdict = Family::new(
@@ -254,6 +259,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
         dropped.int(dev_dir(name, "rx"), l.rx_dropped);
         segs.int(dev(name), d.segs_out);
         retrans.int(dev(name), d.retrans_segs);
+        spurious.int(dev(name), d.retrans_spurious);
         wire.int(dev_dir(name, "tx"), d.tx_wire_packets);
         wire.int(dev_dir(name, "rx"), d.rx_wire_packets);
         for (allowance, pct) in ALLOWANCES.iter().zip(d.exceeded_pct) {
@@ -285,6 +291,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
         dropped,
         segs,
         retrans,
+        spurious,
         wire,
         exceeded,
         retrans_pct,
@@ -326,6 +333,11 @@ fn flow_families(state: &ExporterState) -> Vec<Family> {
         "Segments the flow retransmitted in the last interval.",
         Kind::Gauge,
     );
+    let mut spurious_retransmits = Family::new(
+        "throttlescope_flow_spurious_retransmits",
+        "Of the flow's retransmits in the last interval, those its receiver reported as duplicates (D-SACK).",
+        Kind::Gauge,
+    );
     let mut tx = Family::new(
         "throttlescope_flow_tx_bytes_per_second",
         "Bytes the flow sent per second over the last interval.",
@@ -340,6 +352,7 @@ fn flow_families(state: &ExporterState) -> Vec<Family> {
         srtt.float(labels(), f.srtt_seconds);
         cwnd.int(labels(), u64::from(f.cwnd));
         retransmits.int(labels(), f.retransmits);
+        spurious_retransmits.int(labels(), f.spurious_retransmits);
         tx.float(labels(), f.tx_bytes_per_second);
     }
     let mut collisions = Family::new(
@@ -348,7 +361,16 @@ fn flow_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     collisions.int(Vec::new(), state.flow_label_collisions);
-    vec![backoff, inflation, srtt, cwnd, retransmits, tx, collisions]
+    vec![
+        backoff,
+        inflation,
+        srtt,
+        cwnd,
+        retransmits,
+        spurious_retransmits,
+        tx,
+        collisions,
+    ]
 }
 
 fn health_families(state: &ExporterState) -> Vec<Family> {

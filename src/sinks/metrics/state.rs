@@ -23,6 +23,8 @@ pub struct DeviceState {
     /// Sums over every interval since the exporter started.
     pub segs_out: u64,
     pub retrans_segs: u64,
+    /// Of them, reported spurious by the receivers (D-SACK).
+    pub retrans_spurious: u64,
     pub tx_wire_packets: u64,
     pub rx_wire_packets: u64,
     /// Last interval's normalised rates, in `ALLOWANCES` order; `None`
@@ -59,6 +61,7 @@ pub struct FlowSeries {
     pub srtt_seconds: f64,
     pub cwnd: u32,
     pub retransmits: u64,
+    pub spurious_retransmits: u64,
     pub tx_bytes_per_second: f64,
 }
 
@@ -151,6 +154,7 @@ impl ExporterState {
                     let r = &v.rates;
                     d.segs_out += r.segs_out;
                     d.retrans_segs += r.retrans_segs;
+                    d.retrans_spurious += r.retrans_spurious;
                     d.tx_wire_packets += r.tx_wire_packets;
                     d.rx_wire_packets += r.rx_wire_packets;
                     d.exceeded_pct = [
@@ -208,6 +212,7 @@ impl ExporterState {
                 srtt_seconds: f64::from(f.srtt_us) / 1e6,
                 cwnd: f.cwnd,
                 retransmits: f.retransmits,
+                spurious_retransmits: f.spurious_retransmits,
                 tx_bytes_per_second: if secs > 0.0 {
                     f.bytes_sent as f64 / secs
                 } else {

@@ -119,6 +119,7 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
         owner: Some(Owner {
             pid: 1,
             comm: "java".into(),
+            thread: None,
             cgroup_id: 0,
             cgroup: None,
             workload: None,
@@ -135,6 +136,7 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
         cwnd_reductions: 0,
         segs_out: 100,
         retransmits: 3,
+        spurious_retransmits: 1,
         failed_retransmits: 0,
         recovery_loss_ms: 0.0,
         backoff_score: 100.0 - rank as f64,
@@ -409,12 +411,12 @@ fn flow_series_carry_the_workload_and_stay_bounded_with_500_pods() {
         "{}",
         cwnd[0]
     );
-    // Every flow family together: 6 per exported flow, whatever the pod count.
+    // Every flow family together: 7 per exported flow, whatever the pod count.
     let flow_series = text
         .lines()
         .filter(|l| l.starts_with("throttlescope_flow_") && l.contains("pod=\""))
         .count();
-    assert_eq!(flow_series, 20 * 6);
+    assert_eq!(flow_series, 20 * 7);
 
     // A pod known only by UID is labelled with it; a service with its unit.
     let mut f = flow(1, 6000);

@@ -1,14 +1,14 @@
 //! Texts for the live view's cells that are more than one quantity (a cell
 //! is a few characters wide); single quantities are `shared::units`.
 
-use crate::shared::units::micros;
+use crate::shared::units::{micros, ratio};
 
-/// srtt against min_rtt: `12.0ms/1.10ms 10.9x`; the ratio is left out
-/// when either is unknown.
+/// srtt against min_rtt: `12.0ms/1.10ms 10.9x` (the two times say the delay
+/// added); the ratio is left out when either is unknown.
 pub fn rtt_pair(srtt_us: u32, min_rtt_us: u32) -> String {
     let base = format!("{}/{}", micros(srtt_us), micros(min_rtt_us));
     if srtt_us > 0 && min_rtt_us > 0 {
-        format!("{base} {:.1}x", srtt_us as f64 / min_rtt_us as f64)
+        format!("{base} {}", ratio(srtt_us as f64 / min_rtt_us as f64))
     } else {
         base
     }

@@ -342,7 +342,11 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
     };
     Line::from(vec![
         Span::raw(allowance),
-        Span::raw(format!("  retrans {}", opt_pct(r.retransmit_pct))),
+        Span::raw(format!(
+            "  retrans {}{}",
+            opt_pct(r.retransmit_pct),
+            crate::sinks::table::spurious_note(r.retrans_spurious)
+        )),
         Span::raw(backlog),
     ])
 }
@@ -451,13 +455,11 @@ fn cell(c: Column, r: &FlowRow) -> String {
         Column::Tx => rate_bits(r.tx_bps),
         Column::Rtt => rtt_pair(a.srtt_us, a.min_rtt_us),
         Column::Cwnd => a.cwnd.to_string(),
-        Column::Retrans => {
-            if a.failed_retransmits > 0 {
-                format!("{}+{}f", a.retransmits, a.failed_retransmits)
-            } else {
-                a.retransmits.to_string()
-            }
-        }
+        Column::Retrans => crate::shared::units::retransmits(
+            a.retransmits,
+            a.spurious_retransmits,
+            a.failed_retransmits,
+        ),
         Column::State => r.state_label(),
     }
 }

@@ -26,6 +26,7 @@ fn flow(id: u64, peer: &str, comm: &str, segs: u64, retrans: u64, inflation: f64
         owner: Some(Owner {
             pid: 4000 + id as u32,
             comm: comm.into(),
+            thread: None,
             cgroup_id: 1,
             cgroup: None,
             workload: None,
@@ -182,7 +183,7 @@ fn full_screen_shows_interface_verdict_and_flows() {
     assert!(heavy.contains("10.77.1.1:41000"), "{screen}");
     assert!(heavy.contains("7201"), "{heavy}");
     assert!(heavy.contains("java/4001"), "{heavy}");
-    assert!(heavy.contains("8.00ms/1.00ms 8.0x"), "{heavy}");
+    assert!(heavy.contains("8.00ms/1.00ms 8x"), "{heavy}");
     assert!(heavy.contains("ESTAB"), "{heavy}");
     assert!(find(&lines, "10.77.1.9:41002").is_some());
     assert!(lines[39].contains("health: missed runs 0"), "{}", lines[39]);
