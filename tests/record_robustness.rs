@@ -688,8 +688,9 @@ fn replay_puts_shuffled_rotated_segments_in_order() {
     assert!(warnings(&r.stderr).is_empty(), "{}", r.stderr);
 }
 
-/// SIGHUP (the terminal or session closed) ends `record` as SIGTERM does:
-/// exit 0 and an end record, every interval kept.
+/// SIGHUP (the terminal or session closed) ends `record` with the same
+/// clean stop as SIGTERM: an end record (reason `hangup`), every interval
+/// kept; the exit status is 129, as a shell reports death by SIGHUP.
 #[test]
 fn sighup_ends_a_recording_with_its_end_record() {
     let lab = Lab::up("rhup");
@@ -699,10 +700,12 @@ fn sighup_ends_a_recording_with_its_end_record() {
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGHUP) }, 0);
     let status = child.wait().unwrap();
-    assert!(status.success(), "record after SIGHUP: {status}");
+    assert_eq!(status.code(), Some(129), "record after SIGHUP: {status}");
     let mut r = record::open(&path).unwrap();
     let n = r.by_ref().filter(|i| i.is_ok()).count();
     let summary = r.summary();
     assert!(summary.end.is_some(), "no end record: {summary:?}");
-    assert_eq!(summary.end.unwrap().intervals, n as u64);
+    let end = summary.end.unwrap();
+    assert_eq!(end.intervals, n as u64);
+    assert_eq!(end.reason, "hangup");
 }

@@ -388,7 +388,10 @@ fn network_loss(s: &Signals, r: &NormalisedRates, th: &Thresholds) -> Option<Dec
 /// and the conntrack gauge (its bad side is low) are not causes, so they
 /// are left out.
 fn free_flow(s: &Signals, r: &NormalisedRates) -> Decision {
-    let closeness = s
+    // The signal nearest its threshold leads the evidence, so the verdict's
+    // value is a level against a threshold, not the throughput: "free, and
+    // this is how close it came".
+    let (closest, closeness) = s
         .iter()
         .filter(|(_, e)| e.threshold > 0.0)
         .filter(|(signal, _)| {
@@ -397,17 +400,24 @@ fn free_flow(s: &Signals, r: &NormalisedRates) -> Decision {
                 && *signal != Signal::ConntrackAvailable
         })
         .map(|(signal, e)| {
-            if signal == Signal::RttInflationP50 {
+            let near = if signal == Signal::RttInflationP50 {
                 ((e.value - NO_INFLATION) / (e.threshold - NO_INFLATION).max(f64::MIN_POSITIVE))
                     .clamp(0.0, 1.0)
             } else {
                 (e.value / e.threshold).min(1.0)
-            }
+            };
+            (Some(signal), near)
         })
-        .fold(0.0_f64, f64::max);
+        .fold((None, 0.0_f64), |best, x| {
+            if x.1 > best.1 || best.0.is_none() {
+                x
+            } else {
+                best
+            }
+        });
     let mut c = FREE.at(1.0 - closeness);
     if !r.allowance_available {
         c = c.min(FREE_BLIND_MAX);
     }
-    (Verdict::FreeFlow, c, Signal::TxBps)
+    (Verdict::FreeFlow, c, closest.unwrap_or(Signal::WirePps))
 }

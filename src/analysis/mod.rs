@@ -21,7 +21,7 @@ mod tests;
 
 use serde::{Deserialize, Serialize};
 
-pub use attribution::FlowAttribution;
+pub use attribution::{BackoffParts, FlowAttribution};
 pub use episodes::{Episode, EpisodeTracker};
 pub use hold::HeldVerdict;
 pub use judge::Judge;

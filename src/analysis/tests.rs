@@ -620,6 +620,67 @@ fn attribution_shares_sum_to_100_and_the_heavy_flow_ranks_first() {
     );
 }
 
+/// Backoff in time, not as a ratio: on a microsecond path a 1000x ratio
+/// that adds 0.1 ms is not a flow that paid; a flow that only received
+/// never ranks above one that sent; a flow whose min_rtt was first taken
+/// under the queue is measured from its neighbours' base and reads as
+/// held back as they are.
+#[test]
+fn backoff_is_added_delay_from_the_peers_base_and_needs_data_sent() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(1, 0.0, 1.0).done();
+    let total = s.flows[0].delta.bytes_sent;
+    let peer = s.flows[0].peer;
+    // Flow 1: base 10 us, srtt 110 us: 11x, 0.1 ms added.
+    {
+        let f = &mut s.flows[0];
+        f.min_rtt_us = 10;
+        f.srtt_us = 110;
+        f.delta.bytes_sent = total / 2;
+    }
+    // Flow 2, same peer: min_rtt 5 ms (first seen under the queue), srtt
+    // 6 ms: 1.2x by itself, 5.99 ms over the peer's base.
+    let mut late = flow(2, total / 2, 1000, 1.0);
+    late.peer = std::net::SocketAddr::new(peer.ip(), 40002);
+    late.min_rtt_us = 5000;
+    late.srtt_us = 6000;
+    // Flow 3: received only (ACKs out, no data), srtt 40 ms of delayed ACKs.
+    let mut rx_only = flow(3, 0, 50, 1.0);
+    rx_only.delta.bytes_received = 1 << 20;
+    rx_only.min_rtt_us = 10;
+    rx_only.srtt_us = 40_000;
+    s.flows.push(late);
+    s.flows.push(rx_only);
+    let a = analyze(&[], &s, &Thresholds::default());
+    let by_id = |id: u64| a.flows.iter().find(|f| f.flow_id == id).unwrap();
+    let (f1, f2, f3) = (by_id(1), by_id(2), by_id(3));
+    assert_eq!((f1.base_rtt_us, f2.base_rtt_us), (10, 10));
+    assert_eq!((f1.added_delay_us, f2.added_delay_us), (100, 5990));
+    assert!(f1.backoff_parts.delay < 0.02, "{:?}", f1.backoff_parts);
+    assert!(f2.backoff_parts.delay > 0.5, "{:?}", f2.backoff_parts);
+    assert_eq!(f2.rank, 1, "the late flow paid most");
+    assert_eq!(f3.backoff_score, 0.0, "sent no data: did not pay");
+    assert_eq!(f3.rank, 3);
+    assert!(f1.backoff_score < 5.0, "{}", f1.backoff_score);
+}
+
+/// A held free flow says how near a threshold it came, not how fast it
+/// went: its value is a signal's level (here the allowance rate), never
+/// the throughput in bits per second.
+#[test]
+fn held_free_flow_value_is_a_level_not_the_throughput() {
+    let s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .bw_out_pct(10.0)
+        .flows(1, 0.0, 1.0)
+        .done();
+    let a = analyze(&[], &s, &Thresholds::default());
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert_ne!(v.held.signal, "tx_bps");
+    assert_eq!(v.held.signal, "bw_out_allowance_pct", "{:?}", v.held);
+    assert!((v.held.value - 10.0).abs() < 0.5, "{:?}", v.held);
+}
+
 /// Burst at 10 Gbps, enforced to 1.25 Gbps for four intervals, free again.
 #[test]
 fn episodes_merge_and_report_throughput_before_and_during() {

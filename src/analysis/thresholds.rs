@@ -96,6 +96,12 @@ thresholds! {
     min_segs_out = 200.0;
     /// Byte-weighted median srtt/min_rtt at or above which flows queue.
     rtt_inflation = 1.5;
+    /// Queuing delay added to a flow's RTT (srtt over the lowest min_rtt
+    /// of its peer on its interface), in ms, at which the delay part of its
+    /// backoff score is full (weighted by the share of the interval it had
+    /// data in flight). In time, not as a ratio: a path whose base RTT is
+    /// microseconds reads 100-1000x in free flow.
+    backoff_full_delay_ms = 10.0;
     /// Peak host qdisc backlog (packets) at or above which the host queues.
     local_backlog_packets = 100.0;
     /// Mean host qdisc sojourn (us) at or above which the host queues.

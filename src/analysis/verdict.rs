@@ -63,15 +63,20 @@ pub fn judge(
     }
 }
 
-/// Free flow rests on no signal: its line says so, with the throughput.
+/// Free flow rests on no signal: its line says so, with the throughput in
+/// the note. Its signal, value and threshold are those of the signal that
+/// came nearest its threshold (the decision's primary, first in
+/// `evidence`), so a held free flow's `value` is a level against a
+/// threshold like every other verdict's, never bits per second.
 fn free_flow_line(rates: &NormalisedRates, evidence: &[Evidence]) -> Evidence {
     let rtt_inflated = evidence
         .iter()
         .any(|e| Signal::RttInflationP50.is(e) && e.exceeded);
+    let nearest = evidence.first();
     Evidence {
-        signal: Signal::TxBps.as_str().into(),
-        value: rates.tx_bps,
-        threshold: 0.0,
+        signal: nearest.map_or_else(|| "none".into(), |e| e.signal.clone()),
+        value: nearest.map_or(0.0, |e| e.value),
+        threshold: nearest.map_or(0.0, |e| e.threshold),
         note: format!(
             "no allowance, loss or host-queue signal past its threshold; tx {}, rx {}{}",
             units::rate_bits(rates.tx_bps),

@@ -162,7 +162,18 @@ pub struct FlowSummary {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub retransmits: u64,
+    /// Of them, reported spurious by the receiver (D-SACK).
+    #[serde(default)]
+    pub spurious_retransmits: u64,
     pub failed_retransmits: u64,
+    /// The largest queuing delay over its peer's base RTT in an interval it
+    /// sent data (docs/verdicts.md, "Which flows paid").
+    #[serde(default)]
+    pub peak_added_delay_us: u32,
+    /// Each part of the backoff score summed over the intervals: which of
+    /// recovery time, retransmits, delay and cwnd cuts made `backoff_total`.
+    #[serde(default)]
+    pub backoff_parts_total: crate::analysis::BackoffParts,
     pub cwnd_reductions: u64,
     pub recovery_loss_ms: f64,
     pub mean_rtt_inflation: Option<f64>,

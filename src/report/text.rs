@@ -278,7 +278,7 @@ fn flows(out: &mut String, r: &Report) {
     };
     let _ = writeln!(
         out,
-        "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>8} {:>12} {:>16}",
+        "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>10} {:>22} {:>16}  from",
         "rank",
         "peer",
         "lport",
@@ -286,37 +286,67 @@ fn flows(out: &mut String, r: &Report) {
         "owner",
         "sent",
         "retrans",
-        "rtt infl",
-        "backoff"
+        "rtt infl +delay",
+        "backoff",
     );
     for f in &r.flows {
         let owner = f.owner.as_ref().map_or("-".to_string(), |o| o.label());
         let infl = match (f.mean_rtt_inflation, f.peak_rtt_inflation) {
-            (Some(m), Some(p)) => format!("{}/{}", units::ratio(m), units::ratio(p)),
+            (Some(m), Some(p)) => format!(
+                "{}/{} +{}",
+                units::ratio(m),
+                units::ratio(p),
+                secs(f.peak_added_delay_us as f64 / 1e6)
+            ),
             _ => "-".into(),
         };
         let _ = writeln!(
             out,
-            "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>8} {:>12} {:>16}{}",
+            "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>10} {:>22} {:>16}  {}{}",
             f.rank,
             f.peer.to_string(),
             f.local.port(),
             iface(f.iface.as_deref()),
             owner,
             bytes(f.bytes_sent),
-            f.retransmits,
+            units::retransmits(f.retransmits, f.spurious_retransmits, f.failed_retransmits),
             infl,
             format!(
                 "{:.0} ({}/{})",
                 f.backoff_total, f.backoff_intervals, f.intervals
             ),
+            backoff_from(&f.backoff_parts_total),
             if f.closed { " closed" } else { "" }
         );
     }
     let _ = writeln!(
         out,
-        "  rtt infl: srtt/min_rtt mean/peak; backoff: summed score (intervals backing off/seen)"
+        "  retrans: N/Md = M reported spurious (D-SACK), +Nf = failed in the host; rtt infl: \
+         srtt/min_rtt mean/peak, +delay = peak queuing delay over the peer's base RTT; backoff: \
+         summed score (intervals backing off/seen), from: its largest parts"
     );
+}
+
+/// The parts that made a flow's backoff, largest first, as a share of
+/// their sum: `delay 80%, cwnd 20%`; `-` when none.
+fn backoff_from(p: &crate::analysis::BackoffParts) -> String {
+    let mut parts = [
+        ("delay", p.delay),
+        ("retrans", p.retransmits),
+        ("recovery", p.recovery),
+        ("cwnd", p.cwnd),
+    ];
+    let sum: f64 = parts.iter().map(|(_, v)| v).sum();
+    if sum <= 0.0 {
+        return "-".into();
+    }
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    parts
+        .iter()
+        .filter(|(_, v)| *v / sum >= 0.05)
+        .map(|(n, v)| format!("{n} {:.0}%", v / sum * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Backoff by pod, container or service; only when some flow's owner had one.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use crate::analysis::{FlowAttribution, IntervalAnalysis};
+use crate::analysis::{BackoffParts, FlowAttribution, IntervalAnalysis};
 use crate::model::snapshot::{FlowSample, Owner, Snapshot};
 use crate::report::filters::ReportFilters;
 use crate::report::model::{FlowSeries, FlowSummary};
@@ -24,9 +24,12 @@ struct FlowAcc {
     bytes_sent: u64,
     bytes_received: u64,
     retransmits: u64,
+    spurious_retransmits: u64,
     failed_retransmits: u64,
     cwnd_reductions: u64,
     recovery_loss_ms: f64,
+    peak_added_delay_us: u32,
+    backoff_parts: BackoffParts,
     inflation_sum: f64,
     inflation_n: u64,
     peak_inflation: Option<f64>,
@@ -50,9 +53,12 @@ impl FlowAcc {
             bytes_sent: 0,
             bytes_received: 0,
             retransmits: 0,
+            spurious_retransmits: 0,
             failed_retransmits: 0,
             cwnd_reductions: 0,
             recovery_loss_ms: 0.0,
+            peak_added_delay_us: 0,
+            backoff_parts: BackoffParts::default(),
             inflation_sum: 0.0,
             inflation_n: 0,
             peak_inflation: None,
@@ -87,7 +93,16 @@ impl FlowAcc {
         self.bytes_sent += a.bytes_sent;
         self.bytes_received += a.bytes_received;
         self.retransmits += a.retransmits;
+        self.spurious_retransmits += a.spurious_retransmits;
         self.failed_retransmits += a.failed_retransmits;
+        if a.bytes_sent > 0 {
+            self.peak_added_delay_us = self.peak_added_delay_us.max(a.added_delay_us);
+        }
+        let p = &mut self.backoff_parts;
+        p.recovery += a.backoff_parts.recovery;
+        p.retransmits += a.backoff_parts.retransmits;
+        p.delay += a.backoff_parts.delay;
+        p.cwnd += a.backoff_parts.cwnd;
         self.cwnd_reductions += a.cwnd_reductions;
         self.recovery_loss_ms += a.recovery_loss_ms;
         self.backoff_total += a.backoff_score;
@@ -121,7 +136,10 @@ impl FlowAcc {
             bytes_sent: self.bytes_sent,
             bytes_received: self.bytes_received,
             retransmits: self.retransmits,
+            spurious_retransmits: self.spurious_retransmits,
             failed_retransmits: self.failed_retransmits,
+            peak_added_delay_us: self.peak_added_delay_us,
+            backoff_parts_total: self.backoff_parts,
             cwnd_reductions: self.cwnd_reductions,
             recovery_loss_ms: (self.recovery_loss_ms * 1000.0).round() / 1000.0,
             mean_rtt_inflation: (self.inflation_n > 0)

@@ -195,8 +195,8 @@ pub fn flows(out: &mut String, report: &Report) {
          backoff score (0 to 100).</p>\n<table class=\"flows\" id=\"table-flows\">\n<tr>\
          <th>rank</th><th>peer</th><th>local port</th><th>interface</th><th>owner</th>\
          <th>intervals</th>\
-         <th>sent</th><th>received</th><th>retransmits (failed)</th><th>cwnd reductions</th>\
-         <th>recovery</th><th>RTT inflation mean / peak</th><th>min RTT</th>\
+         <th>sent</th><th>received</th><th>retransmits (spurious, failed)</th><th>cwnd reductions</th>\
+         <th>recovery</th><th>RTT inflation mean / peak</th><th>peak added delay</th><th>min RTT</th>\
          <th>backoff total / peak / intervals</th><th>closed</th></tr>\n",
     );
     for f in &report.flows {
@@ -210,8 +210,9 @@ pub fn flows(out: &mut String, report: &Report) {
              <td class=\"num\">{port}</td><td>{iface}</td><td>{owner}</td>\
              <td class=\"num\">{intervals}</td>\
              <td class=\"num\">{sent}</td><td class=\"num\">{received}</td>\
-             <td class=\"num\">{retrans} ({failed})</td><td class=\"num\">{cwnd}</td>\
+             <td class=\"num\">{retrans} ({spurious}, {failed})</td><td class=\"num\">{cwnd}</td>\
              <td class=\"num\">{recovery} ms</td><td class=\"num\">{mean} / {peak}</td>\
+             <td class=\"num\">{delay}</td>\
              <td class=\"num\">{min_rtt} µs</td>\
              <td class=\"num\">{total} / {peak_backoff} / {backoff_intervals}</td>\
              <td>{closed}</td></tr>",
@@ -223,7 +224,9 @@ pub fn flows(out: &mut String, report: &Report) {
             sent = units::bytes(f.bytes_sent),
             received = units::bytes(f.bytes_received),
             retrans = f.retransmits,
+            spurious = f.spurious_retransmits,
             failed = f.failed_retransmits,
+            delay = units::secs(f.peak_added_delay_us as f64 / 1e6),
             cwnd = f.cwnd_reductions,
             recovery = format::significant(f.recovery_loss_ms, 4),
             mean = format::opt_ratio(f.mean_rtt_inflation),

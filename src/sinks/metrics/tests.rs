@@ -139,6 +139,9 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
         spurious_retransmits: 1,
         failed_retransmits: 0,
         recovery_loss_ms: 0.0,
+        base_rtt_us: 1000,
+        added_delay_us: 1500,
+        backoff_parts: Default::default(),
         backoff_score: 100.0 - rank as f64,
         rank,
     }
