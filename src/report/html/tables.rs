@@ -201,7 +201,12 @@ pub fn flows(out: &mut String, report: &Report) {
     );
     for f in &report.flows {
         let owner = match &f.owner {
-            Some(o) => format!("{} ({})", Esc(&o.comm), o.pid),
+            Some(o) => match &o.thread {
+                Some(t) if *t != o.comm => {
+                    format!("{} ({}), thread {}", Esc(&o.comm), o.pid, Esc(t))
+                }
+                _ => format!("{} ({})", Esc(&o.comm), o.pid),
+            },
             None => "unknown".to_string(),
         };
         let _ = writeln!(

@@ -97,9 +97,12 @@ impl FlowRow<'_> {
             }
         }
         a.peer.to_string().to_lowercase().contains(&filter)
-            || a.owner
-                .as_ref()
-                .is_some_and(|o| o.comm.to_lowercase().contains(&filter))
+            || a.owner.as_ref().is_some_and(|o| {
+                o.comm.to_lowercase().contains(&filter)
+                    || o.thread
+                        .as_ref()
+                        .is_some_and(|t| t.to_lowercase().contains(&filter))
+            })
             || self
                 .workload
                 .as_ref()
