@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-use common::traffic::Bulk;
+use common::traffic::{Bulk, ProcessName};
 use common::{binary, run, Lab};
 use record_support::TempDir;
 
@@ -40,6 +40,9 @@ fn check(what: &str, out: &[u8]) {
 fn a_hostile_process_name_is_inert_in_plain_report_and_replay() {
     let lab = Lab::up("esc");
     let listen: SocketAddr = format!("{}:7301", lab.broker_ip).parse().unwrap();
+    // The process's name is what is shown (its sending thread's is kept
+    // beside it): both hostile.
+    let _name = ProcessName::set(HOSTILE);
     let bulk = Bulk::start_as(
         &lab.broker(),
         &lab.client(),

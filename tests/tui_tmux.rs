@@ -18,7 +18,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::traffic::Bulk;
+use common::traffic::{Bulk, ProcessName};
 use common::{run, Lab};
 
 /// A tmux server of our own (its socket in a private directory), killed on
@@ -414,6 +414,9 @@ fn plain_lines_when_stdout_is_not_a_terminal() {
 fn a_hostile_process_name_is_inert_in_the_live_view() {
     let lab = Lab::up("tesc");
     let addr: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
+    // The process's name is what the view shows: renamed while this test
+    // runs (the other tests here do not look at names).
+    let _name = ProcessName::set("\x1b[2J\nX\x1b]0;P\x07");
     let bulk = Bulk::start_as(
         &lab.broker(),
         &lab.client(),

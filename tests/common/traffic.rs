@@ -183,3 +183,28 @@ impl Bulk {
         }
     }
 }
+
+/// Renames this test process (its thread group leader's comm, the name
+/// `ps` shows and throttlescope reports as a flow's process) while the
+/// guard lives; the old name comes back on drop.
+pub struct ProcessName {
+    path: PathBuf,
+    old: Vec<u8>,
+}
+
+impl ProcessName {
+    pub fn set(name: &str) -> ProcessName {
+        let pid = std::process::id();
+        let path = PathBuf::from(format!("/proc/self/task/{pid}/comm"));
+        let old = std::fs::read(&path).expect("reading the process name");
+        std::fs::write(&path, name.as_bytes()).expect("naming the process");
+        ProcessName { path, old }
+    }
+}
+
+impl Drop for ProcessName {
+    fn drop(&mut self) {
+        let old = self.old.strip_suffix(b"\n").unwrap_or(&self.old);
+        let _ = std::fs::write(&self.path, old);
+    }
+}
