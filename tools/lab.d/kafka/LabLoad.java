@@ -5,13 +5,14 @@
 //   preload BOOTSTRAP TOPIC PARTITIONS MBYTES
 //       creates TOPIC (PARTITIONS partitions, replication 1) if missing and produces MBYTES
 //       MiB of 1,000-byte records into it (acks=1, no compression), then prints one line.
-//   consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS OUT_JSON
+//   consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS RATE_MBIT OUT_JSON
 //       CONSUMERS threads, each its own KafkaConsumer assigned every partition (no group,
 //       no commits), read TOPIC from the beginning to the end offsets taken at the start
 //       of the pass, then seek to the beginning again, until SECS have passed: the broker
 //       sends bulk data to them, the direction the hypervisor shapes. PRODUCERS threads
-//       each add a light load (1,000 records of 1,000 bytes a second). Writes totals and
-//       per-second consumed Mbit/s to OUT_JSON.
+//       each add a light load (1,000 records of 1,000 bytes a second). RATE_MBIT > 0 paces
+//       the consumers to that many Mbit/s of records in all (0: as fast as they can). Writes
+//       totals and per-second consumed Mbit/s to OUT_JSON.
 //
 // Compiled by tools/lab with javac against the broker's kafka-clients (no build tool).
 
@@ -46,12 +47,12 @@ public final class LabLoad {
     public static void main(String[] args) throws Exception {
         if (args.length == 5 && args[0].equals("preload")) {
             preload(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]));
-        } else if (args.length == 7 && args[0].equals("consume")) {
+        } else if (args.length == 8 && args[0].equals("consume")) {
             consume(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
-                    Double.parseDouble(args[5]), Path.of(args[6]));
+                    Double.parseDouble(args[5]), Double.parseDouble(args[6]), Path.of(args[7]));
         } else {
             System.err.println("usage: LabLoad preload BOOTSTRAP TOPIC PARTITIONS MBYTES\n"
-                    + "       LabLoad consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS OUT_JSON");
+                    + "       LabLoad consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS RATE_MBIT OUT_JSON");
             System.exit(2);
         }
     }
@@ -93,15 +94,17 @@ public final class LabLoad {
     }
 
     static void consume(String bootstrap, String topic, int consumers, int producers, double secs,
-            Path out) throws Exception {
+            double rateMbit, Path out) throws Exception {
         long deadline = System.nanoTime() + (long) (secs * 1e9);
         AtomicLong bytes = new AtomicLong();
         AtomicLong records = new AtomicLong();
         AtomicLong passes = new AtomicLong();
         AtomicLong produced = new AtomicLong();
         List<Thread> threads = new ArrayList<>();
+        // Bytes a second for each consumer; 0: unpaced.
+        double paceBps = rateMbit > 0 ? rateMbit * 1e6 / 8 / consumers : 0;
         for (int i = 0; i < consumers; i++) {
-            Thread t = new Thread(() -> consumeLoop(bootstrap, topic, deadline, bytes, records, passes),
+            Thread t = new Thread(() -> consumeLoop(bootstrap, topic, deadline, paceBps, bytes, records, passes),
                     "lab-consumer-" + i);
             threads.add(t);
         }
@@ -129,16 +132,16 @@ public final class LabLoad {
         StringBuilder ps = new StringBuilder();
         for (Double v : perSecond) ps.append(ps.length() == 0 ? "" : ", ").append(String.format("%.1f", v));
         String json = String.format(
-                "{\"seconds\": %.2f, \"consumers\": %d, \"producers\": %d, \"consumed_bytes\": %d, "
+                "{\"seconds\": %.2f, \"consumers\": %d, \"producers\": %d, \"rate_mbit\": %.0f, \"consumed_bytes\": %d, "
                         + "\"consumed_records\": %d, \"passes\": %d, \"consumed_mbit_per_s\": %.1f, "
                         + "\"produced_bytes\": %d, \"per_second_mbit\": [%s]}%n",
-                elapsed, consumers, producers, bytes.get(), records.get(), passes.get(),
+                elapsed, consumers, producers, rateMbit, bytes.get(), records.get(), passes.get(),
                 bytes.get() * 8 / 1e6 / elapsed, produced.get(), ps);
         Files.writeString(out, json, StandardCharsets.UTF_8);
     }
 
-    static void consumeLoop(String bootstrap, String topic, long deadline, AtomicLong bytes,
-            AtomicLong records, AtomicLong passes) {
+    static void consumeLoop(String bootstrap, String topic, long deadline, double paceBps,
+            AtomicLong bytes, AtomicLong records, AtomicLong passes) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -146,10 +149,17 @@ public final class LabLoad {
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         // The client's CPU is shared with the broker on this machine: skip the CRC pass.
         p.put(ConsumerConfig.CHECK_CRCS_CONFIG, "false");
+        if (paceBps > 0) {
+            // Paced: smaller fetches (256 KiB a partition), so the pace is not a train of
+            // 6 MiB bursts at line rate.
+            p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, "262144");
+        }
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             List<TopicPartition> tps = new ArrayList<>();
             for (PartitionInfo pi : c.partitionsFor(topic)) tps.add(new TopicPartition(topic, pi.partition()));
             c.assign(tps);
+            long start = System.nanoTime();
+            long mine = 0;
             while (System.nanoTime() < deadline) {
                 c.seekToBeginning(tps);
                 Map<TopicPartition, Long> end = c.endOffsets(tps);
@@ -159,10 +169,17 @@ public final class LabLoad {
                     for (ConsumerRecord<byte[], byte[]> r : rs) b += r.serializedValueSize() + Math.max(0, r.serializedKeySize());
                     bytes.addAndGet(b);
                     records.addAndGet(rs.count());
+                    mine += b;
+                    if (paceBps > 0) {
+                        // Wait until this consumer's bytes so far are due at its pace.
+                        long due = Math.min(deadline, start + (long) (mine / paceBps * 1e9));
+                        long sleep = due - System.nanoTime();
+                        if (sleep > 0) Thread.sleep(sleep / 1_000_000, (int) (sleep % 1_000_000));
+                    }
                 }
                 passes.incrementAndGet();
             }
-        } catch (RuntimeException e) {
+        } catch (InterruptedException | RuntimeException e) {
             if (System.nanoTime() < deadline) e.printStackTrace();
         }
     }
