@@ -171,9 +171,16 @@ public final class LabLoad {
                     records.addAndGet(rs.count());
                     mine += b;
                     if (paceBps > 0) {
-                        // Wait until this consumer's bytes so far are due at its pace.
-                        long due = Math.min(deadline, start + (long) (mine / paceBps * 1e9));
-                        long sleep = due - System.nanoTime();
+                        // Wait until this consumer's bytes so far are due at its pace. Credit
+                        // from a slow stretch (the first fetches) is kept for 100 ms at most,
+                        // so it is not spent later as a burst over the pace.
+                        long now = System.nanoTime();
+                        long due = start + (long) (mine / paceBps * 1e9);
+                        if (due < now - 100_000_000L) {
+                            start += now - 100_000_000L - due;
+                            due = now - 100_000_000L;
+                        }
+                        long sleep = Math.min(deadline, due) - now;
                         if (sleep > 0) Thread.sleep(sleep / 1_000_000, (int) (sleep % 1_000_000));
                     }
                 }
