@@ -200,8 +200,12 @@ fn flows(s: &mut Signals, r: &NormalisedRates, th: &Thresholds) {
             i,
             th.rtt_inflation,
             &format!(
-                "x srtt/min_rtt (byte-weighted median over {} sending flows)",
-                r.active_flows
+                "x srtt/min_rtt (byte-weighted median over {} sending flows{})",
+                r.active_flows,
+                r.added_delay_p50_us.map_or(String::new(), |d| format!(
+                    "; {} added",
+                    crate::shared::units::secs(d / 1e6)
+                ))
             ),
         );
     }

@@ -75,6 +75,11 @@ pub struct NormalisedRates {
     pub active_flows: usize,
     pub rtt_inflation_p50: Option<f64>,
     pub rtt_inflation_p90: Option<f64>,
+    /// The same flows' srtt - min_rtt in microseconds, byte-weighted
+    /// median: what the ratio means in time (a ratio of 1000 on a 10 us
+    /// path is 10 ms). Absent in recordings before format 1.8.
+    #[serde(default)]
+    pub added_delay_p50_us: Option<f64>,
     pub rtt_inflation_max: Option<f64>,
     /// Of the incoming segments of the flows that sent, the % that found
     /// data written and not yet sent: the application wanted to send more
@@ -246,6 +251,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     }
 
     let mut inflations: Vec<(f64, f64)> = Vec::new();
+    let mut delays: Vec<(f64, f64)> = Vec::new();
     let (mut probes, mut waiting, mut busy, mut rwnd) = (0u64, 0u64, 0u64, 0u64);
     // A recording before format 1.4 has no send-limit figures at all:
     // unknown, not "never waiting". Any sending flow of 1.4 has busy time.
@@ -258,7 +264,10 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
         if flow_sent(f) {
             r.active_flows += 1;
             if let Some(i) = flow_rtt_inflation(f) {
-                inflations.push((i, f.delta.bytes_sent.max(1) as f64));
+                let weight = f.delta.bytes_sent.max(1) as f64;
+                inflations.push((i, weight));
+                let srtt = f.srtt_mean_us.unwrap_or(f.srtt_us);
+                delays.push((srtt.saturating_sub(f.min_rtt_us) as f64, weight));
             }
             probes += f.delta.probe_events;
             waiting += f.delta.waiting_events;
@@ -274,6 +283,8 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     inflations.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.rtt_inflation_p50 = weighted_percentile(&inflations, 0.5);
     r.rtt_inflation_p90 = weighted_percentile(&inflations, 0.9);
+    delays.sort_by(|a, b| a.0.total_cmp(&b.0));
+    r.added_delay_p50_us = weighted_percentile(&delays, 0.5);
     r.rtt_inflation_max = inflations.last().map(|(v, _)| *v);
 
     if let Some(h) = &iface.host_queue {
