@@ -164,6 +164,12 @@ impl Pipeline {
         self.view.show(&snap, &analysis, source)
     }
 
+    /// The next intervals are another recording's: judging starts again
+    /// (no look-back, no held verdicts), as `report` does at the same place.
+    pub fn start_recording(&mut self) {
+        self.judge.restart();
+    }
+
     pub fn wait(&mut self, deadline: Instant) -> Result<Control> {
         self.view.wait(deadline)
     }

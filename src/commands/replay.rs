@@ -7,62 +7,81 @@ use anyhow::{bail, Result};
 
 use crate::commands::cli::ReplayArgs;
 use crate::pipeline::Pipeline;
-use crate::record::{open_in_order, recorded_thresholds};
+use crate::record::{recorded_thresholds, walk, WalkItem};
 use crate::shared::signals;
 use crate::sinks::view::Control;
 
 pub fn run(args: &ReplayArgs) -> Result<()> {
-    let readers = open_in_order(&args.files)?;
-    let first = &readers[0];
-    let (base, warning) = recorded_thresholds(first.header(), first.name());
+    // The same walk as `report`: files in recording order, an unreadable
+    // one skipped with a warning, judging started again at each new
+    // recording, gaps and cut tails said; so a replay holds the verdicts
+    // the report shows.
+    let mut walk = walk(&args.files);
+    let Some(first) = walk.files().first().cloned() else {
+        let why: Vec<String> = walk
+            .filter_map(|item| match item {
+                WalkItem::Warning(w) => Some(w),
+                _ => None,
+            })
+            .collect();
+        bail!("nothing to replay: {}", why.join("; "));
+    };
+    let (base, warning) = recorded_thresholds(&first.header, &first.name());
     let thresholds = base
         .with_assignments(&args.thresholds)
         .map_err(anyhow::Error::msg)?;
-    let start_mono = first.header().start_mono_ns;
+    let start_mono = first.header.start_mono_ns;
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
     let mut pipeline = Pipeline::new(thresholds, crate::commands::choose_view(&args.view)?);
     let mut shown = 0u64;
     let outcome = (|| -> Result<()> {
         let mut prev_mono: Option<u64> = None;
-        for mut reader in readers {
-            let name = reader.name().to_string();
-            for item in reader.by_ref() {
-                let snap = match item {
-                    Ok(s) => s,
-                    Err(problem) => {
-                        warnings.push(problem.to_string());
-                        continue;
+        let mut recordings = 0u32;
+        for item in walk.by_ref() {
+            let (snap, name) = match item {
+                WalkItem::NewRecording(_) => {
+                    recordings += 1;
+                    if recordings > 1 {
+                        pipeline.start_recording();
+                        // Another recording's clock: no pause to sit through.
+                        prev_mono = None;
                     }
-                };
-                if !args.as_fast_as_possible {
-                    if let Some(p) = prev_mono {
-                        let gap = snap.mono_ns.saturating_sub(p) as f64 / args.speed;
-                        // A gap over a minute is a pause in the recording, not
-                        // something to sit through.
-                        let gap = Duration::from_nanos(gap.min(60e9) as u64);
-                        if pipeline.wait(Instant::now() + gap)? == Control::Quit {
-                            return Ok(());
-                        }
+                    continue;
+                }
+                WalkItem::NextFile { .. } => continue,
+                WalkItem::Warning(w) => {
+                    warnings.push(w);
+                    continue;
+                }
+                WalkItem::Interval { snapshot, file } => (*snapshot, file),
+            };
+            if !args.as_fast_as_possible {
+                if let Some(p) = prev_mono {
+                    let gap = snap.mono_ns.saturating_sub(p) as f64 / args.speed;
+                    // A gap over a minute is a pause in the recording, not
+                    // something to sit through.
+                    let gap = Duration::from_nanos(gap.min(60e9) as u64);
+                    if pipeline.wait(Instant::now() + gap)? == Control::Quit {
+                        return Ok(());
                     }
-                } else if pipeline.wait(Instant::now())? == Control::Quit {
-                    // No pause to wait in, but keys (q, Ctrl-C in the
-                    // full-screen view) and signals still count.
-                    return Ok(());
                 }
-                prev_mono = Some(snap.mono_ns);
-                let offset = snap.mono_ns.saturating_sub(start_mono) as f64 / 1e9;
-                let source = format!(
-                    "replay {name} {} seq {}",
-                    crate::shared::clock::format_offset(offset.floor()),
-                    snap.seq
-                );
-                shown += 1;
-                if pipeline.process(snap, &source)? == Control::Quit {
-                    return Ok(());
-                }
+            } else if pipeline.wait(Instant::now())? == Control::Quit {
+                // No pause to wait in, but keys (q, Ctrl-C in the
+                // full-screen view) and signals still count.
+                return Ok(());
             }
-            warnings.extend(reader.closing_warnings());
+            prev_mono = Some(snap.mono_ns);
+            let offset = snap.mono_ns.saturating_sub(start_mono) as f64 / 1e9;
+            let source = format!(
+                "replay {name} {} seq {}",
+                crate::shared::clock::format_offset(offset.floor()),
+                snap.seq
+            );
+            shown += 1;
+            if pipeline.process(snap, &source)? == Control::Quit {
+                return Ok(());
+            }
         }
         // Played to the end (not quit): the full-screen view stays on the
         // last interval until the person quits.

@@ -8,6 +8,7 @@ mod lines;
 pub mod reader;
 pub mod recording;
 pub mod segments;
+pub mod walk;
 pub mod writer;
 
 pub use continuity::Continuity;
@@ -16,5 +17,6 @@ pub use format::{
     FORMAT_NAME,
 };
 pub use reader::{open, read_all, ProblemKind, ReadProblem, ReadSummary, TraceReader};
-pub use recording::{headers_in_order, open_in_order, recorded_thresholds, SegmentFile};
+pub use recording::{headers_in_order, recorded_thresholds, SegmentFile};
+pub use walk::{walk, RecordingWalk, WalkItem};
 pub use writer::{RotateOptions, TraceWriter};

@@ -1,7 +1,7 @@
 //! One recording from the files given: their order, and the thresholds it
 //! was judged with live. Shared by `report` and `replay`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 
@@ -49,17 +49,6 @@ pub fn headers_in_order(paths: &[PathBuf]) -> (Vec<SegmentFile>, Vec<anyhow::Err
     }
     files.sort_by_key(|f| order_key(&f.header));
     (files, errors)
-}
-
-/// Opens every file and orders them as one recording: by start, then
-/// segment. The first file that cannot be read is an error.
-pub fn open_in_order(paths: &[PathBuf]) -> Result<Vec<TraceReader>> {
-    let mut readers = paths
-        .iter()
-        .map(|p| open(Path::new(p)))
-        .collect::<Result<Vec<_>>>()?;
-    readers.sort_by_key(|r| order_key(r.header()));
-    Ok(readers)
 }
 
 /// The thresholds a recording was judged with live (its header), or the

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::record::{headers_in_order, recorded_thresholds, Continuity};
+use crate::record::{recorded_thresholds, walk, WalkItem};
 pub use build::ReportBuilder;
 pub use filters::ReportFilters;
 pub use model::Report;
@@ -43,15 +43,18 @@ pub fn build(req: ReportRequest) -> Result<Report> {
         filters,
         top,
     } = req;
-    let (files, errors) = headers_in_order(paths);
+    let mut walk = walk(paths);
+    let files = walk.files().to_vec();
     if files.is_empty() {
-        let why: Vec<String> = errors.iter().map(|e| format!("{e:#}")).collect();
+        let why: Vec<String> = walk
+            .filter_map(|item| match item {
+                WalkItem::Warning(w) => Some(w),
+                _ => None,
+            })
+            .collect();
         bail!("nothing to report: {}", why.join("; "));
     }
-    let mut warnings: Vec<String> = errors
-        .iter()
-        .map(|e| format!("{e:#}: skipped this file"))
-        .collect();
+    let mut warnings: Vec<String> = Vec::new();
     let first = &files[0];
     let (recorded, warning) = recorded_thresholds(&first.header, &first.name());
     warnings.extend(warning);
@@ -62,32 +65,19 @@ pub fn build(req: ReportRequest) -> Result<Report> {
     let headers: Vec<_> = files.iter().map(|f| f.header.clone()).collect();
     let names = paths.iter().map(|p| p.display().to_string()).collect();
     let mut builder = ReportBuilder::new(names, &headers, &recorded, thresholds, filters, top)?;
-    let mut continuity = Continuity::new();
     let mut read = 0u64;
-    for file in &files {
-        let name = file.name();
-        let mut reader = match file.open() {
-            Ok(r) => r,
-            Err(e) => {
-                warnings.push(format!("{e:#}: skipped this file"));
-                continue;
+    for item in walk.by_ref() {
+        match item {
+            WalkItem::NewRecording(header) | WalkItem::NextFile { header, .. } => {
+                builder.start_file(&header)
             }
-        };
-        continuity.start_file(reader.header(), &name);
-        builder.start_file(reader.header());
-        for item in reader.by_ref() {
-            match item {
-                Ok(snap) => {
-                    continuity.interval(snap.seq);
-                    builder.push(&snap);
-                    read += 1;
-                }
-                Err(problem) => warnings.push(problem.to_string()),
+            WalkItem::Interval { snapshot, .. } => {
+                builder.push(&snapshot);
+                read += 1;
             }
+            WalkItem::Warning(w) => warnings.push(w),
         }
-        warnings.extend(reader.closing_warnings());
     }
-    warnings.extend(continuity.finish());
     if read == 0 {
         let names: Vec<String> = files.iter().map(|f| f.name()).collect();
         let mut msg = format!("no complete interval in {}", names.join(", "));

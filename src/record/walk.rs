@@ -1,0 +1,147 @@
+//! One walk over the files of one or more recordings, for every reader of
+//! them (`report`, `replay`): the files put in recording order, opened one
+//! at a time, and what they hold yielded as [`WalkItem`]s: where a new
+//! recording starts (its judging starts again there), each interval, and
+//! each problem (an unreadable file, a skipped line, a cut tail, a missing
+//! segment), so that both commands read, skip, warn and restart alike.
+
+use std::path::PathBuf;
+
+use super::continuity::Continuity;
+use super::format::TraceHeader;
+use super::reader::TraceReader;
+use super::recording::{headers_in_order, SegmentFile};
+use crate::model::snapshot::Snapshot;
+
+/// What the walk finds next.
+#[derive(Debug)]
+pub enum WalkItem {
+    /// The first file of a recording (not a later segment of the one
+    /// before): judging starts again here.
+    NewRecording(Box<TraceHeader>),
+    /// A file of the same recording follows (its header; the name is in
+    /// `file`).
+    NextFile {
+        header: Box<TraceHeader>,
+        file: String,
+    },
+    /// One interval of the current file.
+    Interval {
+        snapshot: Box<Snapshot>,
+        file: String,
+    },
+    /// Something skipped or missing, in words (file and line where known).
+    Warning(String),
+}
+
+/// The walk: see the module's text. Built by [`walk`].
+pub struct RecordingWalk {
+    files: std::vec::IntoIter<SegmentFile>,
+    pending: std::collections::VecDeque<WalkItem>,
+    current: Option<(TraceReader, String)>,
+    continuity: Continuity,
+    last_header: Option<TraceHeader>,
+    finished: bool,
+    /// The files in recording order, as found at the start.
+    ordered: Vec<SegmentFile>,
+}
+
+/// Orders `paths` as recordings (by start, then segment); a file that
+/// cannot be opened is a warning at the start of the walk, not an error.
+pub fn walk(paths: &[PathBuf]) -> RecordingWalk {
+    let (files, errors) = headers_in_order(paths);
+    let pending = errors
+        .into_iter()
+        .map(|e| WalkItem::Warning(format!("{e:#}: skipped this file")))
+        .collect();
+    RecordingWalk {
+        ordered: files.clone(),
+        files: files.into_iter(),
+        pending,
+        current: None,
+        continuity: Continuity::new(),
+        last_header: None,
+        finished: false,
+    }
+}
+
+impl RecordingWalk {
+    /// The readable files in recording order (their headers were read when
+    /// the walk was made); empty when none could be opened.
+    pub fn files(&self) -> &[SegmentFile] {
+        &self.ordered
+    }
+
+    /// Opens the next file, queueing what it starts with; false at the end.
+    fn open_next(&mut self) -> bool {
+        let Some(file) = self.files.next() else {
+            return false;
+        };
+        let name = file.name();
+        match file.open() {
+            Ok(reader) => {
+                let header = reader.header().clone();
+                self.continuity.start_file(&header, &name);
+                let same = self
+                    .last_header
+                    .as_ref()
+                    .is_some_and(|h| h.same_recording(&header));
+                self.pending.push_back(if same {
+                    WalkItem::NextFile {
+                        header: Box::new(header.clone()),
+                        file: name.clone(),
+                    }
+                } else {
+                    WalkItem::NewRecording(Box::new(header.clone()))
+                });
+                self.last_header = Some(header);
+                self.current = Some((reader, name));
+            }
+            Err(e) => self
+                .pending
+                .push_back(WalkItem::Warning(format!("{e:#}: skipped this file"))),
+        }
+        true
+    }
+}
+
+impl Iterator for RecordingWalk {
+    type Item = WalkItem;
+
+    fn next(&mut self) -> Option<WalkItem> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if let Some((reader, name)) = &mut self.current {
+                match reader.next() {
+                    Some(Ok(snapshot)) => {
+                        self.continuity.interval(snapshot.seq);
+                        return Some(WalkItem::Interval {
+                            snapshot: Box::new(snapshot),
+                            file: name.clone(),
+                        });
+                    }
+                    Some(Err(problem)) => return Some(WalkItem::Warning(problem.to_string())),
+                    None => {
+                        let closing = reader.closing_warnings();
+                        self.pending
+                            .extend(closing.into_iter().map(WalkItem::Warning));
+                        self.current = None;
+                        continue;
+                    }
+                }
+            }
+            if self.open_next() {
+                continue;
+            }
+            if !self.finished {
+                self.finished = true;
+                let rest = std::mem::take(&mut self.continuity).finish();
+                self.pending.extend(rest.into_iter().map(WalkItem::Warning));
+                continue;
+            }
+            return None;
+        }
+    }
+}
