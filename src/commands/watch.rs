@@ -80,7 +80,10 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
 /// `throttlescope thresholds`: every threshold with its default and meaning.
 pub fn print_thresholds() {
     for t in Thresholds::describe() {
-        println!("{:<28} {:>10}  {}", t.name, t.default, t.doc);
+        println!(
+            "{:<28} {:>10}  {} (allowed: {})",
+            t.name, t.default, t.doc, t.range
+        );
     }
 }
 
