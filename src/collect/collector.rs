@@ -95,6 +95,12 @@ pub struct Collector {
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
+    /// Allowance reads that failed, and that worked but were not trusted,
+    /// over every interface (`Health::allowance_read_failures`,
+    /// `Health::allowance_untrusted_reads`): kept here, not in the readers,
+    /// which are dropped when their interface goes missing.
+    allowance_read_failures: u64,
+    allowance_untrusted_reads: u64,
     /// Intervals that ended late: see `Health::late_intervals`.
     late_intervals: u64,
     /// When the interval being collected should end at the latest
@@ -152,6 +158,8 @@ impl Collector {
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
+            allowance_read_failures: 0,
+            allowance_untrusted_reads: 0,
             late_intervals: 0,
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
@@ -317,6 +325,8 @@ impl Collector {
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
+            allowance_read_failures: self.allowance_read_failures,
+            allowance_untrusted_reads: self.allowance_untrusted_reads,
             late_intervals: self.late_intervals,
             missing_interfaces,
             flows_dumped: counts.read,
@@ -387,6 +397,10 @@ impl Collector {
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
             let allowance = self.allowance_reader(&name).read();
+            if let Some(a) = allowance.sample() {
+                self.allowance_read_failures += u64::from(a.last_error.is_some());
+                self.allowance_untrusted_reads += u64::from(a.untrusted.is_some());
+            }
             out.push(InterfaceSample {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
