@@ -169,6 +169,11 @@ pub struct AllowanceTracker {
     distrusted: bool,
     /// Reads in a row without a decrease.
     consistent_reads: u64,
+    /// Per counter, the value it last stepped back from, while that was
+    /// less than [`DECREASE_MEMORY`] reads ago: a read that climbs back past
+    /// it holds the growth the step back hid (a stale writer giving way to
+    /// the counting one), so it is not one interval's growth.
+    stepped_back_from: Values,
     /// The previous read was data (not failed, zeroed or untrusted): only
     /// then is this read's growth one interval's, fit for `largest_growth`.
     previous_was_data: bool,
@@ -197,8 +202,16 @@ impl AllowanceTracker {
         let mut delta: Values = [None; N];
         let mut reset = false;
         let mut zeroed = false;
-        // Counters that went down, not to near zero: `name old -> new`.
+        // Counters that went down, not to near zero: `name old -> new`; and
+        // that climbed back past where they had stepped back from.
         let mut step_backs: Vec<String> = Vec::new();
+        let mut climbs_back: Vec<String> = Vec::new();
+        if self
+            .reads_since_decrease
+            .is_none_or(|n| n + 1 >= DECREASE_MEMORY)
+        {
+            self.stepped_back_from = [None; N];
+        }
         for group in GROUPS {
             let members: Vec<usize> = (0..N).filter(|&i| STATS[i].group == group).collect();
             let present: Vec<usize> = members
@@ -244,6 +257,13 @@ impl AllowanceTracker {
                     },
                     (Some(_), Some(v)) if STATS[i].kind == Kind::Gauge => Some(v),
                     (Some(b), Some(v)) if v >= b => {
+                        if let Some(from) = self.stepped_back_from[i].filter(|f| v >= *f) {
+                            climbs_back.push(format!(
+                                "{} {b} -> {v}, past the {from} it had stepped back from",
+                                STATS[i].name
+                            ));
+                            self.stepped_back_from[i] = None;
+                        }
                         if self.previous_was_data {
                             let largest = self.largest_growth[i].get_or_insert(0);
                             *largest = (*largest).max(v - b);
@@ -264,6 +284,8 @@ impl AllowanceTracker {
                     // the gap and is flagged in the analysis, src/analysis/trust.rs).
                     (Some(b), Some(v)) => {
                         step_backs.push(format!("{} {b} -> {v}", STATS[i].name));
+                        let from = self.stepped_back_from[i].get_or_insert(b);
+                        *from = (*from).max(b);
                         Some(0)
                     }
                 };
@@ -273,7 +295,7 @@ impl AllowanceTracker {
         self.resets += u64::from(reset);
         self.zeroed_reads += u64::from(zeroed);
         self.admin_failures = admin_failures(stats);
-        let untrusted = self.judge_consistency(reset || !step_backs.is_empty(), &step_backs);
+        let untrusted = self.judge_consistency(reset, &step_backs, &climbs_back);
         self.untrusted_reads += u64::from(untrusted.is_some());
         self.previous_was_data = !zeroed && untrusted.is_none();
         let mut sample = self.sample(source, totals, delta, None);
@@ -281,10 +303,19 @@ impl AllowanceTracker {
         Some(sample)
     }
 
-    /// Keeps count of the reads in which a counter went down (`decreased`)
-    /// and says why this read is not data, if it is not: a step back, or a
-    /// source that went down repeatedly and has not been consistent since.
-    fn judge_consistency(&mut self, decreased: bool, step_backs: &[String]) -> Option<String> {
+    /// Keeps count of the reads in which a counter went down and says why
+    /// this read is not data, if it is not. A step back, or a climb back past
+    /// where one stepped back from, is not data and makes the source
+    /// untrusted until [`CONSISTENT_READS`] reads in a row go without a
+    /// decrease (a stale writer's values may go on growing for a while, and
+    /// the counting one's return jumps over the gap); a reset does too when
+    /// it repeats within [`DECREASE_MEMORY`] reads of the last decrease.
+    fn judge_consistency(
+        &mut self,
+        reset: bool,
+        step_backs: &[String],
+        climbs_back: &[String],
+    ) -> Option<String> {
         let mut why = Vec::new();
         if !step_backs.is_empty() {
             why.push(format!(
@@ -292,6 +323,13 @@ impl AllowanceTracker {
                 step_backs.join(", ")
             ));
         }
+        if !climbs_back.is_empty() {
+            why.push(format!(
+                "climbed back over a step back, growth spanning it: {}",
+                climbs_back.join(", ")
+            ));
+        }
+        let decreased = reset || !step_backs.is_empty();
         if decreased {
             if let Some(n) = self.reads_since_decrease.filter(|n| *n < DECREASE_MEMORY) {
                 self.distrusted = true;
@@ -301,15 +339,18 @@ impl AllowanceTracker {
                 ));
             }
             self.reads_since_decrease = Some(0);
+        } else if let Some(n) = self.reads_since_decrease.as_mut() {
+            *n += 1;
+        }
+        if decreased || !climbs_back.is_empty() {
             self.consistent_reads = 0;
         } else {
-            if let Some(n) = self.reads_since_decrease.as_mut() {
-                *n += 1;
-            }
             self.consistent_reads += 1;
-            if self.distrusted && self.consistent_reads >= CONSISTENT_READS {
-                self.distrusted = false;
-            }
+        }
+        if !step_backs.is_empty() || !climbs_back.is_empty() {
+            self.distrusted = true;
+        } else if self.distrusted && self.consistent_reads >= CONSISTENT_READS {
+            self.distrusted = false;
         }
         if self.distrusted {
             why.push(format!(
@@ -342,6 +383,7 @@ impl AllowanceTracker {
         self.baseline = [None; N];
         self.zero_pending = [false; 2];
         self.largest_growth = [None; N];
+        self.stepped_back_from = [None; N];
         self.previous_was_data = false;
     }
 
@@ -486,12 +528,25 @@ mod tests {
             why.contains("bw_out_allowance_exceeded 24648 -> 19920"),
             "{why}"
         );
-        // One step back does not mark the source: the next read grows from
-        // the new value and is trusted here (the analysis flags it as
-        // spanning the gap).
+        // The next reads grow from the new value, but are not trusted: a
+        // stale writer's value may go on growing, and the counting one's
+        // return jumps over the gap.
         let s = observe(&mut t, &eni(5, 19_950, 0));
         assert_eq!(s.delta.bw_out_allowance_exceeded, Some(30));
-        assert_eq!(s.untrusted, None);
+        assert!(s.untrusted.unwrap().contains("(1 so far)"));
+        let s = observe(&mut t, &eni(5, 25_000, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(5_050));
+        let why = s.untrusted.unwrap();
+        assert!(
+            why.contains("bw_out_allowance_exceeded 19950 -> 25000, past the 24648"),
+            "{why}"
+        );
+        assert!(why.contains("(0 so far)"), "{why}");
+        // Five reads in a row without a decrease: trusted again.
+        let flags: Vec<bool> = (1..=5)
+            .map(|k| observe(&mut t, &eni(5, 25_000 + k, 0)).untrusted.is_some())
+            .collect();
+        assert_eq!(flags, [true, true, true, true, false]);
         // A value above a tenth of the old one is no reset, however small.
         let mut t = AllowanceTracker::new();
         observe(&mut t, &eni(0, 600, 0));
@@ -507,7 +562,7 @@ mod tests {
     }
 
     #[test]
-    fn alternating_writers_mark_the_source_untrusted_from_the_second_decrease() {
+    fn alternating_writers_mark_the_source_untrusted_from_the_first_step_back() {
         let mut t = AllowanceTracker::new();
         // Two writers of one file: one counts on, the other repeats a stale
         // value (the field case held hypervisor_queuing from its third
@@ -523,16 +578,14 @@ mod tests {
             }
             assert_eq!(s.resets, 0, "read {i}");
         }
-        // The baseline is trusted; the first step back is not, the growth
-        // after it is here (the analysis flags it as spanning the gap), and
-        // from the second step back every read is not.
+        // The baseline is trusted; from the first step back on, no read is.
         let mut expected = [true; 16];
         expected[0] = false;
-        expected[2] = false;
         assert_eq!(flagged, expected);
-        assert_eq!(deltas, 21_000 - 19_920);
+        assert_eq!(deltas, 0);
+        // The counting writer alone again: its first read jumps over the gap.
         let s = observe(&mut t, &eni(0, 30_000, 0));
-        assert!(s.untrusted.unwrap().contains("(1 so far)"));
+        assert!(s.untrusted.unwrap().contains("past the 27000"));
     }
 
     #[test]
@@ -554,7 +607,8 @@ mod tests {
             assert_eq!(s.delta.bw_out_allowance_exceeded, Some(10));
         }
         assert_eq!(untrusted, [true, true, true, true, false, false]);
-        assert_eq!(t.untrusted_reads, 2 + 4);
+        // 900 (a step back), 1100 (climbs back over it), 950, then four.
+        assert_eq!(t.untrusted_reads, 3 + 4);
         // Long after, one reset is a reset again, not a repeat.
         for k in 0..DECREASE_MEMORY {
             observe(&mut t, &eni(0, 1_100 + k, 0));
