@@ -21,7 +21,7 @@ use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_health_counter
 use crate::collect::probes::hostq::HostQueueProbes;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::model::snapshot::{
-    FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
+    AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::monotonic_ns;
@@ -193,7 +193,7 @@ impl Collector {
             if let Ok(now) = ifstats::read_counters(&name) {
                 c.prev_links.insert(name.clone(), now);
             }
-            c.allowance_reader(&name).read();
+            c.read_allowance(&name);
         }
         Ok(c)
     }
@@ -396,11 +396,7 @@ impl Collector {
             };
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
-            let allowance = self.allowance_reader(&name).read();
-            if let Some(a) = allowance.sample() {
-                self.allowance_read_failures += u64::from(a.last_error.is_some());
-                self.allowance_untrusted_reads += u64::from(a.untrusted.is_some());
-            }
+            let allowance = self.read_allowance(&name);
             out.push(InterfaceSample {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
@@ -414,6 +410,17 @@ impl Collector {
             self.prev_links.insert(name, totals);
         }
         (out, missing)
+    }
+
+    /// Reads the interface's allowance counters, counting a failed or an
+    /// untrusted read in health.
+    fn read_allowance(&mut self, iface: &str) -> AllowanceStatus {
+        let allowance = self.allowance_reader(iface).read();
+        if let Some(a) = allowance.sample() {
+            self.allowance_read_failures += u64::from(a.last_error.is_some());
+            self.allowance_untrusted_reads += u64::from(a.untrusted.is_some());
+        }
+        allowance
     }
 
     /// The interface's allowance reader: from `--counters` if given, else
