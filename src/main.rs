@@ -1,6 +1,7 @@
 use std::process::ExitCode;
 
 use throttlescope::commands::cli::{self, Command};
+use throttlescope::shared::usage_error;
 
 fn main() -> ExitCode {
     let cli = cli::parse();
@@ -43,7 +44,11 @@ fn main() -> ExitCode {
                 "throttlescope: {}",
                 throttlescope::shared::terminal_text::inert_lines(&msg)
             );
-            ExitCode::FAILURE
+            if usage_error::is_usage_error(&e) {
+                ExitCode::from(usage_error::USAGE_EXIT_STATUS)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -47,6 +47,43 @@ fn absurd_intervals_and_durations_are_refused() {
     }
 }
 
+/// A `--counters` path that does not exist, is a directory or a device is
+/// a usage error: exit 2, one line on stderr, before anything is attached
+/// (no root or lab needed to get there).
+#[test]
+fn counter_files_that_cannot_be_are_usage_errors() {
+    for (path, want) in [
+        (
+            "/nonexistent",
+            "--counters a0=/nonexistent: /nonexistent does not exist",
+        ),
+        (
+            "/tmp",
+            "--counters a0=/tmp: /tmp is a directory, not a counter file",
+        ),
+        (
+            "/dev/zero",
+            "--counters a0=/dev/zero: /dev/zero is not a regular file",
+        ),
+    ] {
+        for cmd in [
+            &["watch", "--plain"][..],
+            &["record", "-o", "/nonexistent-dir/x.jsonl"][..],
+        ] {
+            let mut args = cmd.to_vec();
+            let counters = format!("a0={path}");
+            args.extend(["--counters", &counters]);
+            let (code, stderr) = run(&args);
+            assert_eq!(code, 2, "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!("throttlescope: {want}")),
+                "{args:?}: want {want:?} in {stderr}"
+            );
+        }
+    }
+}
+
 #[test]
 fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
     let lab = Lab::up("cli");
@@ -58,13 +95,23 @@ fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
                 .args(args),
         )
     };
+    // Files that exist: a missing one is refused before the interfaces are
+    // looked at (below).
+    let file = std::env::temp_dir().join(format!("ts-cli-counters-{}", std::process::id()));
+    std::fs::write(
+        &file,
+        "NIC statistics:\n     bw_out_allowance_exceeded: 0\n",
+    )
+    .unwrap();
+    let eth9 = format!("eth9={}", file.display());
+    let b0 = format!("b0={}", file.display());
     for (counters, want) in [
         (
-            &["eth9=/tmp/x"][..],
+            &[eth9.as_str()][..],
             "eth9 is not among the interfaces watched here (b0)",
         ),
         (
-            &["b0=/tmp/x", "b0=/tmp/y"],
+            &[b0.as_str(), b0.as_str()],
             "--counters b0: given more than once",
         ),
     ] {
@@ -79,6 +126,7 @@ fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
             "{counters:?}: want {want:?} in {stderr}"
         );
     }
+    let _ = std::fs::remove_file(&file);
 
     // Port 0: the kernel picks one, and the observer says which.
     let (code, stderr) = in_broker(&[

@@ -205,6 +205,9 @@ fn local_port(f: &Value) -> u16 {
 #[test]
 fn flows_are_attributed_to_pods_containers_and_services() {
     let lab = Lab::up("wl");
+    // The counter file must exist at start (`--counters` refuses a missing
+    // one): the emulator writes it.
+    lab.tool(&["emulator", "start"]);
     let tree = CgroupTree::new("wl");
     let uid_a = "0f3a1b2c-4d5e-6f70-8192-a3b4c5d6e7f8";
     let uid_b = "11112222-3333-4444-5555-666677778888";

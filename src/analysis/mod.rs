@@ -12,6 +12,7 @@ pub mod judge;
 mod outcome;
 pub mod rates;
 pub mod signal;
+pub mod threshold_range;
 pub mod thresholds;
 pub mod trust;
 pub mod verdict;

@@ -896,6 +896,38 @@ fn failed_or_zeroed_allowance_reads_are_no_data() {
     );
 }
 
+/// A read the collector did not trust (a counter that went down without a
+/// reset) is no data, and so is the read after it, whose growth spans it.
+#[test]
+fn an_untrusted_allowance_read_and_the_one_after_are_no_data() {
+    let prev = m5_enforced(0);
+    let mut s = m5_enforced(1);
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.untrusted =
+            Some("went down, not to near zero: bw_out_allowance_exceeded 24648 -> 19920".into());
+        a.untrusted_reads = 1;
+    }
+    let v = judge_one(std::slice::from_ref(&prev), &s);
+    assert!(v.rates.bw_out_pct.is_none());
+    assert_ne!(v.verdict.location(), Location::Hypervisor);
+    let note = &v
+        .evidence
+        .iter()
+        .find(|e| e.signal == super::trust::UNTRUSTED_SIGNAL)
+        .expect("flagged")
+        .note;
+    assert!(
+        note.contains("not trusted this interval: went down"),
+        "{note}"
+    );
+    let mut next = m5_enforced(2);
+    if let AllowanceStatus::Read(a) = &mut next.interfaces[0].allowance {
+        a.untrusted_reads = 1;
+    }
+    let v = judge_one(&[prev, s], &next);
+    assert!(v.evidence.iter().any(|e| e.note.contains("spans the gap")));
+}
+
 /// Two ENIs with the same bulk traffic; `eth1_retrans_pct` of eth1's flows'
 /// segments retransmitted, eth0's flows clean. Flows name their interface
 /// when `named`, else they carry none (a recording older than format 1.2).

@@ -1,5 +1,6 @@
-//! Is this interval's allowance read data at all? A read that failed, a
-//! zeroed struct (ENA driver 2.16.0 and later when the admin command
+//! Is this interval's allowance read data at all? A read that failed, one
+//! the collector did not trust (a counter that went down without a reset,
+//! a source that keeps going down), a zeroed struct (ENA driver 2.16.0 and later when the admin command
 //! fails), growth that spans a failed read, or counts no shaper could have
 //! produced (ENA 2.13.2 to 2.15.x copy uninitialised memory on the same
 //! failure), and a read taken while the driver's admin queue counted a
@@ -34,6 +35,11 @@ fn sample_of<'a>(snap: &'a Snapshot, iface: &str) -> Option<&'a AllowanceSample>
 fn own_gap(now: &AllowanceSample, before: Option<&AllowanceSample>) -> Option<String> {
     if let Some(e) = &now.last_error {
         return Some(format!("allowance read failed this interval: {e}"));
+    }
+    if let Some(why) = &now.untrusted {
+        return Some(format!(
+            "allowance counters not trusted this interval: {why}"
+        ));
     }
     let before = before?;
     if now.zeroed_reads > before.zeroed_reads {

@@ -21,7 +21,7 @@ use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_health_counter
 use crate::collect::probes::hostq::HostQueueProbes;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::model::snapshot::{
-    FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
+    AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::monotonic_ns;
@@ -95,6 +95,12 @@ pub struct Collector {
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
+    /// Allowance reads that failed, and that worked but were not trusted,
+    /// over every interface (`Health::allowance_read_failures`,
+    /// `Health::allowance_untrusted_reads`): kept here, not in the readers,
+    /// which are dropped when their interface goes missing.
+    allowance_read_failures: u64,
+    allowance_untrusted_reads: u64,
     /// Intervals that ended late: see `Health::late_intervals`.
     late_intervals: u64,
     /// When the interval being collected should end at the latest
@@ -152,6 +158,8 @@ impl Collector {
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
+            allowance_read_failures: 0,
+            allowance_untrusted_reads: 0,
             late_intervals: 0,
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
@@ -185,7 +193,7 @@ impl Collector {
             if let Ok(now) = ifstats::read_counters(&name) {
                 c.prev_links.insert(name.clone(), now);
             }
-            c.allowance_reader(&name).read();
+            c.read_allowance(&name);
         }
         Ok(c)
     }
@@ -317,6 +325,8 @@ impl Collector {
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
+            allowance_read_failures: self.allowance_read_failures,
+            allowance_untrusted_reads: self.allowance_untrusted_reads,
             late_intervals: self.late_intervals,
             missing_interfaces,
             flows_dumped: counts.read,
@@ -386,7 +396,7 @@ impl Collector {
             };
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
-            let allowance = self.allowance_reader(&name).read();
+            let allowance = self.read_allowance(&name);
             out.push(InterfaceSample {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
@@ -400,6 +410,17 @@ impl Collector {
             self.prev_links.insert(name, totals);
         }
         (out, missing)
+    }
+
+    /// Reads the interface's allowance counters, counting a failed or an
+    /// untrusted read in health.
+    fn read_allowance(&mut self, iface: &str) -> AllowanceStatus {
+        let allowance = self.allowance_reader(iface).read();
+        if let Some(a) = allowance.sample() {
+            self.allowance_read_failures += u64::from(a.last_error.is_some());
+            self.allowance_untrusted_reads += u64::from(a.untrusted.is_some());
+        }
+        allowance
     }
 
     /// The interface's allowance reader: from `--counters` if given, else

@@ -65,7 +65,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
-    /// List the verdict thresholds with their defaults and why.
+    /// List the verdict thresholds with their defaults, why, and allowed ranges.
     Thresholds,
     /// Print a shell completion script for SHELL to stdout.
     ///
@@ -140,12 +140,14 @@ pub struct ObserveArgs {
 
     /// Read IFACE's allowance counters from PATH, a file in the format
     /// `ethtool -S IFACE` prints, re-read every interval (repeatable). For
-    /// hosts without an ENA device, e.g. the lab's emulated counters.
+    /// hosts without an ENA device, e.g. the lab's emulated counters. PATH
+    /// must exist and be a regular file at start (else exit 2).
     #[arg(long = "counters", value_name = "IFACE=PATH", value_parser = parse_counters_arg)]
     pub counters: Vec<(String, PathBuf)>,
 
     /// Override a verdict threshold, e.g. `--threshold bw_pct=60`
-    /// (repeatable; `throttlescope thresholds` lists them with defaults).
+    /// (repeatable; `throttlescope thresholds` lists them with defaults and
+    /// allowed ranges; out of range is an error).
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<String>,
 

@@ -15,6 +15,7 @@ use crate::commands::cli::{RecordArgs, WatchArgs};
 use crate::pipeline::{Pipeline, RecordTarget};
 use crate::record::RotateOptions;
 use crate::shared::signals;
+use crate::shared::usage_error::UsageError;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::SilentView;
 use crate::sinks::view::{Control, View};
@@ -26,6 +27,7 @@ pub fn run(args: &WatchArgs) -> Result<()> {
     let thresholds = Thresholds::default()
         .with_assignments(&args.observe.thresholds)
         .map_err(anyhow::Error::msg)?;
+    check_counter_paths(&args.observe.counters)?;
     let target = args
         .record
         .as_deref()
@@ -45,6 +47,7 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
     let thresholds = Thresholds::default()
         .with_assignments(&args.observe.thresholds)
         .map_err(anyhow::Error::msg)?;
+    check_counter_paths(&args.observe.counters)?;
     let target = record_target(&args.output, &args.rotate)?;
     let output = target.path.clone();
     let talk = !args.quiet;
@@ -77,10 +80,25 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a `--counters` file that does not exist, is a directory or is
+/// not a regular file: a usage error (exit 2), one line, before anything
+/// is attached or the terminal taken.
+fn check_counter_paths(counters: &[(String, PathBuf)]) -> Result<()> {
+    for (iface, path) in counters {
+        if let Some(why) = crate::collect::allowance::counter_path_problem(path) {
+            return Err(UsageError(format!("--counters {iface}={}: {why}", path.display())).into());
+        }
+    }
+    Ok(())
+}
+
 /// `throttlescope thresholds`: every threshold with its default and meaning.
 pub fn print_thresholds() {
     for t in Thresholds::describe() {
-        println!("{:<28} {:>10}  {}", t.name, t.default, t.doc);
+        println!(
+            "{:<28} {:>10}  {} (allowed: {})",
+            t.name, t.default, t.doc, t.range
+        );
     }
 }
 

@@ -135,7 +135,8 @@ pub struct AllowanceSample {
     /// Growth over the interval, after reset handling: never negative, never
     /// a bogus jump (see `resets` and `zeroed_reads`).
     pub delta: AllowanceCounters,
-    /// Counter resets seen since start (a counter went down, not to zero).
+    /// Counter resets seen since start: reads in which a counter went down
+    /// to near zero (docs/allowance.md, "Decreases").
     pub resets: u64,
     /// Reads where every counter came back 0 at once (ENA fills a zeroed
     /// struct when its admin command fails): treated as no data.
@@ -153,6 +154,24 @@ pub struct AllowanceSample {
     /// The last read error, if the latest read failed.
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Why this read's counters are not data although the read worked: a
+    /// counter went down without a reset to near zero, or the source went
+    /// down repeatedly and has not been consistent since (docs/allowance.md,
+    /// "Decreases"). None when trusted. Absent before format 1.8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted: Option<String>,
+    /// Reads since start whose counters were not trusted (`untrusted`). Absent
+    /// (0) before format 1.8.
+    #[serde(default)]
+    pub untrusted_reads: u64,
+    /// Lines of a counter file skipped since start because they were not
+    /// `name: value`; the rest of each file was read. Absent (0) before 1.8.
+    #[serde(default)]
+    pub skipped_lines: u64,
+    /// The first line skipped in this read and why (`path:line: message`),
+    /// with how many were. None when none was. Absent before format 1.8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
 }
 
 /// ENA allowance statistics by name (`ethtool -S`). Cumulative counters
@@ -492,8 +511,20 @@ pub struct Health {
     pub iter_records: u64,
     /// Sockets found already open when the observer started.
     pub seeded_flows: u64,
-    /// Interface counter reads that failed.
+    /// Interface counter reads that failed (link statistics, the interface
+    /// list, /proc/net/snmp); allowance counter reads are counted apart.
     pub counter_read_failures: u64,
+    /// Allowance counter reads that failed (ioctl error; counter file
+    /// missing, unreadable or malformed), over every interface since start.
+    /// Absent (0) before format 1.8.
+    #[serde(default)]
+    pub allowance_read_failures: u64,
+    /// Allowance counter reads that worked but were not trusted (a counter
+    /// went down without a reset to near zero, or the source has not been
+    /// consistent since it did repeatedly), over every interface since
+    /// start. Absent (0) before format 1.8.
+    #[serde(default)]
+    pub allowance_untrusted_reads: u64,
     /// Host-queue events not counted: qdisc events whose interface slot
     /// was held by another active interface, and drops whose (interface,
     /// reason) entry could not be created (map full).

@@ -62,13 +62,60 @@ pub fn recorded_thresholds(header: &TraceHeader, name: &str) -> (Thresholds, Opt
             )),
         );
     }
-    match serde_json::from_value(header.thresholds.clone()) {
-        Ok(th) => (th, None),
+    match serde_json::from_value::<Thresholds>(header.thresholds.clone()) {
+        // Written by an older or another build, or edited: out of range, it
+        // would silently judge nothing held. Defaults, said, not an error:
+        // the snapshots are still worth reading.
+        Ok(th) => match th.validate() {
+            Ok(()) => (th, None),
+            Err(e) => (
+                Thresholds::default(),
+                Some(format!(
+                    "{name}: recorded thresholds invalid ({e}); judging with the defaults"
+                )),
+            ),
+        },
         Err(e) => (
             Thresholds::default(),
             Some(format!(
                 "{name}: recorded thresholds unreadable ({e}); judging with the defaults"
             )),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(thresholds: serde_json::Value) -> TraceHeader {
+        TraceHeader::for_this_host(Vec::new(), 1_000_000_000, thresholds)
+    }
+
+    #[test]
+    fn recorded_thresholds_out_of_range_fall_back_to_the_defaults_with_a_warning() {
+        let (th, warning) = recorded_thresholds(
+            &header(serde_json::json!({"hold_window": 0, "bw_allowance_pct": 60})),
+            "a.jsonl",
+        );
+        assert_eq!(th, Thresholds::default());
+        let w = warning.expect("a warning");
+        assert!(
+            w.starts_with("a.jsonl: recorded thresholds invalid (threshold hold_window = 0"),
+            "{w}"
+        );
+        assert!(w.ends_with("judging with the defaults"), "{w}");
+
+        let (th, warning) = recorded_thresholds(
+            &header(serde_json::json!({"hold_onset_intervals": 9})),
+            "b.jsonl",
+        );
+        assert_eq!(th, Thresholds::default());
+        assert!(warning.unwrap().contains("at most hold_window (5)"));
+
+        // Valid ones are kept, silently.
+        let (th, warning) =
+            recorded_thresholds(&header(serde_json::json!({"hold_window": 7})), "c.jsonl");
+        assert_eq!((th.hold_window, warning), (7.0, None));
     }
 }

@@ -7,3 +7,4 @@ pub mod clock;
 pub mod signals;
 pub mod terminal_text;
 pub mod units;
+pub mod usage_error;

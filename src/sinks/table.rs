@@ -34,6 +34,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         if let AllowanceStatus::Unavailable { reason } = &i.allowance {
             let _ = writeln!(out, "{:<12} allowance counters unavailable: {reason}", "");
         }
+        for problem in allowance_problems(&i.allowance) {
+            let _ = writeln!(out, "{:<12} allowance {problem}", "");
+        }
         if let Some(v) = analysis.and_then(|a| a.interfaces.iter().find(|v| v.iface == i.name)) {
             let r = &v.rates;
             let _ = writeln!(
@@ -138,11 +141,13 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     let h = &snap.health;
     let _ = writeln!(
         out,
-        "health: missed runs {}  ringbuf drops {}  untracked flows {}  counter read failures {}  late intervals {}",
+        "health: missed runs {}  ringbuf drops {}  untracked flows {}  counter read failures {}  allowance read failures {}  allowance reads not trusted {}  late intervals {}",
         h.missed_total(),
         h.ringbuf_drops,
         h.untracked_flows,
         h.counter_read_failures,
+        h.allowance_read_failures,
+        h.allowance_untrusted_reads,
         h.late_intervals
     );
     if let Some(s) = h.probe_sampling_text() {
@@ -166,6 +171,30 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             p.not_attached.as_deref().unwrap_or("unknown reason"),
             p.lost.as_deref().unwrap_or("unknown")
         );
+    }
+    out
+}
+
+/// What is wrong with an interface's allowance read this interval, each with
+/// its reason, for every view: the read failed (counted, the last good totals
+/// shown), it worked but its counters are not trusted, or lines of the
+/// counter file were skipped. Empty when nothing is.
+pub fn allowance_problems(status: &AllowanceStatus) -> Vec<String> {
+    let Some(a) = status.sample() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if let Some(e) = &a.last_error {
+        out.push(format!(
+            "read FAILED ({} since start): {e}",
+            a.read_failures
+        ));
+    }
+    if let Some(why) = &a.untrusted {
+        out.push(format!("read NOT trusted: {why}"));
+    }
+    if let Some(skipped) = &a.skipped {
+        out.push(format!("file: {skipped}"));
     }
     out
 }
@@ -227,6 +256,45 @@ mod tests {
             },
             iface: iface.map(String::from),
             ..FlowSample::example(id)
+        }
+    }
+
+    #[test]
+    fn allowance_failures_untrusted_reads_and_skipped_lines_are_shown_with_their_reason() {
+        use crate::model::snapshot::AllowanceSample;
+        let mut eth0 = iface("eth0");
+        eth0.allowance = AllowanceStatus::Read(Box::new(AllowanceSample {
+            read_failures: 3,
+            last_error: Some("/tmp/ena.txt: cannot read: No such file or directory".into()),
+            untrusted: Some("went down, not to near zero: bw_out_allowance_exceeded 9 -> 8".into()),
+            skipped: Some("1 line skipped: /tmp/ena.txt:2: no value for \"x\"".into()),
+            ..Default::default()
+        }));
+        let snap = Snapshot {
+            fragments_created: None,
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![eth0],
+            flows: vec![],
+            idle_flows: 0,
+            events: vec![],
+            health: Health {
+                counter_read_failures: 1,
+                allowance_read_failures: 3,
+                allowance_untrusted_reads: 2,
+                ..Default::default()
+            },
+        };
+        let text = render(&snap, None, 10);
+        for want in [
+            "allowance read FAILED (3 since start): /tmp/ena.txt: cannot read: No such file",
+            "allowance read NOT trusted: went down, not to near zero: bw_out_allowance_exceeded 9 -> 8",
+            "allowance file: 1 line skipped: /tmp/ena.txt:2: no value for \"x\"",
+            "counter read failures 1  allowance read failures 3  allowance reads not trusted 2",
+        ] {
+            assert!(text.contains(want), "{want:?} in\n{text}");
         }
     }
 

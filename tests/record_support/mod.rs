@@ -123,6 +123,10 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
         read_failures: 0,
         admin_cmd_failures: Some(seq / 10),
         last_error: (seq % 10 == 9).then(|| "short read".to_string()),
+        untrusted: (seq % 10 == 5).then(|| "went down, not to near zero".to_string()),
+        untrusted_reads: seq / 10,
+        skipped_lines: seq / 20,
+        skipped: (seq % 20 == 3).then(|| "/tmp/ena:4: no value for \"x\"".to_string()),
     };
     let mut drops = BTreeMap::new();
     drops.insert("QDISC_DROP".to_string(), seq % 11);

@@ -466,6 +466,8 @@ impl Generator {
                 iter_records: self.iter_records,
                 seeded_flows: self.seeded,
                 counter_read_failures: 0,
+                allowance_read_failures: 0,
+                allowance_untrusted_reads: 0,
                 host_queue_untracked: 0,
                 // As a full dump reads them: every flow of the interval.
                 flows_dumped: samples_len,
@@ -515,6 +517,7 @@ impl Generator {
                 read_failures: 0,
                 admin_cmd_failures: Some(0),
                 last_error: None,
+                ..Default::default()
             }))
         } else {
             AllowanceStatus::Unavailable {

@@ -116,6 +116,34 @@ pub fn extract(stats: &[(String, u64)]) -> AllowanceCounters {
     from_array(v)
 }
 
+/// A counter that went down is believed reset only when its new value is
+/// at most this share of the old one: 24,648 back to 19,920 is a step back
+/// (a stale or second writer, a glitch), not a reset.
+const NEAR_ZERO_SHARE: u64 = 10;
+
+/// ...and at most what the counter could have counted since the reset: the
+/// most it grew in one read (times [`NEAR_ZERO_GROWTHS`]), or this many, the
+/// untrusted-read slack, for a counter that never grew much.
+const NEAR_ZERO_FLOOR: u64 = 10_000;
+const NEAR_ZERO_GROWTHS: u64 = 2;
+
+/// A decrease (a reset or a step back) this few reads after the previous
+/// one is a repeat: real resets are rare (a driver or device reset), a
+/// source that goes down again and again is not counting.
+const DECREASE_MEMORY: u64 = 60;
+
+/// After repeated decreases, the source is trusted again once this many
+/// reads in a row went without one (the read that completes them is the
+/// first trusted).
+const CONSISTENT_READS: u64 = 5;
+
+/// Whether a counter that went from `old` down to `new` was reset (and has
+/// counted `new` since), given the most it grew in one read so far.
+fn is_reset_to_near_zero(old: u64, new: u64, largest_growth: u64) -> bool {
+    new.saturating_mul(NEAR_ZERO_SHARE) <= old
+        && new <= NEAR_ZERO_FLOOR.max(largest_growth.saturating_mul(NEAR_ZERO_GROWTHS))
+}
+
 /// Delta state of one interface's allowance counters.
 #[derive(Debug, Default)]
 pub struct AllowanceTracker {
@@ -130,6 +158,26 @@ pub struct AllowanceTracker {
     read_failures: u64,
     /// The admin-queue failure count of the last good read.
     admin_failures: Option<u64>,
+    /// Per counter, the most it grew from one trusted read to the next: what
+    /// one interval can plausibly add, for telling a reset from a step back.
+    largest_growth: Values,
+    /// Reads since the last one in which a counter went down; None before
+    /// the first such read.
+    reads_since_decrease: Option<u64>,
+    /// The source went down repeatedly: no read is trusted until
+    /// [`CONSISTENT_READS`] in a row go without a decrease.
+    distrusted: bool,
+    /// Reads in a row without a decrease.
+    consistent_reads: u64,
+    /// Per counter, the value it last stepped back from, while that was
+    /// less than [`DECREASE_MEMORY`] reads ago: a read that climbs back past
+    /// it holds the growth the step back hid (a stale writer giving way to
+    /// the counting one), so it is not one interval's growth.
+    stepped_back_from: Values,
+    /// The previous read was data (not failed, zeroed or untrusted): only
+    /// then is this read's growth one interval's, fit for `largest_growth`.
+    previous_was_data: bool,
+    untrusted_reads: u64,
 }
 
 impl AllowanceTracker {
@@ -154,6 +202,16 @@ impl AllowanceTracker {
         let mut delta: Values = [None; N];
         let mut reset = false;
         let mut zeroed = false;
+        // Counters that went down, not to near zero: `name old -> new`; and
+        // that climbed back past where they had stepped back from.
+        let mut step_backs: Vec<String> = Vec::new();
+        let mut climbs_back: Vec<String> = Vec::new();
+        if self
+            .reads_since_decrease
+            .is_none_or(|n| n + 1 >= DECREASE_MEMORY)
+        {
+            self.stepped_back_from = [None; N];
+        }
         for group in GROUPS {
             let members: Vec<usize> = (0..N).filter(|&i| STATS[i].group == group).collect();
             let present: Vec<usize> = members
@@ -198,12 +256,37 @@ impl AllowanceTracker {
                         Kind::Gauge => Some(v),
                     },
                     (Some(_), Some(v)) if STATS[i].kind == Kind::Gauge => Some(v),
-                    (Some(b), Some(v)) if v >= b => Some(v - b),
-                    // Went down: the device reset it; what it shows now is
-                    // what was counted since.
-                    (Some(_), Some(v)) => {
+                    (Some(b), Some(v)) if v >= b => {
+                        if let Some(from) = self.stepped_back_from[i].filter(|f| v >= *f) {
+                            climbs_back.push(format!(
+                                "{} {b} -> {v}, past the {from} it had stepped back from",
+                                STATS[i].name
+                            ));
+                            self.stepped_back_from[i] = None;
+                        }
+                        if self.previous_was_data {
+                            let largest = self.largest_growth[i].get_or_insert(0);
+                            *largest = (*largest).max(v - b);
+                        }
+                        Some(v - b)
+                    }
+                    // Went down to near zero: the device reset it; what it
+                    // shows now is what was counted since.
+                    (Some(b), Some(v))
+                        if is_reset_to_near_zero(b, v, self.largest_growth[i].unwrap_or(0)) =>
+                    {
                         reset = true;
                         Some(v)
+                    }
+                    // Went down, but not near zero: no reset gives that. Not
+                    // data: nothing counted, and the new value is the
+                    // baseline (if it was a glitch, the read after it spans
+                    // the gap and is flagged in the analysis, src/analysis/trust.rs).
+                    (Some(b), Some(v)) => {
+                        step_backs.push(format!("{} {b} -> {v}", STATS[i].name));
+                        let from = self.stepped_back_from[i].get_or_insert(b);
+                        *from = (*from).max(b);
+                        Some(0)
                     }
                 };
                 self.baseline[i] = now[i];
@@ -212,13 +295,78 @@ impl AllowanceTracker {
         self.resets += u64::from(reset);
         self.zeroed_reads += u64::from(zeroed);
         self.admin_failures = admin_failures(stats);
-        Some(self.sample(source, totals, delta, None))
+        let untrusted = self.judge_consistency(reset, &step_backs, &climbs_back);
+        self.untrusted_reads += u64::from(untrusted.is_some());
+        self.previous_was_data = !zeroed && untrusted.is_none();
+        let mut sample = self.sample(source, totals, delta, None);
+        sample.untrusted = untrusted;
+        Some(sample)
+    }
+
+    /// Keeps count of the reads in which a counter went down and says why
+    /// this read is not data, if it is not. A step back, or a climb back past
+    /// where one stepped back from, is not data and makes the source
+    /// untrusted until [`CONSISTENT_READS`] reads in a row go without a
+    /// decrease (a stale writer's values may go on growing for a while, and
+    /// the counting one's return jumps over the gap); a reset does too when
+    /// it repeats within [`DECREASE_MEMORY`] reads of the last decrease.
+    fn judge_consistency(
+        &mut self,
+        reset: bool,
+        step_backs: &[String],
+        climbs_back: &[String],
+    ) -> Option<String> {
+        let mut why = Vec::new();
+        if !step_backs.is_empty() {
+            why.push(format!(
+                "went down, not to near zero (no reset gives that): {}",
+                step_backs.join(", ")
+            ));
+        }
+        if !climbs_back.is_empty() {
+            why.push(format!(
+                "climbed back over a step back, growth spanning it: {}",
+                climbs_back.join(", ")
+            ));
+        }
+        let decreased = reset || !step_backs.is_empty();
+        if decreased {
+            if let Some(n) = self.reads_since_decrease.filter(|n| *n < DECREASE_MEMORY) {
+                self.distrusted = true;
+                why.push(format!(
+                    "counters went down again {} read(s) after the last time",
+                    n + 1
+                ));
+            }
+            self.reads_since_decrease = Some(0);
+        } else if let Some(n) = self.reads_since_decrease.as_mut() {
+            *n += 1;
+        }
+        if decreased || !climbs_back.is_empty() {
+            self.consistent_reads = 0;
+        } else {
+            self.consistent_reads += 1;
+        }
+        if !step_backs.is_empty() || !climbs_back.is_empty() {
+            self.distrusted = true;
+        } else if self.distrusted && self.consistent_reads >= CONSISTENT_READS {
+            self.distrusted = false;
+        }
+        if self.distrusted {
+            why.push(format!(
+                "the source is not trusted until {CONSISTENT_READS} reads in a row go without \
+                 a decrease ({} so far)",
+                self.consistent_reads
+            ));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
     }
 
     /// A read that failed: counted, and the last good totals reported with
     /// zero growth (gauges keep their last value) so observing continues.
     pub fn failed(&mut self, error: String, source: &str) -> AllowanceSample {
         self.read_failures += 1;
+        self.previous_was_data = false;
         let totals = self.baseline;
         let mut delta: Values = [None; N];
         for i in 0..N {
@@ -234,6 +382,9 @@ impl AllowanceTracker {
     pub fn forget(&mut self) {
         self.baseline = [None; N];
         self.zero_pending = [false; 2];
+        self.largest_growth = [None; N];
+        self.stepped_back_from = [None; N];
+        self.previous_was_data = false;
     }
 
     fn sample(
@@ -252,6 +403,10 @@ impl AllowanceTracker {
             read_failures: self.read_failures,
             admin_cmd_failures: self.admin_failures,
             last_error,
+            untrusted: None,
+            untrusted_reads: self.untrusted_reads,
+            skipped_lines: 0,
+            skipped: None,
         }
     }
 }
@@ -338,6 +493,128 @@ mod tests {
         let s = observe(&mut t, &eni(1011, 5, 9));
         assert_eq!(s.delta.bw_out_allowance_exceeded, Some(5));
         assert_eq!(s.resets, 2);
+    }
+
+    #[test]
+    fn a_reset_to_near_zero_is_trusted_and_counts_what_came_since() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 1_000_000, 0));
+        observe(&mut t, &eni(0, 1_050_000, 0));
+        // Grew 50,000 in a read: 80,000 since a reset is plausible.
+        let s = observe(&mut t, &eni(0, 80_000, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(80_000));
+        assert_eq!((s.resets, s.untrusted_reads), (1, 0));
+        assert_eq!(s.untrusted, None);
+        let s = observe(&mut t, &eni(0, 90_000, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(10_000));
+        assert_eq!(s.untrusted, None);
+    }
+
+    #[test]
+    fn a_step_back_is_an_untrusted_read_never_a_reset_plus_the_full_value() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 20_000, 0));
+        observe(&mut t, &eni(0, 24_648, 0));
+        // The field case: read as a reset it was 19,920 new exceeded
+        // packets, 229% of the wire packets.
+        let s = observe(&mut t, &eni(5, 19_920, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(0));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(5));
+        assert_eq!(s.totals.bw_out_allowance_exceeded, Some(19_920));
+        assert_eq!(s.resets, 0);
+        assert_eq!(s.untrusted_reads, 1);
+        let why = s.untrusted.expect("flagged");
+        assert!(
+            why.contains("bw_out_allowance_exceeded 24648 -> 19920"),
+            "{why}"
+        );
+        // The next reads grow from the new value, but are not trusted: a
+        // stale writer's value may go on growing, and the counting one's
+        // return jumps over the gap.
+        let s = observe(&mut t, &eni(5, 19_950, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(30));
+        assert!(s.untrusted.unwrap().contains("(1 so far)"));
+        let s = observe(&mut t, &eni(5, 25_000, 0));
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(5_050));
+        let why = s.untrusted.unwrap();
+        assert!(
+            why.contains("bw_out_allowance_exceeded 19950 -> 25000, past the 24648"),
+            "{why}"
+        );
+        assert!(why.contains("(0 so far)"), "{why}");
+        // Five reads in a row without a decrease: trusted again.
+        let flags: Vec<bool> = (1..=5)
+            .map(|k| observe(&mut t, &eni(5, 25_000 + k, 0)).untrusted.is_some())
+            .collect();
+        assert_eq!(flags, [true, true, true, true, false]);
+        // A value above a tenth of the old one is no reset, however small.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 600, 0));
+        let s = observe(&mut t, &eni(0, 100, 0));
+        assert_eq!((s.resets, s.untrusted_reads), (0, 1));
+        // Nor is one below a tenth but above what the counter could count
+        // since: it never grew more than 10,000 in a read.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 5_000_000, 0));
+        observe(&mut t, &eni(0, 5_000_100, 0));
+        let s = observe(&mut t, &eni(0, 400_000, 0));
+        assert_eq!((s.resets, s.untrusted_reads), (0, 1));
+    }
+
+    #[test]
+    fn alternating_writers_mark_the_source_untrusted_from_the_first_step_back() {
+        let mut t = AllowanceTracker::new();
+        // Two writers of one file: one counts on, the other repeats a stale
+        // value (the field case held hypervisor_queuing from its third
+        // interval, resets climbing 1 to 8 in 16 s).
+        let mut flagged = Vec::new();
+        let mut deltas = 0;
+        for i in 0..16u64 {
+            let bw_out = if i % 2 == 0 { 20_000 + 500 * i } else { 19_920 };
+            let s = observe(&mut t, &eni(0, bw_out, 0));
+            flagged.push(s.untrusted.is_some());
+            if s.untrusted.is_none() {
+                deltas += s.delta.bw_out_allowance_exceeded.unwrap();
+            }
+            assert_eq!(s.resets, 0, "read {i}");
+        }
+        // The baseline is trusted; from the first step back on, no read is.
+        let mut expected = [true; 16];
+        expected[0] = false;
+        assert_eq!(flagged, expected);
+        assert_eq!(deltas, 0);
+        // The counting writer alone again: its first read jumps over the gap.
+        let s = observe(&mut t, &eni(0, 30_000, 0));
+        assert!(s.untrusted.unwrap().contains("past the 27000"));
+    }
+
+    #[test]
+    fn an_untrusted_source_is_trusted_again_after_five_consistent_reads() {
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &eni(0, 1000, 0));
+        observe(&mut t, &eni(0, 900, 0));
+        observe(&mut t, &eni(0, 1100, 0));
+        let s = observe(&mut t, &eni(0, 950, 0));
+        assert!(s
+            .untrusted
+            .as_deref()
+            .unwrap()
+            .contains("went down again 2 read(s)"));
+        let mut untrusted = Vec::new();
+        for k in 1..=6 {
+            let s = observe(&mut t, &eni(0, 950 + 10 * k, 0));
+            untrusted.push(s.untrusted.is_some());
+            assert_eq!(s.delta.bw_out_allowance_exceeded, Some(10));
+        }
+        assert_eq!(untrusted, [true, true, true, true, false, false]);
+        // 900 (a step back), 1100 (climbs back over it), 950, then four.
+        assert_eq!(t.untrusted_reads, 3 + 4);
+        // Long after, one reset is a reset again, not a repeat.
+        for k in 0..DECREASE_MEMORY {
+            observe(&mut t, &eni(0, 1_100 + k, 0));
+        }
+        let s = observe(&mut t, &eni(0, 3, 0));
+        assert_eq!((s.resets, s.untrusted), (1, None));
     }
 
     #[test]

@@ -11,12 +11,22 @@ pub mod driver_versions;
 pub mod ethtool;
 pub mod parse;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::model::snapshot::AllowanceStatus;
 
 use self::delta::AllowanceTracker;
 use self::ethtool::Ethtool;
+
+/// A read's skipped lines as the sample shows them: the first, and how
+/// many there were.
+fn skipped_note(skipped: &[String]) -> Option<String> {
+    let first = skipped.first()?;
+    Some(match skipped.len() {
+        1 => format!("1 line skipped: {first}"),
+        n => format!("{n} lines skipped, the first: {first}"),
+    })
+}
 
 /// Where an interface's counters are read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +62,33 @@ pub fn parse_counters_arg(s: &str) -> Result<(String, PathBuf), String> {
     Ok((iface.to_string(), PathBuf::from(path)))
 }
 
+/// Why `path` cannot be a counter file, checked once at start: it does not
+/// exist, is a directory, or is not a regular file (a device such as
+/// /dev/zero, a FIFO, a socket). Each of these is a mistake in the command
+/// line, not a read that may work next interval; a file that exists but is
+/// malformed or goes missing later is a failed read, counted and shown.
+pub fn counter_path_problem(path: &Path) -> Option<String> {
+    let shown = path.display();
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some(format!("{shown} does not exist"))
+        }
+        Err(e) => return Some(format!("{shown}: {e}")),
+    };
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        return Some(format!("{shown} is a directory, not a counter file"));
+    }
+    if !ft.is_file() {
+        return Some(format!(
+            "{shown} is not a regular file (a device, FIFO or socket): counter files are \
+             regular files, as `ethtool -S IFACE > FILE` writes them"
+        ));
+    }
+    None
+}
+
 /// The kernel's rules for a device name (`dev_valid_name`).
 fn valid_iface_name(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
@@ -74,7 +111,9 @@ fn valid_iface_name(name: &str) -> Result<(), &'static str> {
 
 /// What one fetch from the source gave.
 enum Fetched {
-    Stats(Vec<(String, u64)>),
+    /// The statistics, and the lines of a counter file skipped as
+    /// malformed (`path:line: why`).
+    Stats(Vec<(String, u64)>, Vec<String>),
     /// The device has no statistics at all (e.g. `lo`): not an error.
     NoStats(String),
     Failed(String),
@@ -89,6 +128,8 @@ pub struct AllowanceReader {
     /// The driver name, for the "unavailable" reason; read once.
     driver: Option<String>,
     tracker: AllowanceTracker,
+    /// Lines of the counter file skipped since start.
+    skipped_lines: u64,
 }
 
 impl AllowanceReader {
@@ -106,6 +147,7 @@ impl AllowanceReader {
             ethtool,
             driver: None,
             tracker: AllowanceTracker::new(),
+            skipped_lines: 0,
         }
     }
 
@@ -122,8 +164,22 @@ impl AllowanceReader {
     pub fn read(&mut self) -> AllowanceStatus {
         let label = self.source.label();
         match self.fetch() {
-            Fetched::Stats(stats) => match self.tracker.observe(&stats, &label) {
-                Some(sample) => AllowanceStatus::Read(Box::new(sample)),
+            // Lines skipped and no allowance stat among the rest: the bad
+            // lines are where the counters should be (a file caught half
+            // written). A failed read, not a device without counters.
+            Fetched::Stats(stats, skipped)
+                if !skipped.is_empty() && delta::extract(&stats) == Default::default() =>
+            {
+                self.skipped_lines += skipped.len() as u64;
+                self.failed(skipped[0].clone(), &label)
+            }
+            Fetched::Stats(stats, skipped) => match self.tracker.observe(&stats, &label) {
+                Some(mut sample) => {
+                    self.skipped_lines += skipped.len() as u64;
+                    sample.skipped_lines = self.skipped_lines;
+                    sample.skipped = skipped_note(&skipped);
+                    AllowanceStatus::Read(Box::new(sample))
+                }
                 None => AllowanceStatus::Unavailable {
                     reason: self.no_counters_reason(stats.len()),
                 },
@@ -132,16 +188,20 @@ impl AllowanceReader {
                 self.tracker.forget();
                 AllowanceStatus::Unavailable { reason }
             }
-            Fetched::Failed(error) => {
-                AllowanceStatus::Read(Box::new(self.tracker.failed(error, &label)))
-            }
+            Fetched::Failed(error) => self.failed(error, &label),
         }
+    }
+
+    fn failed(&mut self, error: String, label: &str) -> AllowanceStatus {
+        let mut sample = self.tracker.failed(error, label);
+        sample.skipped_lines = self.skipped_lines;
+        AllowanceStatus::Read(Box::new(sample))
     }
 
     fn fetch(&mut self) -> Fetched {
         match &self.source {
             CounterSource::File(path) => match parse::parse_file(path) {
-                Ok(stats) => Fetched::Stats(stats),
+                Ok(p) => Fetched::Stats(p.stats, p.skipped.iter().map(|e| e.to_string()).collect()),
                 Err(e) => Fetched::Failed(e),
             },
             CounterSource::Ioctl => {
@@ -155,7 +215,7 @@ impl AllowanceReader {
                     return Fetched::Failed(format!("{}: no SIOCETHTOOL socket", self.iface));
                 };
                 match ethtool.stats() {
-                    Ok(stats) => Fetched::Stats(stats),
+                    Ok(stats) => Fetched::Stats(stats, Vec::new()),
                     Err(e) if e.is_unsupported() => {
                         let driver = self.driver_label();
                         Fetched::NoStats(format!(
@@ -312,6 +372,53 @@ mod tests {
         assert_eq!(s.delta.bw_out_allowance_exceeded, Some(30));
         assert_eq!(s.delta.bw_in_allowance_exceeded, Some(1));
         assert_eq!((s.read_failures, s.last_error), (2, None));
+    }
+
+    #[test]
+    fn a_bad_line_is_skipped_and_flagged_the_other_counters_still_read() {
+        let dir = Scratch::new("badline");
+        let path = dir.write("ena.txt", &ena_text(10, 100));
+        let mut r = AllowanceReader::new("eth0", CounterSource::File(path.clone()));
+        sample(r.read());
+        let text = ena_text(12, 150).replace("tx_timeout: 0", "tx_timeout: n/a");
+        dir.write("ena.txt", &text);
+        let s = sample(r.read());
+        assert_eq!(s.last_error, None);
+        assert_eq!(s.delta.bw_out_allowance_exceeded, Some(50));
+        assert_eq!(s.delta.bw_in_allowance_exceeded, Some(2));
+        assert_eq!(s.skipped_lines, 1);
+        assert_eq!(
+            s.skipped.as_deref(),
+            Some(
+                format!(
+                    "1 line skipped: {}:2: value \"n/a\" is not an unsigned integer",
+                    path.display()
+                )
+                .as_str()
+            )
+        );
+        // A clean read clears the note; the count stays.
+        dir.write("ena.txt", &ena_text(12, 160));
+        let s = sample(r.read());
+        assert_eq!((s.skipped_lines, s.skipped), (1, None));
+    }
+
+    #[test]
+    fn counter_paths_that_cannot_be_counter_files() {
+        let dir = Scratch::new("paths");
+        let file = dir.write("ena.txt", &ena_text(0, 0));
+        assert_eq!(counter_path_problem(&file), None);
+        let missing = dir.0.join("nope.txt");
+        assert_eq!(
+            counter_path_problem(&missing),
+            Some(format!("{} does not exist", missing.display()))
+        );
+        assert!(counter_path_problem(&dir.0)
+            .unwrap()
+            .ends_with("is a directory, not a counter file"));
+        assert!(counter_path_problem(Path::new("/dev/zero"))
+            .unwrap()
+            .starts_with("/dev/zero is not a regular file"));
     }
 
     #[test]

@@ -39,6 +39,27 @@ impl std::error::Error for ParseError {}
 /// error, as are an empty text and a missing header. Names are kept as
 /// printed (drivers use `[`, `]`, `_`, `-`, `.`, digits, even spaces).
 pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, ParseError> {
+    let parsed = parse_stats_skipping(text, origin)?;
+    match parsed.skipped.into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok(parsed.stats),
+    }
+}
+
+/// What [`parse_stats_skipping`] read: the statistics, and the lines it
+/// skipped with why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedStats {
+    pub stats: Vec<(String, u64)>,
+    pub skipped: Vec<ParseError>,
+}
+
+/// As [`parse_stats`], but a line that is not `name: value` is skipped and
+/// kept in `skipped` instead of failing the whole text: one bad line of a
+/// counter file (a driver printing a stat of its own kind, a stray line)
+/// must not hide every other counter. An empty text or a missing header is
+/// still an error: then the text is not `ethtool -S` output at all.
+pub fn parse_stats_skipping(text: &str, origin: &str) -> Result<ParsedStats, ParseError> {
     let fail = |line: usize, message: String| ParseError {
         origin: origin.to_string(),
         line,
@@ -57,45 +78,44 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
         }
     }
     let mut stats = Vec::new();
+    let mut skipped = Vec::new();
     for (n, line) in lines {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        // The value never holds a colon; a name might, so split at the last.
-        let Some((name, value)) = line.rsplit_once(':') else {
-            return Err(fail(
-                n,
-                format!("expected \"name: value\", found {}", brief(line)),
-            ));
-        };
-        let (name, value) = (name.trim_end(), value.trim());
-        if name.is_empty() {
-            return Err(fail(
-                n,
-                format!("no statistic name before the colon in {}", brief(line)),
-            ));
-        }
-        if value.is_empty() {
-            return Err(fail(n, format!("no value for {}", brief(name))));
-        }
-        // u64::from_str accepts a leading '+'; ethtool never prints one.
-        let parsed = value
-            .bytes()
-            .all(|b| b.is_ascii_digit())
-            .then(|| value.parse::<u64>().ok())
-            .flatten();
-        match parsed {
-            Some(v) => stats.push((name.to_string(), v)),
-            None => {
-                return Err(fail(
-                    n,
-                    format!("value {} is not an unsigned integer", brief(value)),
-                ))
-            }
+        match parse_line(line) {
+            Ok(stat) => stats.push(stat),
+            Err(message) => skipped.push(fail(n, message)),
         }
     }
-    Ok(stats)
+    Ok(ParsedStats { stats, skipped })
+}
+
+/// One `name: value` line, trimmed and not blank.
+fn parse_line(line: &str) -> Result<(String, u64), String> {
+    // The value never holds a colon; a name might, so split at the last.
+    let Some((name, value)) = line.rsplit_once(':') else {
+        return Err(format!("expected \"name: value\", found {}", brief(line)));
+    };
+    let (name, value) = (name.trim_end(), value.trim());
+    if name.is_empty() {
+        return Err(format!(
+            "no statistic name before the colon in {}",
+            brief(line)
+        ));
+    }
+    if value.is_empty() {
+        return Err(format!("no value for {}", brief(name)));
+    }
+    // u64::from_str accepts a leading '+'; ethtool never prints one.
+    value
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| value.parse::<u64>().ok())
+        .flatten()
+        .map(|v| (name.to_string(), v))
+        .ok_or_else(|| format!("value {} is not an unsigned integer", brief(value)))
 }
 
 /// A counter file larger than this is not `ethtool -S` output (a real ENA
@@ -155,11 +175,20 @@ fn read_bounded(path: &Path) -> Result<String, String> {
     })
 }
 
-/// Reads and parses a counter file. A file that cannot be read is an error
-/// naming the file (there is no line to name).
-pub fn parse_file(path: &Path) -> Result<Vec<(String, u64)>, String> {
+/// Reads and parses a counter file, skipping bad lines
+/// ([`parse_stats_skipping`]). A file that cannot be read is an error naming
+/// the file (there is no line to name); so is one without the header, and
+/// one of which no line could be read (the first bad line is the error).
+pub fn parse_file(path: &Path) -> Result<ParsedStats, String> {
     let text = read_bounded(path)?;
-    parse_stats(&text, &path.display().to_string()).map_err(|e| e.to_string())
+    let parsed =
+        parse_stats_skipping(&text, &path.display().to_string()).map_err(|e| e.to_string())?;
+    if parsed.stats.is_empty() {
+        if let Some(first) = parsed.skipped.first() {
+            return Err(first.to_string());
+        }
+    }
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -239,6 +268,27 @@ mod tests {
             err("NIC statistics:\n a:\n"),
             "/tmp/x.txt:2: no value for \"a\""
         );
+    }
+
+    #[test]
+    fn a_bad_line_is_skipped_and_named_the_others_are_read() {
+        let text = "NIC statistics:\n a: 1\n b: abc\n c 3\n d: 4\n";
+        let p = parse_stats_skipping(text, "/tmp/x.txt").unwrap();
+        assert_eq!(p.stats, vec![("a".to_string(), 1), ("d".to_string(), 4)]);
+        let skipped: Vec<String> = p.skipped.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "/tmp/x.txt:3: value \"abc\" is not an unsigned integer",
+                "/tmp/x.txt:4: expected \"name: value\", found \"c 3\"",
+            ]
+        );
+        // Strict, the first is the error; without a header nothing is skipped.
+        assert_eq!(
+            err(text),
+            "/tmp/x.txt:3: value \"abc\" is not an unsigned integer"
+        );
+        assert!(parse_stats_skipping("a: 1\n", "t").is_err());
     }
 
     #[test]

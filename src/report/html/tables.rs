@@ -453,7 +453,7 @@ pub fn thresholds(out: &mut String, report: &Report) {
     let values = serde_json::to_value(&report.thresholds).unwrap_or_default();
     out.push_str(
         "<table class=\"thresholds\">\n<tr><th>name</th><th>value</th><th>default</th>\
-         <th>meaning</th></tr>\n",
+         <th>allowed</th><th>meaning</th></tr>\n",
     );
     for info in Thresholds::describe() {
         let value = values
@@ -465,10 +465,11 @@ pub fn thresholds(out: &mut String, report: &Report) {
         let _ = writeln!(
             out,
             "<tr{cls}><td>{name}</td><td class=\"num\">{value}</td><td class=\"num\">{default}</td>\
-             <td>{doc}</td></tr>",
+             <td>{range}</td><td>{doc}</td></tr>",
             cls = if changed { " class=\"changed\"" } else { "" },
             name = Esc(info.name),
             default = format::significant(info.default, 6),
+            range = Esc(&info.range.to_string()),
             doc = Esc(info.doc)
         );
     }

@@ -453,6 +453,8 @@ fn tables_hold_the_report() {
             info.name
         );
     }
+    // Each with its allowed range (escaped: `>=`).
+    assert!(html.contains("<td>a whole number &gt;= 1</td>"));
 }
 
 #[test]

@@ -39,6 +39,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
                 read_failures: 2,
                 admin_cmd_failures: None,
                 last_error: None,
+                ..Default::default()
             })),
             None => AllowanceStatus::Unavailable {
                 reason: "not ENA".into(),

@@ -206,6 +206,18 @@ pub fn health_text(h: &Health) -> String {
         h.untracked_flows + h.host_queue_untracked,
         h.counter_read_failures
     );
+    if h.allowance_read_failures > 0 {
+        text.push_str(&format!(
+            " | allowance read failures {}",
+            h.allowance_read_failures
+        ));
+    }
+    if h.allowance_untrusted_reads > 0 {
+        text.push_str(&format!(
+            " | allowance reads not trusted {}",
+            h.allowance_untrusted_reads
+        ));
+    }
     if h.late_intervals > 0 {
         text.push_str(&format!(" | late intervals {}", h.late_intervals));
     }
@@ -233,6 +245,8 @@ fn health_ok(h: &Health) -> bool {
         && h.untracked_flows == 0
         && h.host_queue_untracked == 0
         && h.counter_read_failures == 0
+        && h.allowance_read_failures == 0
+        && h.allowance_untrusted_reads == 0
         && h.late_intervals == 0
 }
 
@@ -316,6 +330,15 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
         return Line::from("");
     };
     let r = &v.rates;
+    // A failed or untrusted read comes first, in place of rates that are
+    // not data: the reason is what the line has room for.
+    let problems = crate::sinks::table::allowance_problems(&iface.allowance);
+    if !problems.is_empty() {
+        return Line::from(Span::styled(
+            format!("  allowance {}", problems.join("; ")),
+            Style::new().fg(Color::Yellow),
+        ));
+    }
     let allowance = match &iface.allowance {
         AllowanceStatus::Read(_) => format!(
             "  exceeded: bw_out {} bw_in {} pps {} conntrack {} linklocal {}",

@@ -145,6 +145,39 @@ fn find(lines: &[String], text: &str) -> Option<usize> {
     lines.iter().position(|l| l.contains(text))
 }
 
+/// A failed allowance read shows its reason on the interface's allowance
+/// line, and the health line counts it apart from interface counters.
+#[test]
+fn full_screen_shows_a_failed_allowance_read_with_its_reason() {
+    let th = Thresholds::default();
+    let mut m = Model::default();
+    let first = shaped(0);
+    let a = analyze(&[], &first, &th);
+    m.push(&first, &a, "live");
+    let mut snap = shaped(1);
+    if let AllowanceStatus::Read(s) = &mut snap.interfaces[0].allowance {
+        s.read_failures = 1;
+        s.last_error = Some("/tmp/ena.txt: cannot read: No such file or directory".into());
+    }
+    snap.health.allowance_read_failures = 1;
+    let a = analyze(std::slice::from_ref(&first), &snap, &th);
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 140, 40);
+    let screen = lines.join("\n");
+    let rates = find(&lines, "b0 (veth)").expect(&screen);
+    assert!(
+        lines[rates + 1].contains(
+            "allowance read FAILED (1 since start): /tmp/ena.txt: cannot read: No such file"
+        ),
+        "{screen}"
+    );
+    let health = find(&lines, "health:").expect(&screen);
+    assert!(
+        lines[health].contains("read failures 0 | allowance read failures 1"),
+        "{screen}"
+    );
+}
+
 #[test]
 fn full_screen_shows_interface_verdict_and_flows() {
     let (m, a) = model(4);
