@@ -46,6 +46,7 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_late_intervals_total",
     "throttlescope_idle_flows",
     "throttlescope_allowance_read_failures_total",
+    "throttlescope_allowance_untrusted_reads_total",
     "throttlescope_allowance_counter_resets_total",
     "throttlescope_intervals_total",
     "throttlescope_last_interval_timestamp_seconds",

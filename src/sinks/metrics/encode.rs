@@ -234,6 +234,11 @@ fn families(state: &ExporterState) -> Vec<Family> {
         "Failed reads of the device's allowance counters since start.",
         Kind::Counter,
     );
+    let mut untrusted = Family::new(
+        "throttlescope_allowance_untrusted_reads",
+        "Reads of the device's allowance counters not trusted since start (a counter stepped back, not a reset to near zero: a second writer, a stale copy; not judged).",
+        Kind::Counter,
+    );
     let mut resets = Family::new(
         "throttlescope_allowance_counter_resets",
         "Times the device's allowance counters went down (a driver reset) since start.",
@@ -248,6 +253,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
                 }
             }
             read_failures.int(dev(name), a.read_failures);
+            untrusted.int(dev(name), a.untrusted_reads);
             resets.int(dev(name), a.resets);
         }
         let l = &d.link;
@@ -299,6 +305,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
         confidence,
         verdict_secs,
         read_failures,
+        untrusted,
         resets,
     ]);
     out.extend(flow_families(state));

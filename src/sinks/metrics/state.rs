@@ -41,6 +41,8 @@ pub struct DeviceState {
 pub struct AllowanceState {
     pub totals: AllowanceCounters,
     pub read_failures: u64,
+    /// Reads whose counters were not trusted (stepped back, docs/allowance.md).
+    pub untrusted_reads: u64,
     pub resets: u64,
 }
 
@@ -147,6 +149,7 @@ impl ExporterState {
             d.allowance = iface.allowance.sample().map(|a| AllowanceState {
                 totals: a.totals,
                 read_failures: a.read_failures,
+                untrusted_reads: a.untrusted_reads,
                 resets: a.resets,
             });
             match analysis.interfaces.iter().find(|v| v.iface == iface.name) {

@@ -37,6 +37,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
                 resets: 1,
                 zeroed_reads: 0,
                 read_failures: 2,
+                untrusted_reads: 4,
                 admin_cmd_failures: None,
                 last_error: None,
                 ..Default::default()
@@ -202,6 +203,7 @@ fn exact_names_and_values() {
         r#"throttlescope_verdict{device="lo",verdict="idle"} 1"#,
         r#"throttlescope_verdict_confidence{device="b0"} 0.75"#,
         r#"throttlescope_allowance_read_failures_total{device="b0"} 2"#,
+        r#"throttlescope_allowance_untrusted_reads_total{device="b0"} 4"#,
         r#"throttlescope_allowance_counter_resets_total{device="b0"} 1"#,
         r#"throttlescope_bpf_events_total{program="tcp_probe"} 42"#,
         r#"throttlescope_bpf_missed_total{program="tcp_probe"} 1"#,
