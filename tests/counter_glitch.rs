@@ -17,41 +17,16 @@ mod record_support;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::traffic::Bulk;
-use common::{enter_netns, Lab};
+use common::{enter_netns, tx_bytes_of, write_ena_counters, Lab};
 use record_support::TempDir;
 use throttlescope::analysis::{Location, Verdict};
-
-/// b0's transmitted bytes, from the calling thread's namespace.
-fn b0_tx_bytes() -> u64 {
-    let dev = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
-    let line = dev
-        .lines()
-        .find(|l| l.trim_start().starts_with("b0:"))
-        .expect("b0 in /proc/thread-self/net/dev");
-    // face: rx bytes packets errs drop fifo frame compressed multicast | tx bytes ...
-    let fields: Vec<&str> = line.split(':').nth(1).unwrap().split_whitespace().collect();
-    fields[8].parse().unwrap()
-}
-
-/// `ethtool -S` text with one line no parser can read (`tx_timeout: n/a`).
-fn write_counters(path: &Path, bw_out: u64) {
-    let text = format!(
-        "NIC statistics:\n     tx_timeout: n/a\n     bw_in_allowance_exceeded: 0\n     \
-         bw_out_allowance_exceeded: {bw_out}\n     pps_allowance_exceeded: 0\n     \
-         conntrack_allowance_exceeded: 0\n     linklocal_allowance_exceeded: 0\n     \
-         conntrack_allowance_available: 100000\n"
-    );
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
 
 #[test]
 fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
@@ -73,13 +48,13 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
         let (file, stop, ns) = (file.clone(), stop.clone(), lab.broker());
         std::thread::spawn(move || {
             enter_netns(&PathBuf::from("/run/netns").join(ns));
-            let base = b0_tx_bytes();
+            let base = tx_bytes_of("b0");
             let start = Instant::now();
             // (time, the counting writer's value), to play the stale one.
             let mut history: Vec<(Duration, u64)> = Vec::new();
             while !stop.load(Ordering::SeqCst) {
                 let t = start.elapsed();
-                let counted = (b0_tx_bytes() - base) / 1514 / 5;
+                let counted = (tx_bytes_of("b0") - base) / 1514 / 5;
                 history.push((t, counted));
                 let stale_turn = t >= Duration::from_secs(4) && (t.as_millis() / 700) % 2 == 1;
                 let value = if stale_turn {
@@ -92,7 +67,7 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
                 } else {
                     counted
                 };
-                write_counters(&file, value);
+                write_ena_counters(&file, value, true);
                 std::thread::sleep(Duration::from_millis(100));
             }
         })

@@ -352,3 +352,37 @@ pub fn watch_lines(
         })
         .collect()
 }
+
+/// `dev`'s transmitted bytes, from the calling thread's network namespace.
+pub fn tx_bytes_of(dev: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+    let prefix = format!("{dev}:");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{dev} in /proc/thread-self/net/dev"));
+    // face: rx bytes packets errs drop fifo frame compressed multicast | tx bytes ...
+    let fields: Vec<&str> = line.split(':').nth(1).unwrap().split_whitespace().collect();
+    fields[8].parse().unwrap()
+}
+
+/// Plays the ENA device: writes `ethtool -S` text with `bw_out` as
+/// bw_out_allowance_exceeded (the other allowance counters 0) to `path`,
+/// whole (a rename), optionally with one line no parser can read
+/// (`tx_timeout: n/a`).
+pub fn write_ena_counters(path: &Path, bw_out: u64, malformed_line: bool) {
+    let odd = if malformed_line {
+        "     tx_timeout: n/a\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "NIC statistics:\n{odd}     bw_in_allowance_exceeded: 0\n     \
+         bw_out_allowance_exceeded: {bw_out}\n     pps_allowance_exceeded: 0\n     \
+         conntrack_allowance_exceeded: 0\n     linklocal_allowance_exceeded: 0\n     \
+         conntrack_allowance_available: 100000\n"
+    );
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
