@@ -11,10 +11,8 @@
 mod common;
 mod record_support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,21 +60,11 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
         })
     };
     std::thread::sleep(Duration::from_millis(300));
-    let mut watch = Command::new("ip")
-        .args(["netns", "exec", &lab.broker()])
-        .arg(common::binary())
-        .args(["watch", "--json", "--interval", "1s", "--duration", "12s"])
-        .arg("--counters")
-        .arg(format!("b0={}", file.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn watch");
-    let lines: Vec<serde_json::Value> = BufReader::new(watch.stdout.take().unwrap())
+    let out = lab.watch_json_in_broker_reading(&file, "12s", &["--interval", "1s"]);
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out)
         .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(watch.wait().unwrap().success());
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
     bulk.close();

@@ -118,7 +118,18 @@ impl Lab {
     /// namespace, with the lab's emulated counters for b0 and `extra`
     /// arguments; returns its stdout (one JSON line per interval).
     pub fn watch_json_in_broker(&self, duration: &str, extra: &[&str]) -> Vec<u8> {
-        let counters = format!("{}={}", self.broker_if, self.counters.display());
+        self.watch_json_in_broker_reading(&self.counters, duration, extra)
+    }
+
+    /// As [`Lab::watch_json_in_broker`], the broker interface's allowance
+    /// counters read from `counters` (a test playing the ENA device).
+    pub fn watch_json_in_broker_reading(
+        &self,
+        counters: &Path,
+        duration: &str,
+        extra: &[&str],
+    ) -> Vec<u8> {
+        let counters = format!("{}={}", self.broker_if, counters.display());
         let out = run(Command::new("ip")
             .args(["netns", "exec", &self.broker()])
             .arg(binary())
