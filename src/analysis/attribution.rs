@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
-use super::rates::{flow_rtt_inflation, flow_sent};
+use super::rates::{flow_rtt_inflation, flow_sent, flow_srtt_us};
 use super::thresholds::Thresholds;
 use crate::model::snapshot::{FlowSample, Owner, Snapshot};
 
@@ -184,7 +184,7 @@ pub fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
                 .get(&(f.iface.as_deref(), f.peer.ip()))
                 .copied()
                 .unwrap_or(0);
-            let srtt = f.srtt_mean_us.unwrap_or(f.srtt_us);
+            let srtt = flow_srtt_us(f);
             let added = (base > 0 && srtt > 0).then(|| srtt.saturating_sub(base));
             let parts = backoff_parts(f, added, interval_us, th);
             FlowAttribution {

@@ -406,15 +406,10 @@ fn free_flow(s: &Signals, r: &NormalisedRates) -> Decision {
             } else {
                 (e.value / e.threshold).min(1.0)
             };
-            (Some(signal), near)
+            (signal, near)
         })
-        .fold((None, 0.0_f64), |best, x| {
-            if x.1 > best.1 || best.0.is_none() {
-                x
-            } else {
-                best
-            }
-        });
+        .reduce(|best, x| if x.1 > best.1 { x } else { best })
+        .map_or((None, 0.0), |(signal, near)| (Some(signal), near));
     let mut c = FREE.at(1.0 - closeness);
     if !r.allowance_available {
         c = c.min(FREE_BLIND_MAX);

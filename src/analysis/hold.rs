@@ -408,7 +408,7 @@ impl Hold {
             bw_in: r.bw_in_exceeded,
             pps: r.pps_exceeded,
             segs_out: r.segs_out,
-            retrans: r.retrans_segs - r.retrans_spurious,
+            retrans: r.lossy_retransmits(),
         });
         let n = Thresholds::count(th.hold_window).max(1);
         while self.window.len() > n {

@@ -166,10 +166,15 @@ pub(crate) fn flow_sent(f: &FlowSample) -> bool {
     f.delta.bytes_sent > 0 || f.delta.segs_out > 0
 }
 
-/// srtt over the interval (mean of the probe samples when there were any)
-/// divided by min_rtt.
+/// srtt over the interval: the mean of the probe samples when there were
+/// any, else srtt at its end.
+pub(crate) fn flow_srtt_us(f: &FlowSample) -> u32 {
+    f.srtt_mean_us.unwrap_or(f.srtt_us)
+}
+
+/// [`flow_srtt_us`] divided by min_rtt.
 pub(crate) fn flow_rtt_inflation(f: &FlowSample) -> Option<f64> {
-    let srtt = f.srtt_mean_us.unwrap_or(f.srtt_us);
+    let srtt = flow_srtt_us(f);
     (f.min_rtt_us > 0 && srtt > 0).then(|| srtt as f64 / f.min_rtt_us as f64)
 }
 
@@ -193,6 +198,11 @@ fn allowance_deltas(rates: &mut NormalisedRates, d: &AllowanceCounters, t: &Allo
 }
 
 impl NormalisedRates {
+    /// The retransmits not reported spurious: what loss is judged on.
+    pub fn lossy_retransmits(&self) -> u64 {
+        self.retrans_segs.saturating_sub(self.retrans_spurious)
+    }
+
     /// These rates with the allowance part left out, as `normalise` gives
     /// them for an interface without counters: for a read that is no data.
     pub fn without_allowance(self) -> Self {
@@ -266,8 +276,8 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             if let Some(i) = flow_rtt_inflation(f) {
                 let weight = f.delta.bytes_sent.max(1) as f64;
                 inflations.push((i, weight));
-                let srtt = f.srtt_mean_us.unwrap_or(f.srtt_us);
-                delays.push((srtt.saturating_sub(f.min_rtt_us) as f64, weight));
+                let added = flow_srtt_us(f).saturating_sub(f.min_rtt_us);
+                delays.push((added as f64, weight));
             }
             probes += f.delta.probe_events;
             waiting += f.delta.waiting_events;
@@ -276,7 +286,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             known |= f.totals.busy_us > 0;
         }
     }
-    r.retransmit_pct = pct(Some(r.retrans_segs - r.retrans_spurious), r.segs_out);
+    r.retransmit_pct = pct(Some(r.lossy_retransmits()), r.segs_out);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);
     r.rwnd_limited_pct = pct(Some(rwnd), busy);

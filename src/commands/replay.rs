@@ -18,13 +18,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     // the report shows.
     let mut walk = walk(&args.files);
     let Some(first) = walk.files().first().cloned() else {
-        let why: Vec<String> = walk
-            .filter_map(|item| match item {
-                WalkItem::Warning(w) => Some(w),
-                _ => None,
-            })
-            .collect();
-        bail!("nothing to replay: {}", why.join("; "));
+        bail!("nothing to replay: {}", walk.into_warnings().join("; "));
     };
     let (base, warning) = recorded_thresholds(&first.header, &first.name());
     let thresholds = base

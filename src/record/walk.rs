@@ -72,6 +72,16 @@ impl RecordingWalk {
         &self.ordered
     }
 
+    /// Every warning left in the walk, the rest dropped: why nothing could
+    /// be read when [`Self::files`] is empty.
+    pub fn into_warnings(self) -> Vec<String> {
+        self.filter_map(|item| match item {
+            WalkItem::Warning(w) => Some(w),
+            _ => None,
+        })
+        .collect()
+    }
+
     /// Opens the next file, queueing what it starts with; false at the end.
     fn open_next(&mut self) -> bool {
         let Some(file) = self.files.next() else {

@@ -46,13 +46,7 @@ pub fn build(req: ReportRequest) -> Result<Report> {
     let mut walk = walk(paths);
     let files = walk.files().to_vec();
     if files.is_empty() {
-        let why: Vec<String> = walk
-            .filter_map(|item| match item {
-                WalkItem::Warning(w) => Some(w),
-                _ => None,
-            })
-            .collect();
-        bail!("nothing to report: {}", why.join("; "));
+        bail!("nothing to report: {}", walk.into_warnings().join("; "));
     }
     let mut warnings: Vec<String> = Vec::new();
     let first = &files[0];

@@ -142,6 +142,16 @@ pub fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
     s
 }
 
+/// After the retransmit rate (which leaves them out): the retransmits the
+/// receivers reported as duplicates, when there were any.
+pub fn spurious_note(spurious: u64) -> String {
+    if spurious > 0 {
+        format!(" (+{spurious} spurious)")
+    } else {
+        String::new()
+    }
+}
+
 /// A duration the kernel gives in microseconds (srtt, min_rtt), where 0
 /// means not measured yet: [`UNKNOWN`] then, else as [`secs`] (`250us`,
 /// `1.10ms`, `25.0ms`).

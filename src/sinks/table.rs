@@ -47,7 +47,7 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
                 opt_pct(r.bw_in_pct),
                 opt_pct(r.pps_pct),
                 opt_pct(r.retransmit_pct),
-                spurious_note(r.retrans_spurious),
+                units::spurious_note(r.retrans_spurious),
                 held::one_line(v)
             );
             if let Some(before) = analysis.and_then(|a| held::earlier_episodes(a, &i.name)) {
@@ -214,16 +214,6 @@ fn owner_label(f: &FlowSample) -> String {
     match &f.owner {
         Some(o) => o.label(),
         None => "-".into(),
-    }
-}
-
-/// After the retransmit rate (which leaves them out): the retransmits the
-/// receivers reported as duplicates, when there were any.
-pub fn spurious_note(spurious: u64) -> String {
-    if spurious > 0 {
-        format!(" (+{spurious} spurious)")
-    } else {
-        String::new()
     }
 }
 

@@ -368,7 +368,7 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
         Span::raw(format!(
             "  retrans {}{}",
             opt_pct(r.retransmit_pct),
-            crate::sinks::table::spurious_note(r.retrans_spurious)
+            crate::shared::units::spurious_note(r.retrans_spurious)
         )),
         Span::raw(backlog),
     ])
