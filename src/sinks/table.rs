@@ -222,6 +222,22 @@ mod tests {
     use super::*;
     use crate::model::snapshot::{FlowCounters, Health, InterfaceSample, LinkCounters};
 
+    /// The first interval (no flows) of `interfaces`, with `health`.
+    fn one_interval(interfaces: Vec<InterfaceSample>, health: Health) -> Snapshot {
+        Snapshot {
+            fragments_created: None,
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces,
+            flows: vec![],
+            idle_flows: 0,
+            events: vec![],
+            health,
+        }
+    }
+
     fn iface(name: &str) -> InterfaceSample {
         InterfaceSample {
             name: name.into(),
@@ -260,23 +276,15 @@ mod tests {
             skipped: Some("1 line skipped: /tmp/ena.txt:2: no value for \"x\"".into()),
             ..Default::default()
         }));
-        let snap = Snapshot {
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
-            interfaces: vec![eth0],
-            flows: vec![],
-            idle_flows: 0,
-            events: vec![],
-            health: Health {
+        let snap = one_interval(
+            vec![eth0],
+            Health {
                 counter_read_failures: 1,
                 allowance_read_failures: 3,
                 allowance_untrusted_reads: 2,
                 ..Default::default()
             },
-        };
+        );
         let text = render(&snap, None, 10);
         for want in [
             "allowance read FAILED (3 since start): /tmp/ena.txt: cannot read: No such file",
@@ -351,17 +359,9 @@ mod tests {
 
     #[test]
     fn programs_not_attached_are_shown_with_what_is_missing() {
-        let snap = Snapshot {
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
-            interfaces: vec![iface("ens5")],
-            flows: vec![],
-            idle_flows: 0,
-            events: vec![],
-            health: Health {
+        let snap = one_interval(
+            vec![iface("ens5")],
+            Health {
                 programs: vec![crate::model::snapshot::ProgramHealth {
                     name: "tcp_sendmsg_locked".into(),
                     attached: false,
@@ -371,7 +371,7 @@ mod tests {
                 }],
                 ..Default::default()
             },
-        };
+        );
         let text = render(&snap, None, 10);
         assert!(
             text.contains(
