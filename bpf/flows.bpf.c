@@ -76,6 +76,16 @@ const volatile __u32 test_reject = 0;
  * was lost is noticed gone. .data, not .rodata: they change while loaded. */
 volatile __u32 flow_dump_gen = 1;
 volatile __u32 flow_dump_all = 1;
+/* Set by user space once the seeding iterator has run: the namespace it
+ * seeded (0 before). Every socket of that namespace open at start got its
+ * storage from the seeding, so storage an event creates there afterwards
+ * belongs to a socket born while we watched, even when the state change
+ * that marks an opening was missed (the kernel skips a program re-entered
+ * on its CPU, e.g. a task preempted inside it: tens per 1,000 sockets in a
+ * storm). Without this such a flow counted as pre-existing, and its first
+ * reading as a baseline: its segments, bytes and retransmits up to then
+ * went missing from every sum. */
+volatile __u32 seeded_netns = 0;
 
 /* When each of the last dumps began (jiffies), by generation: slot gen & 3,
  * written by the dump's first record. A flow whose kernel stamps are later
@@ -97,6 +107,7 @@ struct ts_close_event _abi_close_event = {};
 enum ts_health_counter _abi_health_counter = TS_H_MAX;
 enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
 enum ts_ifindex_source _abi_ifindex_source = TS_IFX_NONE;
+enum ts_event_reader _abi_event_reader = TS_EVENTS_POLL_MS;
 
 /* Before 5.16 the receive ifindex lived in struct inet_sock. */
 struct inet_sock___pre_5_16 {
@@ -121,6 +132,25 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, TS_EVENTS_RINGBUF_BYTES);
 } events SEC(".maps");
+
+/* Close records that found the ring buffer full (flows.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, TS_CLOSED_OVERFLOW_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct ts_flow_record);
+} closed_overflow SEC(".maps");
+
+/* on_tcp_destroy_sock's record on its way to closed_overflow. Its own: a
+ * tracing program does not nest in itself on one CPU (the kernel skips and
+ * counts such a run), but it can interrupt an iterator using `scratch`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ts_flow_record);
+} close_scratch SEC(".maps");
 
 /* Scratch space for one record: too large for the 512-byte stack. */
 struct {
@@ -171,11 +201,24 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		st->first_seen_ns = now;
 		st->ca_since_ns = now;
 		st->ca_state = current_ca_state(sk);
+		if (seeded_netns && sk_netns(sk) == seeded_netns)
+			st->opened_ns = now;
 	}
 	mark_moved(st);
 	if (!st->lport)
 		st->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	return st;
+}
+
+/* Wake the reader thread only once the ring holds a quarter of its size: it
+ * also looks every TS_EVENTS_POLL_MS, so a lone event waits at most that
+ * long, while a steady trickle of events costs no wakeup each (the kernel's
+ * default wakes the reader for every record that finds the ring empty). */
+static __always_inline __u64 wakeup_flags(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= TS_EVENTS_RINGBUF_BYTES / 4
+		       ? BPF_RB_FORCE_WAKEUP
+		       : BPF_RB_NO_WAKEUP;
 }
 
 static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 arg1)
@@ -195,7 +238,7 @@ static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 
 	ev->arg0 = arg0;
 	ev->arg1 = arg1;
 	ev->netns = sk_netns(sk);
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, wakeup_flags());
 }
 
 /* The interface the flow uses, in its own netns: the egress device of the
@@ -472,6 +515,27 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 	return 0;
 }
 
+/* The ring buffer is full (a storm of closes outran the reader thread): the
+ * final record waits in closed_overflow, which user space drains each
+ * interval, so the flow's last counters still reach it. */
+static __always_inline void defer_close(struct sock *sk, struct tcp_sock *tp,
+					struct ts_flow_state *st)
+{
+	struct ts_flow_record *rec;
+	__u32 zero = 0;
+
+	rec = bpf_map_lookup_elem(&close_scratch, &zero);
+	if (!rec) {
+		health_inc(health, TS_H_CLOSES_LOST);
+		return;
+	}
+	fill_record(rec, sk, tp, st);
+	if (bpf_map_update_elem(&closed_overflow, &rec->cookie, rec, BPF_ANY))
+		health_inc(health, TS_H_CLOSES_LOST);
+	else
+		health_inc(health, TS_H_CLOSES_DEFERRED);
+}
+
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 {
@@ -490,7 +554,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 	 * reported once with its final counters. */
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		health_inc(health, TS_H_RINGBUF_DROPS);
+		defer_close(sk, tp, st);
 		return 0;
 	}
 	fill_record(&ev->rec, sk, tp, st);
@@ -500,7 +564,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 	ev->hdr.arg0 = 0;
 	ev->hdr.arg1 = 0;
 	ev->hdr.netns = ev->rec.netns;
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, wakeup_flags());
 	return 0;
 }
 

@@ -18,13 +18,27 @@
  * with each socket.
  *
  * The event ring buffer, in bytes (the kernel wants a power of two and a
- * multiple of the page size). User space drains it once per interval (1 s by
- * default), so it holds an interval's events: ~26000 open, state, retransmit
- * or congestion events (32 bytes and an 8-byte ring header each), or ~2400
- * close records (424 + 8 bytes). Past it events are counted in
- * TS_H_RINGBUF_DROPS.
+ * multiple of the page size). A reader thread in user space drains it as it
+ * fills (src/collect/probes/event_reader.rs): programs wake it when the ring
+ * holds a quarter of this, and it also looks every TS_EVENTS_POLL_MS. It holds
+ * ~100,000 open, state, retransmit or congestion events (32 bytes and an
+ * 8-byte ring header each), or ~9,700 close records (424 + 8 bytes): the
+ * slack for the reader to be scheduled in a storm of closes. Events past it
+ * are counted in TS_H_RINGBUF_DROPS; a close record past it goes to
+ * closed_overflow instead.
  */
-#define TS_EVENTS_RINGBUF_BYTES (1 << 20)
+#define TS_EVENTS_RINGBUF_BYTES (4 << 20)
+/* An enum, not a #define, so that BTF carries it to the Rust side. */
+enum ts_event_reader {
+	TS_EVENTS_POLL_MS = 100,
+};
+/*
+ * Close records that found the ring buffer full wait here, by socket cookie,
+ * for the next interval (a hash without preallocation: memory only while a
+ * storm fills it, at most ~16 MiB). Past it a close is lost
+ * (TS_H_CLOSES_LOST) and its flow forgotten at the next full dump.
+ */
+#define TS_CLOSED_OVERFLOW_ENTRIES 32768
 /* The per-CPU scratch record of the flow-dump iterators: one per CPU is all
  * an iterator run needs, it writes its record out before the next. */
 #define TS_SCRATCH_ENTRIES 1
@@ -47,9 +61,12 @@ enum ts_health_counter {
 	TS_H_DESTROY_EVENTS,     /* tcp_destroy_sock runs on an observed socket */
 	TS_H_SENDMSG_EVENTS,     /* tcp_sendmsg_locked runs on an observed socket */
 	TS_H_UNTRACKED,          /* socket-local storage could not be created: flow not tracked */
-	TS_H_RINGBUF_DROPS,      /* events lost because the ring buffer was full */
+	TS_H_RINGBUF_DROPS,      /* events (not closes) lost because the ring buffer was full */
 	TS_H_ITER_RECORDS,       /* flow records written by the snapshot iterator */
 	TS_H_SEEDED,             /* pre-existing sockets found by the seeding iterator */
+	TS_H_CLOSES_DEFERRED,    /* close records that found the ring buffer full
+				  * and waited in closed_overflow (not lost) */
+	TS_H_CLOSES_LOST,        /* close records that found both full: lost */
 	TS_H_MAX,
 };
 

@@ -172,7 +172,15 @@ fn active(f: &FlowSample) -> bool {
 /// bytes share, then id, so the order is stable).
 pub fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
     let interval_us = snap.interval_ns as f64 / 1e3;
-    let total_sent: u64 = snap.flows.iter().map(|f| f.delta.bytes_sent).sum();
+    // Folded flows (src/model/fold.rs) sent part of the interval's bytes:
+    // a listed flow's share is of all of them.
+    let total_sent: u64 = snap.flows.iter().map(|f| f.delta.bytes_sent).sum::<u64>()
+        + snap
+            .folded
+            .flows
+            .iter()
+            .map(|g| g.delta.bytes_sent)
+            .sum::<u64>();
     let bases = base_rtts(snap);
     let mut out: Vec<FlowAttribution> = snap
         .flows

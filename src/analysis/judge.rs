@@ -55,6 +55,7 @@ impl Judge {
             v.held = hold.push(v, snap.seq, (start_ns, snap.mono_ns), th);
         }
         self.history.push_back(Snapshot {
+            folded: Default::default(),
             fragments_created: None,
             seq: snap.seq,
             mono_ns: snap.mono_ns,

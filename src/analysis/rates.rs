@@ -286,6 +286,21 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             known |= f.totals.busy_us > 0;
         }
     }
+    // Flows past the interval's listing limit, summed (src/model/fold.rs):
+    // their segments and retransmits count like the listed ones'. They have
+    // no RTT or send-limit figures of their own to weigh in.
+    for g in snap
+        .folded
+        .flows
+        .iter()
+        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface.name))
+    {
+        r.segs_out += g.delta.segs_out;
+        r.retrans_segs += g.delta.retrans_segs;
+        r.retrans_spurious += g.delta.spurious_retransmits();
+        r.failed_retransmits += g.delta.retrans_failed;
+        r.active_flows += g.sending as usize;
+    }
     r.retransmit_pct = pct(Some(r.lossy_retransmits()), r.segs_out);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);

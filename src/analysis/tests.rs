@@ -26,6 +26,7 @@ impl Build {
     fn new(seq: u64, secs: u64) -> Self {
         Build {
             snap: Snapshot {
+                folded: Default::default(),
                 fragments_created: None,
                 seq,
                 mono_ns: (seq + 1) * secs * 1_000_000_000,
@@ -1522,4 +1523,46 @@ fn an_unchanged_read_without_an_admin_failure_is_judged() {
         .iter()
         .all(|e| e.signal != trust::UNTRUSTED_SIGNAL));
     assert!(a.interfaces[0].rates.allowance_available);
+}
+
+/// A storm interval folded to its listing limit (src/model/fold.rs) is
+/// judged on all of its traffic: the folded flows' segments and retransmits
+/// count in the rates as the listed ones' did, and the shares of the listed
+/// flows are of every byte sent.
+#[test]
+fn a_folded_interval_is_judged_as_the_whole_one() {
+    let whole = Build::new(0, 10)
+        .tx_bulk(1e9, 16)
+        .bw_out_pct(3.0)
+        .flows(40, 2.0, 1.2)
+        .done();
+    let mut folded = whole.clone();
+    assert_eq!(folded.fold(7, 100), 33);
+    let (v, w) = (judge_one(&[], &whole), judge_one(&[], &folded));
+    assert_eq!(w.verdict, Verdict::NetworkLoss, "{:#?}", w.evidence);
+    assert_eq!(w.verdict, v.verdict);
+    assert_eq!(w.rates.segs_out, v.rates.segs_out);
+    assert_eq!(w.rates.retrans_segs, v.rates.retrans_segs);
+    assert_eq!(w.rates.retransmit_pct, v.rates.retransmit_pct);
+    assert_eq!(w.rates.active_flows, v.rates.active_flows);
+    let shares = |s: &Snapshot| -> Vec<(u64, f64)> {
+        let a = analyze(&[], s, &Thresholds::default());
+        let mut v: Vec<(u64, f64)> = a
+            .flows
+            .iter()
+            .map(|f| (f.flow_id, f.bytes_share_pct))
+            .collect();
+        v.sort_by_key(|p| p.0);
+        v
+    };
+    let listed = shares(&folded);
+    assert_eq!(listed.len(), 7);
+    let all = shares(&whole);
+    for (id, share) in listed {
+        let (_, before) = all.iter().find(|(i, _)| *i == id).unwrap();
+        assert!(
+            (share - before).abs() < 1e-9,
+            "flow {id}: {share} vs {before}"
+        );
+    }
 }

@@ -20,6 +20,7 @@ use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
 use crate::collect::probes::hostq::HostQueueProbes;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
+use crate::model::fold::{DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
     AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
@@ -54,6 +55,9 @@ pub struct CollectorConfig {
     /// many, a power of two; 1: every segment. Counters and current values
     /// come from the socket at each dump and stay exact.
     pub probe_sampling: u32,
+    /// Flows listed one by one per interval; the rest are folded
+    /// (src/model/fold.rs).
+    pub listed_flows: usize,
 }
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
@@ -72,6 +76,7 @@ impl Default for CollectorConfig {
             workloads: WorkloadFilter::default(),
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
+            listed_flows: DEFAULT_LISTED_FLOWS,
         }
     }
 }
@@ -110,7 +115,7 @@ pub struct Collector {
     prev_frag_creates: Option<u64>,
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
-    prev_lost_events: u64,
+    prev_lost_closes: u64,
 }
 
 impl Collector {
@@ -163,10 +168,10 @@ impl Collector {
             late_intervals: 0,
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
-            prev_lost_events: 0,
+            prev_lost_closes: 0,
         };
         // Baselines: the first snapshot reports growth from now on.
-        c.prev_lost_events = c.lost_events()?;
+        c.prev_lost_closes = c.lost_closes()?;
         // The first dump is a full one: room for every socket seeding found.
         let seeded = c.probes.counters()?.get(ts_health_counter::TS_H_SEEDED);
         let live = c.probes.read_flows(true, seeded as usize + 1024)?;
@@ -198,13 +203,14 @@ impl Collector {
         Ok(c)
     }
 
-    /// Ring-buffer events lost or undecodable since start.
-    fn lost_events(&self) -> Result<u64> {
+    /// Close records lost since start (the ring buffer and the overflow map
+    /// both full): their flows vanish without a final record, which only a
+    /// full dump notices.
+    fn lost_closes(&self) -> Result<u64> {
         Ok(self
             .probes
             .counters()?
-            .get(ts_health_counter::TS_H_RINGBUF_DROPS)
-            + self.probes.malformed_events())
+            .get(ts_health_counter::TS_H_CLOSES_LOST))
     }
 
     /// The interval the next `collect` ends should end by `due` (the
@@ -220,11 +226,11 @@ impl Collector {
 
     /// One snapshot covering the time since the previous call.
     pub fn collect(&mut self) -> Result<Snapshot> {
-        // Losses are read before the events are drained: a close event lost
+        // Losses are read before the events are drained: a close record lost
         // after this is seen next interval, and its flow forgotten then.
-        let lost = self.lost_events()?;
-        let all = lost != self.prev_lost_events || (self.seq + 1) % FULL_DUMP_EVERY == 0;
-        self.prev_lost_events = lost;
+        let lost = self.lost_closes()?;
+        let all = lost != self.prev_lost_closes || (self.seq + 1) % FULL_DUMP_EVERY == 0;
+        self.prev_lost_closes = lost;
         let events = self.probes.drain_events()?;
         // A full dump reads every tracked flow: room for them all at once,
         // not a buffer doubled up to it (at 30,000 flows, 16 MB copied into
@@ -321,7 +327,9 @@ impl Collector {
             host_queue_untracked,
             untracked_flows: counters.get(ts_health_counter::TS_H_UNTRACKED),
             ringbuf_drops: counters.get(ts_health_counter::TS_H_RINGBUF_DROPS)
-                + self.probes.malformed_events(),
+                + self.probes.lost_in_reader(),
+            closes_deferred: counters.get(ts_health_counter::TS_H_CLOSES_DEFERRED),
+            closes_lost: counters.get(ts_health_counter::TS_H_CLOSES_LOST),
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,
@@ -334,7 +342,8 @@ impl Collector {
             probe_sampling: self.probes.probe_sampling(),
         };
 
-        let snap = Snapshot {
+        let mut snap = Snapshot {
+            folded: Default::default(),
             seq: self.seq,
             mono_ns,
             unix_ms: crate::shared::clock::now_unix_ms(),
@@ -346,6 +355,7 @@ impl Collector {
             health,
             fragments_created,
         };
+        snap.fold(self.config.listed_flows, MAX_LISTED_EVENTS);
         self.prev_mono_ns = mono_ns;
         self.seq += 1;
         Ok(snap)

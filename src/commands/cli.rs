@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use crate::collect::allowance::parse_counters_arg;
 use crate::collect::collector::DEFAULT_PROBE_SAMPLING;
+use crate::model::fold::{DEFAULT_LISTED_FLOWS, MAX_LISTED_FLOWS};
 use crate::shared::units::{parse_duration, parse_interval, parse_size};
 
 #[derive(Debug, Parser)]
@@ -163,6 +164,15 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_PROBE_SAMPLING,
           value_parser = parse_probe_sampling)]
     pub probe_sampling: u32,
+
+    /// List at most N flows one by one per interval: those that lost or
+    /// backed off first, then the busiest. In a storm of connections the
+    /// others are not dropped: they are summed per interface (`folded` in
+    /// the JSON and recordings) and still count in every verdict. 100 to
+    /// 25000; bounds an interval's size (about 1.5 KB a flow).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LISTED_FLOWS,
+          value_parser = parse_list_flows)]
+    pub list_flows: usize,
 
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9979).
     /// Give a non-loopback address only on purpose: there is no auth.
@@ -383,6 +393,18 @@ fn parse_probe_sampling(s: &str) -> Result<u32, String> {
         return Err(format!(
             "{n} is not a power of two from 1 to 64 (1 samples every segment)"
         ));
+    }
+    Ok(n)
+}
+
+/// `--list-flows`: 100 to MAX_LISTED_FLOWS (fewer would fold the flows a
+/// small host has; more could make an interval's line too long to read back).
+fn parse_list_flows(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number (100 to {MAX_LISTED_FLOWS})"))?;
+    if !(100..=MAX_LISTED_FLOWS).contains(&n) {
+        return Err(format!("{n} is not from 100 to {MAX_LISTED_FLOWS}"));
     }
     Ok(n)
 }

@@ -2,5 +2,6 @@
 //! a flow belongs to ([`workload::Workload`]). Plain data with serde, the
 //! same type live and in a recording.
 
+pub mod fold;
 pub mod snapshot;
 pub mod workload;

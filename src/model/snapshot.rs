@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::fold::Folded;
 use crate::model::workload::Workload;
 
 /// One interval of observation.
@@ -48,11 +49,33 @@ pub struct Snapshot {
     /// interval's baseline, and in recordings before format 1.4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragments_created: Option<u64>,
+    /// Flows and events past the interval's listing limits, summed and
+    /// counted (src/model/fold.rs). Absent when nothing was folded.
+    #[serde(default, skip_serializing_if = "Folded::is_empty")]
+    pub folded: Folded,
 }
 
 impl Snapshot {
     pub fn interval_secs(&self) -> f64 {
         self.interval_ns as f64 / 1e9
+    }
+
+    /// An interval with nothing in it, for unit tests to fill.
+    #[cfg(test)]
+    pub(crate) fn example(seq: u64) -> Self {
+        Snapshot {
+            seq,
+            mono_ns: (seq + 1) * 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: Vec::new(),
+            flows: Vec::new(),
+            idle_flows: 0,
+            events: Vec::new(),
+            health: Health::default(),
+            fragments_created: None,
+            folded: Folded::default(),
+        }
     }
 }
 
@@ -505,8 +528,21 @@ pub struct Health {
     pub programs: Vec<ProgramHealth>,
     /// Sockets whose storage could not be created: not tracked.
     pub untracked_flows: u64,
-    /// Events lost because the ring buffer was full.
+    /// Events lost because the ring buffer was full, or because user space
+    /// had too many waiting (a storm of opens and state changes). Close
+    /// records are counted apart (`closes_deferred`, `closes_lost`).
     pub ringbuf_drops: u64,
+    /// Close records that found the ring buffer full and waited in the
+    /// kernel for the next interval: late, not lost. Absent (0) before
+    /// format 1.9.
+    #[serde(default)]
+    pub closes_deferred: u64,
+    /// Close records lost (ring buffer and overflow both full): those flows'
+    /// last counters since their previous reading are missing, and they are
+    /// forgotten at the next full dump. Absent (0) before format 1.9, when
+    /// lost closes were counted in `ringbuf_drops`.
+    #[serde(default)]
+    pub closes_lost: u64,
     /// Flow records the snapshot iterator wrote.
     pub iter_records: u64,
     /// Sockets found already open when the observer started.

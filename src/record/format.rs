@@ -20,7 +20,7 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// flows that moved; before, every tracked flow), health's `late_intervals`
 /// and the header's `tool_commit` and `bpf_objects`; 1.7 health's
 /// `probe_sampling`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 8 };
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.

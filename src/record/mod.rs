@@ -16,6 +16,7 @@ pub use format::{
     EndReason, EndRecord, FormatVersion, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION,
     FORMAT_NAME,
 };
+pub use lines::MAX_LINE_BYTES;
 pub use reader::{open, read_all, ProblemKind, ReadProblem, ReadSummary, TraceReader};
 pub use recording::{headers_in_order, recorded_thresholds, SegmentFile};
 pub use walk::{walk, RecordingWalk, WalkItem};

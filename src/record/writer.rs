@@ -13,7 +13,9 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 use super::format::{EndReason, EndRecord, TraceHeader};
+use super::lines::MAX_LINE_BYTES;
 use super::segments;
+use crate::model::fold::encode_within;
 use crate::model::snapshot::Snapshot;
 
 /// zstd level: 3 is zstd's default, fast enough to run every interval.
@@ -154,8 +156,11 @@ impl TraceWriter {
                 return Err(e);
             }
         }
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, &RecordRef::Snapshot(snap))?;
+        // One byte under the readers' limit is left for the newline.
+        let (line, _) = encode_within(snap, MAX_LINE_BYTES - 1, |s| {
+            serde_json::to_vec(&RecordRef::Snapshot(s))
+        })?;
+        self.line = line;
         self.line.push(b'\n');
         let seq = snap.seq;
         let seg = self

@@ -197,6 +197,17 @@ pub struct HealthSummary {
     /// Per BPF program: events and runs the kernel skipped, over the span.
     pub programs: BTreeMap<String, ProgramSummary>,
     pub ringbuf_drops: u64,
+    /// Close records lost, and late (waited in the kernel), over the span.
+    #[serde(default)]
+    pub closes_lost: u64,
+    #[serde(default)]
+    pub closes_deferred: u64,
+    /// Flows past the listing limit (summed per interface, not listed),
+    /// over the span, and the intervals that had any.
+    #[serde(default)]
+    pub folded_flows: u64,
+    #[serde(default)]
+    pub folded_intervals: u64,
     pub untracked_flows: u64,
     pub counter_read_failures: u64,
     pub host_queue_untracked: u64,

@@ -396,9 +396,16 @@ fn health(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "  ring buffer drops {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
-        h.ringbuf_drops, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
+        "  ring buffer drops {}, closes lost {} (late {}), untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
+        h.ringbuf_drops, h.closes_lost, h.closes_deferred, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
+    if h.folded_flows > 0 {
+        let _ = writeln!(
+            out,
+            "  {} flows in {} intervals past --list-flows: summed per interface, not listed (their traffic is in every verdict)",
+            h.folded_flows, h.folded_intervals
+        );
+    }
     if h.probe_sampling > 1 {
         let _ = writeln!(
             out,

@@ -131,6 +131,7 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         (more > 0).then(|| format!("{more} more flows")),
         (snap.idle_flows > 0)
             .then(|| format!("{} idle flows (tracked, not listed)", snap.idle_flows)),
+        snap.folded_text(),
     ]
     .into_iter()
     .flatten()
@@ -141,9 +142,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     let h = &snap.health;
     let _ = writeln!(
         out,
-        "health: missed runs {}  ringbuf drops {}  untracked flows {}  counter read failures {}  allowance read failures {}  allowance reads not trusted {}  late intervals {}",
+        "health: missed runs {}  ringbuf drops {}  closes lost {} (late {})  untracked flows {}  counter read failures {}  allowance read failures {}  allowance reads not trusted {}  late intervals {}",
         h.missed_total(),
         h.ringbuf_drops,
+        h.closes_lost,
+        h.closes_deferred,
         h.untracked_flows,
         h.counter_read_failures,
         h.allowance_read_failures,
@@ -225,6 +228,7 @@ mod tests {
     /// The first interval (no flows) of `interfaces`, with `health`.
     fn one_interval(interfaces: Vec<InterfaceSample>, health: Health) -> Snapshot {
         Snapshot {
+            folded: Default::default(),
             fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,
@@ -299,6 +303,7 @@ mod tests {
     #[test]
     fn the_interface_column_appears_with_several_interfaces() {
         let mut snap = Snapshot {
+            folded: Default::default(),
             fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,
@@ -323,6 +328,7 @@ mod tests {
     #[test]
     fn the_workload_column_appears_when_a_flow_has_one() {
         let mut snap = Snapshot {
+            folded: Default::default(),
             fragments_created: None,
             seq: 0,
             mono_ns: 1_000_000_000,

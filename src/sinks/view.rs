@@ -9,7 +9,9 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::analysis::IntervalAnalysis;
+use crate::model::fold::encode_within;
 use crate::model::snapshot::Snapshot;
+use crate::record::MAX_LINE_BYTES;
 use crate::shared::signals;
 use crate::sinks::table;
 
@@ -97,11 +99,12 @@ fn write_stdout(bytes: &[u8]) -> Result<Control> {
 
 impl View for JsonView {
     fn show(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis, _: &str) -> Result<Control> {
-        let line = WatchLine {
-            snapshot: snap,
-            analysis,
-        };
-        let mut bytes = serde_json::to_vec(&line).context("encoding the interval as JSON")?;
+        // Within the limit a trace reader takes, so that a consumer of
+        // these lines can read every one (as `report` reads a recording).
+        let (mut bytes, _) = encode_within(snap, MAX_LINE_BYTES - 1, |snapshot| {
+            serde_json::to_vec(&WatchLine { snapshot, analysis })
+        })
+        .context("encoding the interval as JSON")?;
         bytes.push(b'\n');
         write_stdout(&bytes)
     }

@@ -208,6 +208,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
         })
         .collect();
     Snapshot {
+        folded: Default::default(),
         fragments_created: (seq % 3 != 0).then_some(seq % 4),
         seq,
         mono_ns: 5_000_000_000 + (seq + 1) * 1_000_000_000,

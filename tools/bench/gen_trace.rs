@@ -451,6 +451,7 @@ impl Generator {
             idle_flows: 0,
             events,
             fragments_created: Some(0),
+            folded: Default::default(),
             health: Health {
                 programs: PROGRAMS
                     .iter()
@@ -463,6 +464,8 @@ impl Generator {
                     .collect(),
                 untracked_flows: 0,
                 ringbuf_drops: 0,
+                closes_deferred: 0,
+                closes_lost: 0,
                 iter_records: self.iter_records,
                 seeded_flows: self.seeded,
                 counter_read_failures: 0,

@@ -6,16 +6,14 @@ use std::cell::RefCell;
 use std::io::Read;
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd};
-use std::rc::Rc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{
-    Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBuffer, RingBufferBuilder,
-};
+use libbpf_rs::{Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
 
+use super::event_reader::{EventReader, Pending};
 use super::flows_skel::types::{
     ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
 };
@@ -67,10 +65,7 @@ enum FlowDump {
 pub struct FlowProbes {
     skel: FlowsSkel<'static>,
     dump: RefCell<FlowDump>,
-    ringbuf: RingBuffer<'static>,
-    pending: Rc<RefCell<Vec<RawEvent>>>,
-    /// Ring-buffer messages we could not decode (never expected; counted).
-    malformed: Rc<RefCell<u64>>,
+    events: EventReader,
     /// Optional programs this kernel lacks or rejected.
     dropped: load::Dropped,
     /// tcp_probe's per-segment figures come from one run in this many (1:
@@ -260,23 +255,24 @@ impl FlowProbes {
             }
         };
 
-        let pending = Rc::new(RefCell::new(Vec::new()));
-        let malformed = Rc::new(RefCell::new(0u64));
+        let pending = Arc::new(Mutex::new(Pending::default()));
         let mut builder = RingBufferBuilder::new();
         {
             let pending = pending.clone();
-            let malformed = malformed.clone();
             builder
                 .add(&skel.maps.events, move |data: &[u8]| {
+                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
                     match decode_event(data) {
-                        Some(ev) => pending.borrow_mut().push(ev),
-                        None => *malformed.borrow_mut() += 1,
+                        Some(ev) => p.push(ev),
+                        None => p.malformed += 1,
                     }
                     0
                 })
                 .context("setting up the event ring buffer")?;
         }
-        let ringbuf = builder.build().context("building the ring buffer")?;
+        let ring = builder.build().context("building the ring buffer")?;
+        let events =
+            EventReader::start(ring, pending).context("starting the event reader thread")?;
 
         // What the loaded object does (the mask forced to 0 with
         // ca_from_probe), not what was asked.
@@ -284,18 +280,19 @@ impl FlowProbes {
         let probes = FlowProbes {
             skel,
             dump: RefCell::new(dump),
-            ringbuf,
-            pending,
-            malformed,
+            events,
             dropped,
             probe_sampling,
         };
+        let mut probes = probes;
         probes.seed().context("seeding pre-existing flows")?;
         Ok(probes)
     }
 
-    /// Runs the `seed_flows` iterator once, in this thread's netns.
-    fn seed(&self) -> Result<()> {
+    /// Runs the `seed_flows` iterator once, in this thread's netns; then
+    /// tells the programs which namespace is seeded (`seeded_netns` in
+    /// flows.bpf.c: storage made there from now on is a new socket's).
+    fn seed(&mut self) -> Result<()> {
         let link = self
             .skel
             .progs
@@ -305,6 +302,18 @@ impl FlowProbes {
         let mut it = Iter::new(&link)?;
         let mut sink = Vec::new();
         it.read_to_end(&mut sink)?;
+        let own =
+            crate::collect::netns::own().context("reading this thread's network namespace")?;
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .context("flow BPF object has no .bss")?;
+        let seeded: *mut u32 = &mut bss.seeded_netns;
+        // SAFETY: points into the mmapped .bss map, alive as long as the
+        // skeleton; volatile because the BPF programs read it concurrently.
+        unsafe { std::ptr::write_volatile(seeded, own) };
         Ok(())
     }
 
@@ -343,17 +352,51 @@ impl FlowProbes {
         Ok(flows)
     }
 
-    /// Every event the ring buffer holds now, without waiting.
+    /// Every event read from the ring buffer since the last call, then the
+    /// close records that found it full and waited in `closed_overflow`
+    /// (bpf/flows.h), taken out of that map.
     pub fn drain_events(&self) -> Result<Vec<RawEvent>> {
-        self.ringbuf
-            .poll(Duration::ZERO)
-            .context("polling the event ring buffer")?;
-        Ok(std::mem::take(&mut *self.pending.borrow_mut()))
+        let mut events = self.events.take();
+        self.take_deferred_closes(&mut events)?;
+        Ok(events)
     }
 
-    /// Ring-buffer messages that could not be decoded.
-    pub fn malformed_events(&self) -> u64 {
-        *self.malformed.borrow()
+    /// Moves every record of `closed_overflow` into `out` as a close event.
+    /// Keys are listed first and deleted after: deleting while walking a
+    /// hash map's keys can restart the walk.
+    fn take_deferred_closes(&self, out: &mut Vec<RawEvent>) -> Result<()> {
+        let map = &self.skel.maps.closed_overflow;
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        for key in keys {
+            let Some(value) = map
+                .lookup_and_delete(&key)
+                .context("taking a deferred close record")?
+            else {
+                continue;
+            };
+            match read_record::<ts_flow_record>(&value) {
+                Some(rec) => {
+                    let hdr = ts_event {
+                        ts_ns: rec.now_ns,
+                        cookie: rec.cookie,
+                        kind: ts_event_kind::TS_EV_CLOSE.0,
+                        arg0: 0,
+                        arg1: 0,
+                        netns: rec.netns,
+                    };
+                    out.push(RawEvent::Close(Box::new(ts_close_event { hdr, rec })));
+                }
+                None => self.events.count_malformed(),
+            }
+        }
+        Ok(())
+    }
+
+    /// Events lost in user space: plain events past the reader's cap, and
+    /// messages that could not be decoded (never expected).
+    pub fn lost_in_reader(&self) -> u64 {
+        let (over_cap, malformed) = self.events.lost();
+        over_cap + malformed
     }
 
     /// The `health` array summed over CPUs.

@@ -10,6 +10,7 @@ pub mod hostq_skel {
     include!(concat!(env!("OUT_DIR"), "/hostq.skel.rs"));
 }
 
+pub mod event_reader;
 pub mod flows;
 pub mod hostq;
 pub mod load;

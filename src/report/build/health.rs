@@ -45,6 +45,11 @@ pub(super) struct HealthAcc {
     /// Programs not attached: (why, what is lost).
     program_absent: BTreeMap<String, (String, String)>,
     ringbuf_drops: Cumulative,
+    closes_lost: Cumulative,
+    closes_deferred: Cumulative,
+    /// Flows folded past the listing limit, and the intervals that folded.
+    folded_flows: u64,
+    folded_intervals: u64,
     untracked_flows: Cumulative,
     counter_read_failures: Cumulative,
     host_queue_untracked: Cumulative,
@@ -71,6 +76,8 @@ impl HealthAcc {
             .chain(self.allowance_failures.values_mut())
             .chain([
                 &mut self.ringbuf_drops,
+                &mut self.closes_lost,
+                &mut self.closes_deferred,
                 &mut self.untracked_flows,
                 &mut self.counter_read_failures,
                 &mut self.host_queue_untracked,
@@ -114,6 +121,13 @@ impl HealthAcc {
         }
         self.ringbuf_drops
             .observe(h.ringbuf_drops, from_zero, count);
+        self.closes_lost.observe(h.closes_lost, from_zero, count);
+        self.closes_deferred
+            .observe(h.closes_deferred, from_zero, count);
+        if count && !snap.folded.flows.is_empty() {
+            self.folded_flows += snap.folded.flow_count();
+            self.folded_intervals += 1;
+        }
         self.untracked_flows
             .observe(h.untracked_flows, from_zero, count);
         self.counter_read_failures
@@ -179,6 +193,10 @@ impl HealthAcc {
                 })
                 .collect(),
             ringbuf_drops: self.ringbuf_drops.total,
+            closes_lost: self.closes_lost.total,
+            closes_deferred: self.closes_deferred.total,
+            folded_flows: self.folded_flows,
+            folded_intervals: self.folded_intervals,
             untracked_flows: self.untracked_flows.total,
             counter_read_failures: self.counter_read_failures.total,
             host_queue_untracked: self.host_queue_untracked.total,

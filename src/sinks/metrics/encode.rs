@@ -435,6 +435,27 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Gauge,
     );
     idle.int(Vec::new(), state.idle_flows);
+    let mut folded = Family::new(
+        "throttlescope_folded_flows",
+        "Flows of the last interval past --list-flows: not listed one by one, summed per \
+         interface and counted in every verdict.",
+        Kind::Gauge,
+    );
+    folded.int(Vec::new(), state.folded_flows);
+    let mut closes_lost = Family::new(
+        "throttlescope_closes_lost",
+        "Close records lost (ring buffer and its overflow map full): those flows' last \
+         counters are missing.",
+        Kind::Counter,
+    );
+    closes_lost.int(Vec::new(), state.closes_lost);
+    let mut closes_deferred = Family::new(
+        "throttlescope_closes_deferred",
+        "Close records that found the ring buffer full and waited in the kernel for the \
+         next interval: late, not lost.",
+        Kind::Counter,
+    );
+    closes_deferred.int(Vec::new(), state.closes_deferred);
     let mut missing = Family::new(
         "throttlescope_interface_missing",
         "1 for an interface asked for with --iface that was missing in the last interval \
@@ -467,6 +488,9 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         counter_failures,
         late,
         idle,
+        folded,
+        closes_lost,
+        closes_deferred,
         missing,
         intervals,
         last,

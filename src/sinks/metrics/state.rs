@@ -96,6 +96,9 @@ pub struct ExporterState {
     pub flow_label_collisions: u64,
     pub programs: Vec<ProgramHealth>,
     pub ringbuf_drops: u64,
+    pub closes_lost: u64,
+    pub closes_deferred: u64,
+    pub folded_flows: u64,
     pub untracked_flows: u64,
     pub counter_read_failures: u64,
     pub late_intervals: u64,
@@ -232,6 +235,9 @@ impl ExporterState {
         let h = &snap.health;
         self.programs = h.programs.clone();
         self.ringbuf_drops = h.ringbuf_drops;
+        self.closes_lost = h.closes_lost;
+        self.closes_deferred = h.closes_deferred;
+        self.folded_flows = snap.folded.flow_count();
         self.untracked_flows = h.untracked_flows;
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;

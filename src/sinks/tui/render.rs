@@ -179,13 +179,12 @@ fn status_line(screen: &Screen) -> Line<'static> {
     if ui.help {
         return Line::from(HELP);
     }
-    let h = screen
-        .model
-        .latest
-        .as_ref()
-        .map(|l| l.snap.health.clone())
-        .unwrap_or_default();
-    let text = health_text(&h);
+    let latest = screen.model.latest.as_ref();
+    let h = latest.map(|l| l.snap.health.clone()).unwrap_or_default();
+    let mut text = health_text(&h);
+    if let Some(folded) = latest.and_then(|l| l.snap.folded_text()) {
+        text.push_str(&format!(" | {folded}"));
+    }
     let style = if health_ok(&h) {
         Style::new().fg(Color::DarkGray)
     } else {
@@ -206,6 +205,9 @@ pub fn health_text(h: &Health) -> String {
         h.untracked_flows + h.host_queue_untracked,
         h.counter_read_failures
     );
+    if h.closes_lost > 0 {
+        text.push_str(&format!(" | closes LOST {}", h.closes_lost));
+    }
     if h.allowance_read_failures > 0 {
         text.push_str(&format!(
             " | allowance read failures {}",
@@ -242,6 +244,7 @@ fn health_ok(h: &Health) -> bool {
         && h.missed_total() == 0
         && h.not_attached().next().is_none()
         && h.ringbuf_drops == 0
+        && h.closes_lost == 0
         && h.untracked_flows == 0
         && h.host_queue_untracked == 0
         && h.counter_read_failures == 0

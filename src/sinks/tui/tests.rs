@@ -69,6 +69,7 @@ fn shaped(seq: u64) -> Snapshot {
         ..Default::default()
     };
     Snapshot {
+        folded: Default::default(),
         fragments_created: None,
         seq,
         mono_ns: (seq + 1) * 1_000_000_000,
