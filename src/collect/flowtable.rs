@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::collect::probes::flows_skel::types::ts_flow_record;
+use crate::model::fold::{choose_listed, Folded};
 use crate::model::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
 
 const AF_INET6: u16 = 10;
@@ -95,22 +96,52 @@ impl FlowTable {
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
         resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
     ) -> (Vec<FlowSample>, UpdateCounts) {
+        let closed: Vec<&ts_flow_record> = closed.iter().collect();
+        self.update_listing(
+            live,
+            &closed,
+            all,
+            now_ns,
+            resolve_owner,
+            resolve_iface,
+            usize::MAX,
+            &mut Folded::default(),
+        )
+    }
+
+    /// As [`FlowTable::update`], with at most `max_listed` samples: the
+    /// flows past it (ranked as `model::fold` ranks them) are summed into
+    /// `folded` without a sample ever being built, so a storm of 50,000
+    /// flows costs 50,000 counter sums, not 50,000 samples (about 1.1 KB
+    /// each with their names) held at once.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_listing(
+        &mut self,
+        live: &[ts_flow_record],
+        closed: &[&ts_flow_record],
+        all: bool,
+        now_ns: u64,
+        resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+        max_listed: usize,
+        folded: &mut Folded,
+    ) -> (Vec<FlowSample>, UpdateCounts) {
         let closed_ids: HashSet<u64> = closed.iter().map(|r| r.cookie).collect();
         let known_before = self.known.len() as u64;
         let mut known_seen = 0u64;
-        let mut out = Vec::with_capacity(closed.len() + live.len().min(1024));
+        let mut moved: Vec<Measured> = Vec::with_capacity(closed.len() + live.len().min(1024));
         let mut counts = UpdateCounts::default();
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
             counts.read += 1;
-            let (sample, was_known) = self.sample(rec, false, resolve_owner, resolve_iface);
+            let (m, was_known) = self.measure(rec, false);
             known_seen += was_known as u64;
-            out.extend(sample);
+            moved.extend(m);
         }
-        let listed_open = out.len() as u64;
-        for rec in closed {
-            let (sample, was_known) = self.sample(rec, true, resolve_owner, resolve_iface);
+        let listed_open = moved.len() as u64;
+        for &rec in closed {
+            let (m, was_known) = self.measure(rec, true);
             known_seen += was_known as u64;
-            out.extend(sample);
+            moved.extend(m);
         }
         if all {
             // Sockets that vanished without a close record (e.g. the close
@@ -123,6 +154,18 @@ impl FlowTable {
         counts.idle = (self.known.len() as u64).saturating_sub(listed_open);
         self.updates += 1;
         self.last_now_ns = now_ns;
+
+        let listed = choose_listed(moved.len(), max_listed, |i| {
+            (moved[i].rec.cookie, &moved[i].delta)
+        });
+        let mut out = Vec::with_capacity(moved.len().min(max_listed));
+        for (m, list) in moved.into_iter().zip(listed) {
+            if list {
+                out.push(build(&m, resolve_owner, resolve_iface));
+            } else {
+                folded.add_counters(resolve_iface(m.rec), m.opened, m.closed, &m.delta);
+            }
+        }
         (out, counts)
     }
 
@@ -142,15 +185,13 @@ impl FlowTable {
     }
 
     /// A flow's growth from its new record, kept (or, closed, forgotten);
-    /// its sample when it moved, opened or closed (None when idle), and
-    /// whether it was known before.
-    fn sample(
+    /// what its sample is built from when it moved, opened or closed (None
+    /// when idle), and whether it was known before.
+    fn measure<'r>(
         &mut self,
-        rec: &ts_flow_record,
+        rec: &'r ts_flow_record,
         closed: bool,
-        resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
-        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
-    ) -> (Option<FlowSample>, bool) {
+    ) -> (Option<Measured<'r>>, bool) {
         let (totals, _) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
         let opened = prev.is_none() && rec.st.opened_ns >= self.start_ns && rec.st.opened_ns != 0;
@@ -189,34 +230,42 @@ impl FlowTable {
             }
         }
         let listed = closed || opened || rec.moved_lately != 0;
-        let sample = listed.then(|| {
-            build(
-                rec,
-                totals,
-                delta,
-                srtt_mean_us,
-                opened,
-                closed,
-                resolve_owner,
-                resolve_iface,
-            )
+        let m = listed.then_some(Measured {
+            rec,
+            totals,
+            delta,
+            srtt_mean_us,
+            opened,
+            closed,
         });
-        (sample, was_known)
+        (m, was_known)
     }
 }
 
-/// A flow's sample from its record and what was worked out from it.
-#[allow(clippy::too_many_arguments)]
-fn build(
-    rec: &ts_flow_record,
+/// A flow that moved, before its sample is built.
+struct Measured<'r> {
+    rec: &'r ts_flow_record,
     totals: FlowCounters,
     delta: FlowCounters,
     srtt_mean_us: Option<u32>,
     opened: bool,
     closed: bool,
+}
+
+/// A flow's sample from its record and what was worked out from it.
+fn build(
+    m: &Measured<'_>,
     resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
     resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
 ) -> FlowSample {
+    let Measured {
+        rec,
+        totals,
+        delta,
+        srtt_mean_us,
+        opened,
+        closed,
+    } = *m;
     let probe_delta = delta.probe_events;
     let kernel_owner = rec.st.owner_tgid != 0;
     let owner = if kernel_owner {

@@ -193,8 +193,17 @@ fn live_loop(
         next += observe.interval;
         collector.due_by(due);
         let snap = collector.collect()?;
+        let storm = !snap.folded.is_empty();
         if pipeline.process(snap, "live")? == Control::Quit {
             return Ok(());
+        }
+        if storm {
+            // A storm's interval held tens of MB for a moment (its flows'
+            // samples, close records, a long encoded line); hand the freed
+            // memory back instead of keeping it for the next storm.
+            // SAFETY: glibc's malloc_trim takes no pointers; it only walks
+            // the allocator's free lists.
+            unsafe { libc::malloc_trim(0) };
         }
         if observe.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(());

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{FlowCounters, FlowSample, PerCaState, Snapshot};
+use super::snapshot::{FlowCounters, FlowEvent, FlowSample, PerCaState, Snapshot};
 
 /// Flows listed one by one per interval by default (`--list-flows`): about
 /// 1.5 KB each once encoded, so an interval stays near 15 MB.
@@ -97,54 +97,93 @@ fn add_ca(a: &PerCaState<u64>, b: &PerCaState<u64>) -> PerCaState<u64> {
     PerCaState::from_array(std::array::from_fn(|i| a[i] + b[i]))
 }
 
-/// Whether the flow showed a sign of loss or backoff in the interval: such
-/// flows are listed before any busier flow that showed none, since they are
-/// what a verdict's evidence and the backoff ranking name.
-fn showed_trouble(f: &FlowSample) -> bool {
-    let d = &f.delta;
+/// Whether a flow's growth shows a sign of loss or backoff: such flows are
+/// listed before any busier flow that showed none, since they are what a
+/// verdict's evidence and the backoff ranking name.
+fn showed_trouble(d: &FlowCounters) -> bool {
     d.lossy_retransmits() > 0
         || d.retrans_failed > 0
         || d.cwnd_reductions > 0
         || d.ca_time_us.recovery + d.ca_time_us.loss > 0
 }
 
+/// Bytes moved either way.
+fn traffic(d: &FlowCounters) -> u64 {
+    d.bytes_sent + d.bytes_received
+}
+
+/// Of `n` flows, which `max` to list (true) and which to fold: those that
+/// showed trouble first, then the busiest, then the lowest id (a stable
+/// order). `flow(i)`: flow i's id and growth over the interval.
+pub fn choose_listed<'a>(
+    n: usize,
+    max: usize,
+    flow: impl Fn(usize) -> (u64, &'a FlowCounters),
+) -> Vec<bool> {
+    if n <= max {
+        return vec![true; n];
+    }
+    let mut rank: Vec<usize> = (0..n).collect();
+    rank.sort_by(|&a, &b| {
+        let ((ia, da), (ib, db)) = (flow(a), flow(b));
+        showed_trouble(db)
+            .cmp(&showed_trouble(da))
+            .then(traffic(db).cmp(&traffic(da)))
+            .then(ia.cmp(&ib))
+    });
+    let mut keep = vec![false; n];
+    for &i in &rank[..max] {
+        keep[i] = true;
+    }
+    keep
+}
+
 impl Snapshot {
     /// Lists at most `max_flows` flows and `max_events` events; folds the
-    /// rest into `self.folded` (added to what is already folded there). The
-    /// flows kept are those that showed trouble, then the busiest (bytes
-    /// sent and received); they keep their order. Returns how many flows
-    /// were folded.
+    /// rest into `self.folded` (added to what is already folded there). See
+    /// [`fold`].
     pub fn fold(&mut self, max_flows: usize, max_events: usize) -> usize {
-        if self.events.len() > max_events {
-            self.folded.events += (self.events.len() - max_events) as u64;
-            self.events.truncate(max_events);
-        }
-        if self.flows.len() <= max_flows {
-            return 0;
-        }
-        let mut rank: Vec<usize> = (0..self.flows.len()).collect();
-        rank.sort_by(|&a, &b| {
-            let (fa, fb) = (&self.flows[a], &self.flows[b]);
-            showed_trouble(fb)
-                .cmp(&showed_trouble(fa))
-                .then(traffic(fb).cmp(&traffic(fa)))
-                .then(fa.id.cmp(&fb.id))
-        });
-        let mut keep = vec![false; self.flows.len()];
-        for &i in &rank[..max_flows] {
-            keep[i] = true;
-        }
-        let flows = std::mem::take(&mut self.flows);
-        let folded = flows.len() - max_flows;
-        for (f, kept) in flows.into_iter().zip(keep) {
-            if kept {
-                self.flows.push(f);
-            } else {
-                self.folded.add_flow(&f);
-            }
-        }
-        folded
+        fold(
+            &mut self.flows,
+            &mut self.events,
+            &mut self.folded,
+            max_flows,
+            max_events,
+        )
     }
+}
+
+/// Keeps at most `max_flows` of `flows` and `max_events` of `events`, and
+/// folds the rest into `folded`. The flows kept are those that showed
+/// trouble, then the busiest (bytes sent and received); they keep their
+/// order; the events kept are the first. Returns how many flows were
+/// folded. A free function so that the collector can fold before it names
+/// the flows' workloads and namespaces, work a folded flow does not need.
+pub fn fold(
+    flows: &mut Vec<FlowSample>,
+    events: &mut Vec<FlowEvent>,
+    folded: &mut Folded,
+    max_flows: usize,
+    max_events: usize,
+) -> usize {
+    if events.len() > max_events {
+        folded.events += (events.len() - max_events) as u64;
+        events.truncate(max_events);
+    }
+    if flows.len() <= max_flows {
+        return 0;
+    }
+    let keep = choose_listed(flows.len(), max_flows, |i| (flows[i].id, &flows[i].delta));
+    let all = std::mem::take(flows);
+    let count = all.len() - max_flows;
+    for (f, kept) in all.into_iter().zip(keep) {
+        if kept {
+            flows.push(f);
+        } else {
+            folded.add_counters(f.iface.clone(), f.opened, f.closed, &f.delta);
+        }
+    }
+    count
 }
 
 /// `snap` encoded by `encode` in at most `limit` bytes: as it is when it
@@ -193,27 +232,31 @@ impl Snapshot {
     }
 }
 
-fn traffic(f: &FlowSample) -> u64 {
-    f.delta.bytes_sent + f.delta.bytes_received
-}
-
 impl Folded {
-    fn add_flow(&mut self, f: &FlowSample) {
-        let slot = match self.flows.iter().position(|g| g.iface == f.iface) {
+    /// Adds one flow (its interface, whether it opened or closed, its
+    /// growth) to its interface's sums.
+    pub fn add_counters(
+        &mut self,
+        iface: Option<String>,
+        opened: bool,
+        closed: bool,
+        delta: &FlowCounters,
+    ) {
+        let slot = match self.flows.iter().position(|g| g.iface == iface) {
             Some(i) => &mut self.flows[i],
             None => {
                 self.flows.push(FoldedFlows {
-                    iface: f.iface.clone(),
+                    iface,
                     ..FoldedFlows::default()
                 });
                 self.flows.last_mut().expect("just pushed")
             }
         };
         slot.flows += 1;
-        slot.opened += f.opened as u64;
-        slot.closed += f.closed as u64;
-        slot.sending += (f.delta.bytes_sent > 0 || f.delta.segs_out > 0) as u64;
-        slot.delta.add(&f.delta);
+        slot.opened += opened as u64;
+        slot.closed += closed as u64;
+        slot.sending += (delta.bytes_sent > 0 || delta.segs_out > 0) as u64;
+        slot.delta.add(delta);
     }
 }
 
