@@ -108,6 +108,37 @@ pub struct NormalisedRates {
     /// Retransmits that failed because the original was still queued in
     /// the host.
     pub failed_retransmits: u64,
+    /// Sockets the probes do not track (storage refused, or `--max-flows`
+    /// reached) still open at the end of the interval, and the cap (0:
+    /// none). Per snapshot, not per interface: an untracked socket has no
+    /// known interface. Absent (0) before format 1.9.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked_flows: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub max_flows: u32,
+    /// Of the TCP bytes every observed socket sent (received) in the
+    /// interval, the % the untracked ones did: what the flow signals and
+    /// the ranking could not see. Over the snapshot's flows, not this
+    /// interface's alone (see `untracked_flows`). Both None when untracked
+    /// sockets moved nothing (or before format 1.9); one None when no
+    /// socket moved a byte that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untracked_sent_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untracked_received_pct: Option<f64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// `part` as % of `part + rest`; None when both are 0.
+fn share_pct(part: u64, rest: u64) -> Option<f64> {
+    (part + rest > 0).then(|| part as f64 * 100.0 / (part + rest) as f64)
 }
 
 /// Wire packets for a direction: the driver's packet count, or, when the
@@ -296,6 +327,22 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     delays.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.added_delay_p50_us = weighted_percentile(&delays, 0.5);
     r.rtt_inflation_max = inflations.last().map(|(v, _)| *v);
+
+    // Untracked sockets have no interface: their bytes are compared with
+    // every listed flow's, whatever its interface.
+    let h = &snap.health;
+    r.untracked_flows = h.untracked_open;
+    r.max_flows = h.max_flows;
+    let (sent, received) = snap.flows.iter().fold((0u64, 0u64), |(s, rx), f| {
+        (s + f.delta.bytes_sent, rx + f.delta.bytes_received)
+    });
+    // Both shares once untracked sockets moved anything (a direction
+    // with no bytes at all stays None), so that "every byte was
+    // untracked" can be told from "untracked sockets only received".
+    if h.untracked_bytes_sent + h.untracked_bytes_received > 0 {
+        r.untracked_sent_pct = share_pct(h.untracked_bytes_sent, sent);
+        r.untracked_received_pct = share_pct(h.untracked_bytes_received, received);
+    }
 
     if let Some(h) = &iface.host_queue {
         r.host_queue_available = true;

@@ -54,6 +54,9 @@ pub struct CollectorConfig {
     /// many, a power of two; 1: every segment. Counters and current values
     /// come from the socket at each dump and stay exact.
     pub probe_sampling: u32,
+    /// At most this many sockets tracked at once (`--max-flows`); the
+    /// others are counted as untracked, with the bytes they move. 0: no cap.
+    pub max_flows: u32,
 }
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
@@ -72,6 +75,7 @@ impl Default for CollectorConfig {
             workloads: WorkloadFilter::default(),
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
+            max_flows: 0,
         }
     }
 }
@@ -111,6 +115,22 @@ pub struct Collector {
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
     prev_lost_events: u64,
+    /// Bytes sent and received by untracked sockets as of the last
+    /// interval (the kernel's totals): the snapshot carries the growth.
+    untracked_bytes: (Growth, Growth),
+}
+
+/// A kernel total read every interval, reported as its growth since the
+/// last read.
+#[derive(Debug, Default)]
+struct Growth(u64);
+
+impl Growth {
+    fn delta(&mut self, now: u64) -> u64 {
+        let d = now.saturating_sub(self.0);
+        self.0 = now;
+        d
+    }
 }
 
 impl Collector {
@@ -136,7 +156,12 @@ impl Collector {
             NetnsFilter::Only(netns)
         };
         let start_ns = monotonic_ns();
-        let probes = FlowProbes::attach(filter, config.events, config.probe_sampling)?;
+        let probes = FlowProbes::attach(
+            filter,
+            config.events,
+            config.probe_sampling,
+            config.max_flows,
+        )?;
         let host_queue = if config.host_queue {
             Some(HostQueueProbes::attach(filter)?)
         } else {
@@ -164,6 +189,7 @@ impl Collector {
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_events: 0,
+            untracked_bytes: Default::default(),
         };
         // Baselines: the first snapshot reports growth from now on.
         c.prev_lost_events = c.lost_events()?;
@@ -320,6 +346,18 @@ impl Collector {
             programs,
             host_queue_untracked,
             untracked_flows: counters.get(ts_health_counter::TS_H_UNTRACKED),
+            untracked_open: counters
+                .get(ts_health_counter::TS_H_UNTRACKED)
+                .saturating_sub(counters.get(ts_health_counter::TS_H_UNTRACKED_CLOSED)),
+            untracked_bytes_sent: self
+                .untracked_bytes
+                .0
+                .delta(counters.get(ts_health_counter::TS_H_UNTRACKED_SENT)),
+            untracked_bytes_received: self
+                .untracked_bytes
+                .1
+                .delta(counters.get(ts_health_counter::TS_H_UNTRACKED_RECEIVED)),
+            max_flows: self.probes.max_flows(),
             ringbuf_drops: counters.get(ts_health_counter::TS_H_RINGBUF_DROPS)
                 + self.probes.malformed_events(),
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),

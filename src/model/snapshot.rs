@@ -503,8 +503,26 @@ pub enum FlowEventKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     pub programs: Vec<ProgramHealth>,
-    /// Sockets whose storage could not be created: not tracked.
+    /// Sockets not tracked since start: their storage could not be created,
+    /// or `--max-flows` was reached. Each socket is counted once (before
+    /// format 1.9: every failed attempt, so one socket could count
+    /// hundreds of times).
     pub untracked_flows: u64,
+    /// Of those, the ones not closed yet. Absent (0) before format 1.9.
+    #[serde(default)]
+    pub untracked_open: u64,
+    /// Bytes the untracked sockets sent and received in this interval (not
+    /// cumulative): what the listed flows miss, so the analysis can say
+    /// what share of the traffic it could not see per flow. Absent (0)
+    /// before format 1.9.
+    #[serde(default)]
+    pub untracked_bytes_sent: u64,
+    #[serde(default)]
+    pub untracked_bytes_received: u64,
+    /// The `--max-flows` cap in force (0: none). Absent (0) before format
+    /// 1.9.
+    #[serde(default)]
+    pub max_flows: u32,
     /// Events lost because the ring buffer was full.
     pub ringbuf_drops: u64,
     /// Flow records the snapshot iterator wrote.

@@ -475,6 +475,7 @@ impl Generator {
                 probe_sampling: 1,
                 late_intervals: 0,
                 missing_interfaces: Vec::new(),
+                ..Default::default()
             },
         }
     }
