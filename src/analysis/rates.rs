@@ -31,6 +31,18 @@ pub struct NormalisedRates {
     pub interval_secs: f64,
     pub tx_bps: f64,
     pub rx_bps: f64,
+    /// `tx_bps` less the bytes this interface's flows resent because they
+    /// were lost (their retransmitted bytes, in the share of their
+    /// retransmits not reported spurious): what got past every drop on the
+    /// way, the shaper's included. The driver counts a packet before the
+    /// hypervisor shapes it, so under a dropping shaper `tx_bps` counts
+    /// each dropped packet and then its retransmit; this counts it once.
+    /// What an enforcement episode's baseline and burst ceiling are
+    /// measured in (episodes.rs). Payload bytes are taken out, not their
+    /// headers: a few % of the retransmitted bytes stay in. None in
+    /// analyses written before it (read as `tx_bps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_passed_bps: Option<f64>,
     /// Driver packet counts (skbs) as read.
     pub tx_skb_packets: u64,
     pub rx_skb_packets: u64,
@@ -229,6 +241,12 @@ fn allowance_deltas(rates: &mut NormalisedRates, d: &AllowanceCounters, t: &Allo
 }
 
 impl NormalisedRates {
+    /// Outbound throughput that got past the drops on the way
+    /// (`tx_passed_bps`), or `tx_bps` for an analysis written before it.
+    pub fn tx_passed_or_sent_bps(&self) -> f64 {
+        self.tx_passed_bps.unwrap_or(self.tx_bps)
+    }
+
     /// The retransmits not reported spurious: what loss is judged on.
     pub fn lossy_retransmits(&self) -> u64 {
         self.retrans_segs.saturating_sub(self.retrans_spurious)
@@ -297,7 +315,13 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     // A recording before format 1.4 has no send-limit figures at all:
     // unknown, not "never waiting". Any sending flow of 1.4 has busy time.
     let mut known = false;
+    let mut lost_bytes = 0u64;
     for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
+        if f.delta.retrans_segs > 0 {
+            // Bytes are not split by spurious and lossy: segments are.
+            lost_bytes += (f.delta.bytes_retrans as u128 * f.delta.lossy_retransmits() as u128
+                / f.delta.retrans_segs as u128) as u64;
+        }
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
         r.retrans_spurious += f.delta.spurious_retransmits();
@@ -317,6 +341,7 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
             known |= f.totals.busy_us > 0;
         }
     }
+    r.tx_passed_bps = Some(per_s(d.tx_bytes.saturating_sub(lost_bytes) as f64 * 8.0));
     r.retransmit_pct = pct(Some(r.lossy_retransmits()), r.segs_out);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);

@@ -1638,3 +1638,48 @@ fn no_untracked_traffic_no_line() {
 /// The most a free flow blind to something can be sure of (decide.rs's
 /// FREE_BLIND_MAX).
 const FREE_BLIND_CONFIDENCE: f64 = 0.6;
+
+/// Under a dropping shaper the host sends each dropped byte twice (the
+/// original the shaper dropped, then the retransmit): the driver's tx
+/// counts both. The baseline is what the shaper let through, so the bytes
+/// resent for loss come out; those resent for nothing (D-SACKed: the
+/// original had arrived) passed the shaper and stay in.
+#[test]
+fn enforcement_baseline_leaves_out_the_resent_bytes() {
+    let th = Thresholds::default();
+    let baseline = |spurious_share: f64| {
+        let mut tracker = EpisodeTracker::new(&th);
+        let mut history = Vec::new();
+        let plan = [(4e9, 10.0, 0.0); 5]
+            .into_iter()
+            .chain([(1.25e9, 100.0, 20.0); 4]);
+        for (seq, (bps, bw_pct, resent_pct)) in plan.enumerate() {
+            let mut s = Build::new(seq as u64, 10)
+                .tx_bulk(bps, 16)
+                .bw_out_pct(bw_pct)
+                .flows(4, resent_pct, 1.2)
+                .done();
+            for f in &mut s.flows {
+                let d = &mut f.delta;
+                d.bytes_retrans = (d.bytes_sent as f64 * resent_pct / 100.0) as u64;
+                d.retrans_spurious = (d.retrans_segs as f64 * spurious_share) as u64;
+            }
+            let a = analyze(&history, &s, &th);
+            tracker.push(&a, &s);
+            history.push(s);
+        }
+        let e = tracker
+            .episodes()
+            .into_iter()
+            .find(|e| e.verdict.is_enforcement())
+            .expect("an enforcement episode");
+        assert!(e.stepped_down, "{e:?}");
+        e.throughput_during_bps.unwrap()
+    };
+    // A fifth of the 1.25 Gbit/s sent was resent for loss: 1 Gbit/s passed.
+    let lossy = baseline(0.0);
+    assert!((lossy - 1e9).abs() / 1e9 < 0.01, "{lossy}");
+    // Half the retransmits D-SACKed: only the other half were drops.
+    let half = baseline(0.5);
+    assert!((half - 1.125e9).abs() / 1.125e9 < 0.01, "{half}");
+}
