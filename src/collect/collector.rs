@@ -115,6 +115,14 @@ pub struct Collector {
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
     prev_lost_events: u64,
+    /// The name each other namespace's flows were last given, by netns
+    /// inode: both sources can be gone when a flow's close record comes
+    /// (`ip netns del` removes the /run/netns file while sockets keep the
+    /// namespace alive; a pod's cgroup goes when its processes do, and a
+    /// closing socket has no inode to find its owner by), and a close
+    /// record may be the first record of a flow. Kept while a flow of the
+    /// namespace is tracked (pruned at full dumps).
+    netns_seen: HashMap<u32, String>,
     /// Bytes sent and received by untracked sockets as of the last
     /// interval (the kernel's totals): the snapshot carries the growth.
     untracked_bytes: (Growth, Growth),
@@ -190,6 +198,7 @@ impl Collector {
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_events: 0,
             untracked_bytes: Default::default(),
+            netns_seen: HashMap::new(),
         };
         // Baselines: the first snapshot reports growth from now on.
         c.prev_lost_events = c.lost_events()?;
@@ -306,11 +315,26 @@ impl Collector {
         );
         self.workloads.resolve(&mut flows, seq);
         for f in flows.iter_mut().filter(|f| f.netns != own_netns) {
-            f.netns_name = self.netns_names.name(f.netns, seq).or_else(|| {
+            let now = self.netns_names.name(f.netns, seq).or_else(|| {
                 let w = f.owner.as_ref()?.workload.as_ref()?;
                 w.pod_uid.as_ref()?;
                 Some(format!("pod {}", w.label()?))
             });
+            f.netns_name = match now {
+                Some(name) => {
+                    if self.netns_seen.get(&f.netns) != Some(&name) {
+                        self.netns_seen.insert(f.netns, name.clone());
+                    }
+                    Some(name)
+                }
+                None => self.netns_seen.get(&f.netns).cloned(),
+            };
+        }
+        if all {
+            // A namespace none of whose flows is tracked any more has no
+            // close record to come; its inode may be given to a new one.
+            let in_use = self.flows.netns_in_use();
+            self.netns_seen.retain(|ino, _| in_use.contains(ino));
         }
         if !self.config.workloads.is_empty() {
             let keep = &self.config.workloads;
