@@ -45,6 +45,7 @@ impl Build {
                         ..Default::default()
                     })),
                     host_queue: Some(HostQueueSample::default()),
+                    removed: false,
                 }],
                 flows: vec![],
                 idle_flows: 0,

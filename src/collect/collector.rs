@@ -20,6 +20,7 @@ use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_health_counter};
 use crate::collect::probes::hostq::HostQueueProbes;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
+use crate::collect::removed_links::RemovedLinks;
 use crate::model::snapshot::{
     AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
@@ -96,6 +97,13 @@ pub struct Collector {
     if_names: IfIndexNames,
     config: CollectorConfig,
     prev_links: HashMap<String, LinkCounters>,
+    /// Each watched interface's MTU as last read: a removed interface's
+    /// last interval needs it (wire packets) and has no /sys left.
+    mtus: HashMap<String, u32>,
+    /// Notices of interfaces removed from the namespace, with their
+    /// counters at removal (None: the socket could not be opened, and a
+    /// removed interface's last interval is lost as before).
+    removed_links: Option<RemovedLinks>,
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
@@ -188,6 +196,10 @@ impl Collector {
             if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
             prev_links: HashMap::new(),
+            mtus: HashMap::new(),
+            // Opened before the baselines are read, so that a removal
+            // between them and the first interval is seen.
+            removed_links: RemovedLinks::open().ok(),
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
@@ -432,7 +444,10 @@ impl Collector {
     }
 
     /// This interval's interfaces, and the asked-for ones that are missing.
+    /// An interface removed since the last interval gets its last sample
+    /// (`removed`), from the counters the kernel gave with the notice.
     fn read_interfaces(&mut self) -> (Vec<InterfaceSample>, Vec<String>) {
+        let gone = self.removed_links_now();
         let (names, missing) = match ifstats::present(&self.config.interfaces) {
             Ok(n) => n,
             Err(_) => {
@@ -440,14 +455,41 @@ impl Collector {
                 return (Vec::new(), Vec::new());
             }
         };
-        // One that comes back starts over from a baseline (a new device
-        // of the same name has counters of its own).
-        for name in &missing {
-            self.prev_links.remove(name);
-            self.allowance.remove(name);
-            self.drivers.remove(name);
-        }
         let mut out = Vec::with_capacity(names.len());
+        for (name, at_removal) in gone {
+            // Watched until now (it has a baseline) and not back under the
+            // same name: back, it is a new device whose counters start
+            // over, and the old one's last deltas cannot share its line.
+            let Some(prev) = self.prev_links.remove(&name) else {
+                continue;
+            };
+            if names.contains(&name) {
+                continue;
+            }
+            out.push(InterfaceSample {
+                driver: self.driver(&name),
+                delta: ifstats::counter_delta(&at_removal, &prev),
+                totals: at_removal,
+                offloads: None,
+                mtu: self.mtus.get(&name).copied().unwrap_or(0),
+                allowance: AllowanceStatus::Unavailable {
+                    reason: "interface removed during the interval: its allowance counters \
+                             could not be read"
+                        .into(),
+                },
+                host_queue: None,
+                removed: true,
+                name,
+            });
+        }
+        // Interfaces no longer there (a removal whose notice was lost
+        // included) are forgotten: one that comes back under the same name
+        // is a new device and starts over from a baseline.
+        let present = |n: &String| names.contains(n);
+        self.prev_links.retain(|n, _| present(n));
+        self.mtus.retain(|n, _| present(n));
+        self.allowance.retain(|n, _| present(n));
+        self.drivers.retain(|n, _| present(n));
         for name in names {
             let totals = match ifstats::read_counters(&name) {
                 Ok(t) => t,
@@ -459,23 +501,38 @@ impl Collector {
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
             let allowance = self.read_allowance(&name);
+            let mtu = ifstats::mtu(&name).unwrap_or(0);
+            self.mtus.insert(name.clone(), mtu);
             out.push(InterfaceSample {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
                 totals,
                 offloads: crate::collect::allowance::ethtool::offloads(&name).ok(),
-                mtu: ifstats::mtu(&name).unwrap_or(0),
+                mtu,
                 allowance,
                 host_queue: None,
+                removed: false,
                 name: name.clone(),
             });
             self.prev_links.insert(name, totals);
         }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         (out, missing)
     }
 
-    /// Reads the interface's allowance counters, counting a failed or an
-    /// untrusted read in health.
+    /// Interfaces removed from the namespace since the last call, with
+    /// their counters at removal; lost notices are a failed counter read.
+    fn removed_links_now(&mut self) -> HashMap<String, LinkCounters> {
+        let Some(links) = &self.removed_links else {
+            return HashMap::new();
+        };
+        let (gone, lost) = links.drain();
+        if lost {
+            self.counter_read_failures += 1;
+        }
+        gone
+    }
+
     fn read_allowance(&mut self, iface: &str) -> AllowanceStatus {
         let allowance = self.allowance_reader(iface).read();
         if let Some(a) = allowance.sample() {

@@ -94,6 +94,12 @@ pub struct InterfaceSample {
     /// kfree_skb), when the host-queue probes are attached.
     #[serde(default)]
     pub host_queue: Option<HostQueueSample>,
+    /// The interface was removed from the namespace (deleted, or moved to
+    /// another) during this interval: its deltas run to its removal, from
+    /// the counters the kernel gave with the notice, and it is absent from
+    /// the next snapshot. Absent (false) before format 1.9.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 /// Whether allowance counters could be read for an interface.

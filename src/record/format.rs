@@ -23,7 +23,8 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `allowance_untrusted_reads`, the flows' D-SACKed retransmits; 1.9
 /// health's `untracked_open`, `untracked_bytes_sent`,
 /// `untracked_bytes_received` and `max_flows`, and `untracked_flows`
-/// counting sockets (before: failed attempts).
+/// counting sockets (before: failed attempts), the interfaces' `removed`
+/// and their rates' `tx_passed_bps`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -273,6 +273,7 @@ mod tests {
                 reason: "test".into(),
             },
             host_queue: None,
+            removed: false,
         }
     }
 

@@ -550,6 +550,7 @@ impl Generator {
             mtu: iface.mtu,
             allowance,
             host_queue: Some(host_queue),
+            removed: false,
         }
     }
 }

@@ -47,6 +47,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
             },
         },
         host_queue: None,
+        removed: false,
     }
 }
 
