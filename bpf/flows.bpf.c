@@ -40,6 +40,20 @@ const volatile bool ca_from_probe = false;
  * (tcp_stamped_since). 0: every run (--probe-sampling 1); the loader forces
  * 0 with ca_from_probe, whose state time needs every segment. */
 const volatile __u32 probe_sample_mask = 0;
+/* --max-flows: at most this many sockets tracked at once (0: no cap). A
+ * socket met past it is left untracked and counted as such, its bytes
+ * too (untracked_account): the cap bounds the per-socket memory and the
+ * dumps' work on a host with very many connections, and says what it left
+ * out. */
+const volatile __u32 max_flows = 0;
+/* Sockets with storage that have not closed yet: what max_flows is
+ * compared with. Incremented when storage is created, decremented when a
+ * tracked socket enters TCP_CLOSE. Atomic, and checked before the storage
+ * is created, so CPUs creating at the same moment can overshoot the cap by
+ * one each. Signed: a socket that reconnects after TCP_CLOSE keeps its
+ * storage uncounted and can be subtracted twice, and the count must then
+ * read low (the cap lets a few more in), never wrap to "full". */
+__s64 tracked_now = 0;
 
 /* Whether this tcp_probe run is one of the sample: a hash of the segment's
  * sequence and acknowledgement numbers (TCP_SKB_CB, filled by
@@ -151,6 +165,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ts_flow_record);
 } close_scratch SEC(".maps");
+/* Untracked sockets by cookie (TS_UNTRACKED_ENTRIES, flows.h): each is
+ * counted once, and the bytes it moves are counted. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, TS_UNTRACKED_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct ts_untracked);
+} untracked SEC(".maps");
 
 /* Scratch space for one record: too large for the 512-byte stack. */
 struct {
@@ -183,19 +205,102 @@ static __always_inline void mark_moved(struct ts_flow_state *st)
 		st->moved_gen = gen;
 }
 
+/* Adds `n` to slot `idx` of the per-CPU health counters. */
+static __always_inline void health_add(__u32 idx, __u64 n)
+{
+	__u64 *v = bpf_map_lookup_elem(&health, &idx);
+
+	if (v)
+		*v += n;
+}
+
+/* An untracked socket's bytes since it was last seen go to the health
+ * counters. The socket's events can run on two CPUs at once (sendmsg in
+ * process context, tcp_probe in softirq): the new total is stored with a
+ * compare-and-swap, and a CPU that loses the race adds nothing; the growth is
+ * counted at the socket's next event, or at its close. */
+static __always_inline void untracked_account(struct sock *sk, struct ts_untracked *u)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	__u64 now, was;
+
+	if (!tp)
+		return;
+	now = BPF_CORE_READ(tp, bytes_sent);
+	was = u->bytes_sent;
+	if (now > was && __sync_val_compare_and_swap(&u->bytes_sent, was, now) == was)
+		health_add(TS_H_UNTRACKED_SENT, now - was);
+	now = BPF_CORE_READ(tp, bytes_received);
+	was = u->bytes_received;
+	if (now > was && __sync_val_compare_and_swap(&u->bytes_received, was, now) == was)
+		health_add(TS_H_UNTRACKED_RECEIVED, now - was);
+}
+
+/* The socket is not tracked: counted once (the first time, when it enters
+ * the table), its bytes from then on counted as it moves. What it moved
+ * before is not: a tracked flow's growth starts when it is first seen too. */
+static __always_inline void untrack(struct sock *sk, __u64 cookie)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct ts_untracked u = {};
+
+	if (tp) {
+		u.bytes_sent = BPF_CORE_READ(tp, bytes_sent);
+		u.bytes_received = BPF_CORE_READ(tp, bytes_received);
+	}
+	/* BPF_NOEXIST: a CPU that loses the race to insert leaves the count
+	 * to the winner. */
+	if (!bpf_map_update_elem(&untracked, &cookie, &u, BPF_NOEXIST))
+		health_inc(health, TS_H_UNTRACKED);
+}
+
+/* Storage for a socket that has none: created unless the socket is already
+ * known untracked or the --max-flows cap is reached. A socket left untracked
+ * stays so for its life, even if the cap frees later: its figures would start
+ * part-way through, and it would count as both. */
+static __always_inline struct ts_flow_state *flow_create(struct sock *sk)
+{
+	__u64 cookie = bpf_get_socket_cookie(sk);
+	struct ts_untracked *u;
+	struct ts_flow_state *st;
+
+	u = bpf_map_lookup_elem(&untracked, &cookie);
+	if (u) {
+		untracked_account(sk, u);
+		return NULL;
+	}
+	if (max_flows && tracked_now >= (__s64)max_flows) {
+		untrack(sk, cookie);
+		return NULL;
+	}
+	st = bpf_sk_storage_get(&flow_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!st) {
+		/* Another CPU may have created it first (the kernel then
+		 * refuses a second): look again before calling it untracked. */
+		st = bpf_sk_storage_get(&flow_state, sk, 0, 0);
+		if (!st)
+			untrack(sk, cookie);
+		return st;
+	}
+	if (!st->first_seen_ns)
+		__sync_fetch_and_add(&tracked_now, 1);
+	return st;
+}
+
 /* The flow's storage; created (and initialised) when `create` is set.
  * Every event that reaches a flow's storage comes through here, so this is
- * where the flow is marked as moved (the next dumps read it). */
+ * where the flow is marked as moved (the next dumps read it). A tracked
+ * socket costs one lookup, as before; only a socket without storage goes on
+ * to flow_create. */
 static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool create)
 {
 	struct ts_flow_state *st;
 
-	st = bpf_sk_storage_get(&flow_state, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
-	if (!st) {
-		if (create)
-			health_inc(health, TS_H_UNTRACKED);
+	st = bpf_sk_storage_get(&flow_state, sk, 0, 0);
+	if (!st && create)
+		st = flow_create(sk);
+	if (!st)
 		return NULL;
-	}
 	if (!st->first_seen_ns) {
 		__u64 now = bpf_ktime_get_ns();
 		st->first_seen_ns = now;
@@ -219,6 +324,28 @@ static __always_inline __u64 wakeup_flags(void)
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= TS_EVENTS_RINGBUF_BYTES / 4
 		       ? BPF_RB_FORCE_WAKEUP
 		       : BPF_RB_NO_WAKEUP;
+}
+
+/* The socket enters TCP_CLOSE: a tracked one no longer counts against
+ * --max-flows (its storage lives on until the socket is freed, for the
+ * close record); an untracked one's last bytes are counted and it leaves the
+ * table. */
+static __always_inline void flow_closing(struct sock *sk, struct ts_flow_state *st)
+{
+	struct ts_untracked *u;
+	__u64 cookie;
+
+	if (st) {
+		__sync_fetch_and_add(&tracked_now, -1);
+		return;
+	}
+	cookie = bpf_get_socket_cookie(sk);
+	u = bpf_map_lookup_elem(&untracked, &cookie);
+	if (!u)
+		return;
+	untracked_account(sk, u);
+	if (!bpf_map_delete_elem(&untracked, &cookie))
+		health_inc(health, TS_H_UNTRACKED_CLOSED);
 }
 
 static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 arg1)
@@ -510,7 +637,10 @@ int BPF_PROG(on_inet_sock_set_state, const struct sock *csk, const int oldstate,
 			st->opened_ns = bpf_ktime_get_ns();
 		return 0;
 	}
-	if (flow_get(sk, false))
+	st = flow_get(sk, false);
+	if (newstate == TCP_CLOSE && oldstate != TCP_CLOSE)
+		flow_closing(sk, st);
+	if (st)
 		emit(TS_EV_STATE, sk, oldstate, newstate);
 	return 0;
 }

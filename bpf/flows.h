@@ -42,6 +42,13 @@ enum ts_event_reader {
 /* The per-CPU scratch record of the flow-dump iterators: one per CPU is all
  * an iterator run needs, it writes its record out before the next. */
 #define TS_SCRATCH_ENTRIES 1
+/* Untracked sockets remembered (by cookie) so that each is counted once and
+ * the bytes it moves are counted: an LRU, so a socket whose entry was not
+ * removed at close (its TCP_CLOSE passed before it was first untracked) ages
+ * out instead of filling the table. Past this many untracked sockets at once
+ * the oldest is forgotten and counted again when next seen
+ * (docs/architecture.md, "Untracked flows"). */
+#define TS_UNTRACKED_ENTRIES 8192
 
 /* Where a flow's ifindex came from (ts_flow_state.ifindex_source). */
 enum ts_ifindex_source {
@@ -60,10 +67,15 @@ enum ts_health_counter {
 	TS_H_STATE_EVENTS,       /* inet_sock_set_state runs on an observed TCP socket */
 	TS_H_DESTROY_EVENTS,     /* tcp_destroy_sock runs on an observed socket */
 	TS_H_SENDMSG_EVENTS,     /* tcp_sendmsg_locked runs on an observed socket */
-	TS_H_UNTRACKED,          /* socket-local storage could not be created: flow not tracked */
+	TS_H_UNTRACKED,          /* sockets not tracked (storage could not be created, or
+				  * --max-flows reached): each counted once, when first seen */
 	TS_H_RINGBUF_DROPS,      /* events (not closes) lost because the ring buffer was full */
 	TS_H_ITER_RECORDS,       /* flow records written by the snapshot iterator */
 	TS_H_SEEDED,             /* pre-existing sockets found by the seeding iterator */
+	TS_H_UNTRACKED_CLOSED,   /* untracked sockets that closed (TS_H_UNTRACKED less this:
+				  * untracked now) */
+	TS_H_UNTRACKED_SENT,     /* bytes sent (tcp_sock.bytes_sent growth) by untracked sockets */
+	TS_H_UNTRACKED_RECEIVED, /* bytes received (bytes_received growth) by untracked sockets */
 	TS_H_CLOSES_DEFERRED,    /* close records that found the ring buffer full
 				  * and waited in closed_overflow (not lost) */
 	TS_H_CLOSES_LOST,        /* close records that found both full: lost */
@@ -119,6 +131,13 @@ struct ts_flow_state {
 	 * the cached route can be dropped (RTO, route change, close) */
 	__u32 ifindex;
 	__u32 ifindex_source;    /* enum ts_ifindex_source */
+};
+
+/* An untracked socket's byte counters when last seen: what it moved since is
+ * added to TS_H_UNTRACKED_SENT and _RECEIVED. */
+struct ts_untracked {
+	__u64 bytes_sent;
+	__u64 bytes_received;
 };
 
 /* A flow that moved in dump generation G is emitted by the dumps of

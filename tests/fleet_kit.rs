@@ -42,6 +42,8 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_bpf_missed_total",
     "throttlescope_ringbuf_drops_total",
     "throttlescope_untracked_flows_total",
+    "throttlescope_untracked_open_flows",
+    "throttlescope_untracked_bytes_total",
     "throttlescope_counter_read_failures_total",
     "throttlescope_late_intervals_total",
     "throttlescope_idle_flows",

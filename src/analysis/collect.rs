@@ -56,10 +56,64 @@ pub(super) fn collect(
     traffic(&mut s, r, secs, th);
     allowances(&mut s, r, iface, untrusted, secs, th);
     flows(&mut s, r, th);
+    untracked(&mut s, r);
     host_queue(&mut s, r, th);
     failed_retransmits(&mut s, r, th);
     plateaus(&mut s, tx_history, rx_history, th);
     s
+}
+
+/// Whether every TCP byte of the interval went through untracked sockets:
+/// the flows could not be seen at all. (The shares are both set once
+/// untracked sockets moved anything; a direction is None when no socket
+/// moved a byte that way.)
+pub(super) fn flows_unseen(r: &NormalisedRates) -> bool {
+    let all = |p: Option<f64>| p.is_none_or(|p| p >= 100.0);
+    (r.untracked_sent_pct.is_some() || r.untracked_received_pct.is_some())
+        && all(r.untracked_sent_pct)
+        && all(r.untracked_received_pct)
+}
+
+/// The untracked sockets' part of the traffic, when they moved any: the
+/// flow signals (retransmits, RTT inflation, data waiting) and the backoff
+/// ranking are computed without them, so a reader must know how much they
+/// miss. A note, never a cause: what the untracked sockets suffered is not
+/// known.
+fn untracked(s: &mut Signals, r: &NormalisedRates) {
+    let (sent, received) = (r.untracked_sent_pct, r.untracked_received_pct);
+    if sent.is_none() && received.is_none() {
+        return;
+    }
+    // Whole percents: the bytes are counted at each socket's events, so a
+    // share is as of its last one, not to the byte.
+    let share = |p: Option<f64>| format!("~{}%", fmt_num(p.unwrap_or(0.0).round()));
+    let why = if r.max_flows > 0 {
+        format!("--max-flows {} reached, or storage refused", r.max_flows)
+    } else {
+        "socket storage could not be created".to_string()
+    };
+    let note = if flows_unseen(r) {
+        format!(
+            "flows not seen: untracked sockets ({} open; {why}) carried {} of the TCP \
+             bytes sent and {} of those received: retransmits, RTTs and backoff of \
+             that traffic are unknown, so loss and queuing on it are neither seen nor \
+             excluded",
+            r.untracked_flows,
+            share(sent),
+            share(received)
+        )
+    } else {
+        format!(
+            "untracked sockets ({} open; {why}) carried {} of the TCP bytes sent and {} \
+             of those received: per-flow figures (retransmits, RTTs, backoff ranking) \
+             are incomplete",
+            r.untracked_flows,
+            share(sent),
+            share(received)
+        )
+    };
+    let value = sent.unwrap_or(0.0).max(received.unwrap_or(0.0));
+    s.push(Signal::UntrackedFlows, value, 0.0, note, false);
 }
 
 /// Offered packets: what went out and in, and what the host dropped on the

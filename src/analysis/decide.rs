@@ -151,7 +151,8 @@ const FREE: Ramp = Ramp {
     base: 0.5,
     span: 0.5,
 };
-/// Without allowance counters free flow cannot exclude the hypervisor.
+/// Without allowance counters free flow cannot exclude the hypervisor; with
+/// every flow untracked, it cannot exclude loss on the flows.
 const FREE_BLIND_MAX: f64 = 0.6;
 /// An RTT inflation of 1.0 is no queueing at all: closeness is measured
 /// from there.
@@ -411,7 +412,9 @@ fn free_flow(s: &Signals, r: &NormalisedRates) -> Decision {
         .reduce(|best, x| if x.1 > best.1 { x } else { best })
         .map_or((None, 0.0), |(signal, near)| (Some(signal), near));
     let mut c = FREE.at(1.0 - closeness);
-    if !r.allowance_available {
+    // Blind to the hypervisor without counters, or to loss and queuing on
+    // the flows when every flow that moved was untracked.
+    if !r.allowance_available || super::collect::flows_unseen(r) {
         c = c.min(FREE_BLIND_MAX);
     }
     (Verdict::FreeFlow, c, closest.unwrap_or(Signal::WirePps))

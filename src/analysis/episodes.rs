@@ -37,8 +37,14 @@ pub struct Episode {
     pub peak_signal: String,
     /// Enforcement only: mean throughput of the non-idle intervals just
     /// before (the burst ceiling), in the enforced direction.
+    /// Outbound, what got past the drops on the way (tx less the
+    /// retransmits of lost bytes, `NormalisedRates::tx_passed_bps`): the
+    /// allowance is what the shaper lets through, and a dropping shaper
+    /// makes the host send each dropped byte twice. Inbound, rx as
+    /// counted: the shaper drops before the host sees it.
     pub throughput_before_bps: Option<f64>,
-    /// Enforcement only: mean throughput during the episode (the baseline).
+    /// Enforcement only: mean throughput during the episode (the baseline),
+    /// measured as `throughput_before_bps` is.
     pub throughput_during_bps: Option<f64>,
     /// Mean confidence over the episode's intervals.
     pub mean_confidence: f64,
@@ -70,6 +76,7 @@ struct Past {
     start_ns: u64,
     end_ns: u64,
     verdict: Verdict,
+    /// Outbound: what got past the drops (see `throughput_before_bps`).
     tx_bps: f64,
     rx_bps: f64,
     confidence: f64,
@@ -144,7 +151,7 @@ impl EpisodeTracker {
         let now = if run.inbound {
             v.rates.rx_bps
         } else {
-            v.rates.tx_bps
+            v.rates.tx_passed_or_sent_bps()
         };
         now < self.th.episode_shift_ratio * mean
     }
@@ -310,7 +317,7 @@ impl EpisodeTracker {
             run.throughput_sum += if inbound {
                 v.rates.rx_bps
             } else {
-                v.rates.tx_bps
+                v.rates.tx_passed_or_sent_bps()
             };
             run.confidence_sum += held.confidence;
             ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
@@ -327,7 +334,7 @@ impl EpisodeTracker {
                 start_ns,
                 end_ns: a.mono_ns,
                 verdict: held.verdict,
-                tx_bps: v.rates.tx_bps,
+                tx_bps: v.rates.tx_passed_or_sent_bps(),
                 rx_bps: v.rates.rx_bps,
                 confidence: held.confidence,
             });

@@ -16,7 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::snapshot::{AllowanceCounters, FlowSample, InterfaceSample, Snapshot};
+use crate::model::snapshot::{
+    AllowanceCounters, FlowCounters, FlowSample, InterfaceSample, Snapshot,
+};
 
 /// Ethernet header bytes the interface byte counters include per frame.
 const ETH_HEADER: u64 = 14;
@@ -31,6 +33,18 @@ pub struct NormalisedRates {
     pub interval_secs: f64,
     pub tx_bps: f64,
     pub rx_bps: f64,
+    /// `tx_bps` less the bytes this interface's flows resent because they
+    /// were lost (their retransmitted bytes, in the share of their
+    /// retransmits not reported spurious): what got past every drop on the
+    /// way, the shaper's included. The driver counts a packet before the
+    /// hypervisor shapes it, so under a dropping shaper `tx_bps` counts
+    /// each dropped packet and then its retransmit; this counts it once.
+    /// What an enforcement episode's baseline and burst ceiling are
+    /// measured in (episodes.rs). Payload bytes are taken out, not their
+    /// headers: a few % of the retransmitted bytes stay in. None in
+    /// analyses written before it (read as `tx_bps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_passed_bps: Option<f64>,
     /// Driver packet counts (skbs) as read.
     pub tx_skb_packets: u64,
     pub rx_skb_packets: u64,
@@ -108,6 +122,37 @@ pub struct NormalisedRates {
     /// Retransmits that failed because the original was still queued in
     /// the host.
     pub failed_retransmits: u64,
+    /// Sockets the probes do not track (storage refused, or `--max-flows`
+    /// reached) still open at the end of the interval, and the cap (0:
+    /// none). Per snapshot, not per interface: an untracked socket has no
+    /// known interface. Absent (0) before format 1.9.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untracked_flows: u64,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub max_flows: u32,
+    /// Of the TCP bytes every observed socket sent (received) in the
+    /// interval, the % the untracked ones did: what the flow signals and
+    /// the ranking could not see. Over the snapshot's flows, not this
+    /// interface's alone (see `untracked_flows`). Both None when untracked
+    /// sockets moved nothing (or before format 1.9); one None when no
+    /// socket moved a byte that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untracked_sent_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untracked_received_pct: Option<f64>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
+/// `part` as % of `part + rest`; None when both are 0.
+fn share_pct(part: u64, rest: u64) -> Option<f64> {
+    (part + rest > 0).then(|| part as f64 * 100.0 / (part + rest) as f64)
 }
 
 /// Wire packets for a direction: the driver's packet count, or, when the
@@ -161,6 +206,16 @@ pub(crate) fn flow_uses(f: &FlowSample, iface: &str) -> bool {
     }
 }
 
+/// Bytes resent for loss: the retransmitted bytes in the share of the
+/// retransmitted segments not D-SACKed (bytes are not split by spurious and
+/// lossy; segments are).
+fn lossy_bytes(d: &FlowCounters) -> u64 {
+    if d.retrans_segs == 0 {
+        return 0;
+    }
+    (d.bytes_retrans as u128 * d.lossy_retransmits() as u128 / d.retrans_segs as u128) as u64
+}
+
 /// Did the flow send anything in the interval?
 pub(crate) fn flow_sent(f: &FlowSample) -> bool {
     f.delta.bytes_sent > 0 || f.delta.segs_out > 0
@@ -198,6 +253,12 @@ fn allowance_deltas(rates: &mut NormalisedRates, d: &AllowanceCounters, t: &Allo
 }
 
 impl NormalisedRates {
+    /// Outbound throughput that got past the drops on the way
+    /// (`tx_passed_bps`), or `tx_bps` for an analysis written before it.
+    pub fn tx_passed_or_sent_bps(&self) -> f64 {
+        self.tx_passed_bps.unwrap_or(self.tx_bps)
+    }
+
     /// The retransmits not reported spurious: what loss is judged on.
     pub fn lossy_retransmits(&self) -> u64 {
         self.retrans_segs.saturating_sub(self.retrans_spurious)
@@ -266,7 +327,9 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     // A recording before format 1.4 has no send-limit figures at all:
     // unknown, not "never waiting". Any sending flow of 1.4 has busy time.
     let mut known = false;
+    let mut lost_bytes = 0u64;
     for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
+        lost_bytes += lossy_bytes(&f.delta);
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
         r.retrans_spurious += f.delta.spurious_retransmits();
@@ -295,12 +358,14 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
         .iter()
         .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface.name))
     {
+        lost_bytes += lossy_bytes(&g.delta);
         r.segs_out += g.delta.segs_out;
         r.retrans_segs += g.delta.retrans_segs;
         r.retrans_spurious += g.delta.spurious_retransmits();
         r.failed_retransmits += g.delta.retrans_failed;
         r.active_flows += g.sending as usize;
     }
+    r.tx_passed_bps = Some(per_s(d.tx_bytes.saturating_sub(lost_bytes) as f64 * 8.0));
     r.retransmit_pct = pct(Some(r.lossy_retransmits()), r.segs_out);
     r.data_waiting_pct =
         pct(Some(waiting), probes).filter(|_| known && probes >= MIN_WAITING_SAMPLES);
@@ -311,6 +376,22 @@ pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     delays.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.added_delay_p50_us = weighted_percentile(&delays, 0.5);
     r.rtt_inflation_max = inflations.last().map(|(v, _)| *v);
+
+    // Untracked sockets have no interface: their bytes are compared with
+    // every listed flow's, whatever its interface.
+    let h = &snap.health;
+    r.untracked_flows = h.untracked_open;
+    r.max_flows = h.max_flows;
+    let (sent, received) = snap.flows.iter().fold((0u64, 0u64), |(s, rx), f| {
+        (s + f.delta.bytes_sent, rx + f.delta.bytes_received)
+    });
+    // Both shares once untracked sockets moved anything (a direction
+    // with no bytes at all stays None), so that "every byte was
+    // untracked" can be told from "untracked sockets only received".
+    if h.untracked_bytes_sent + h.untracked_bytes_received > 0 {
+        r.untracked_sent_pct = share_pct(h.untracked_bytes_sent, sent);
+        r.untracked_received_pct = share_pct(h.untracked_bytes_received, received);
+    }
 
     if let Some(h) = &iface.host_queue {
         r.host_queue_available = true;

@@ -37,6 +37,9 @@ pub enum Signal {
     TxBps,
     /// The hard cap's own line, put first by `hypervisor_cap`.
     BwOutCapPct,
+    /// Untracked sockets carried part of the traffic: a note (value: the
+    /// larger of their shares of bytes sent and received, %).
+    UntrackedFlows,
 }
 
 impl Signal {
@@ -64,6 +67,7 @@ impl Signal {
             Signal::RxPlateauCv => "rx_plateau_cv",
             Signal::TxBps => "tx_bps",
             Signal::BwOutCapPct => "bw_out_cap_pct",
+            Signal::UntrackedFlows => "untracked_flows",
         }
     }
 

@@ -46,6 +46,7 @@ impl Build {
                         ..Default::default()
                     })),
                     host_queue: Some(HostQueueSample::default()),
+                    removed: false,
                 }],
                 flows: vec![],
                 idle_flows: 0,
@@ -1565,4 +1566,164 @@ fn a_folded_interval_is_judged_as_the_whole_one() {
             "flow {id}: {share} vs {before}"
         );
     }
+}
+
+/// Untracked sockets (storage refused, or `--max-flows` reached) moved part
+/// of the bytes: the evidence says how much, and the verdict is unchanged.
+#[test]
+fn untracked_share_is_said_in_the_evidence() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(4, 0.0, 1.1).done();
+    let tracked: u64 = s.flows.iter().map(|f| f.delta.bytes_sent).sum();
+    // A quarter of the bytes sent went through 12 untracked sockets.
+    s.health.untracked_open = 12;
+    s.health.untracked_flows = 12;
+    s.health.untracked_bytes_sent = tracked / 3;
+    s.health.max_flows = 4;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    let share = v.rates.untracked_sent_pct.unwrap();
+    assert!((share - 25.0).abs() < 0.01, "{share}");
+    // Nothing was received by any socket: that share is unknown, not 0%.
+    assert_eq!(v.rates.untracked_received_pct, None);
+    let e = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "untracked_flows")
+        .expect("an untracked line");
+    assert!(!e.exceeded);
+    assert!(
+        e.note.contains("12 open")
+            && e.note.contains("--max-flows 4")
+            && e.note.contains("~25% of the TCP bytes sent")
+            && e.note.contains("incomplete"),
+        "{}",
+        e.note
+    );
+    // Free flow stays as sure as without them: the tracked flows were seen.
+    assert!(v.confidence > FREE_BLIND_CONFIDENCE, "{}", v.confidence);
+    assert!(!v.evidence[0].note.contains("not seen"));
+}
+
+/// Every byte of the interval went through untracked sockets: free flow
+/// must not read as "no loss" without saying that the flows were not seen,
+/// and is no surer than a verdict blind to the hypervisor.
+#[test]
+fn every_flow_untracked_is_not_silent_free_flow() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).done();
+    s.health.untracked_open = 2;
+    s.health.untracked_flows = 2;
+    s.health.untracked_bytes_sent = s.interfaces[0].delta.tx_bytes;
+    s.health.untracked_bytes_received = 1000;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    assert_eq!(v.rates.untracked_sent_pct, Some(100.0));
+    assert_eq!(v.rates.untracked_received_pct, Some(100.0));
+    assert!(
+        v.evidence[0].note.contains("flows were not seen"),
+        "{}",
+        v.evidence[0].note
+    );
+    assert!(
+        v.held.note.contains("flows were not seen"),
+        "{}",
+        v.held.note
+    );
+    let e = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "untracked_flows")
+        .unwrap();
+    assert!(e.note.starts_with("flows not seen"), "{}", e.note);
+    assert!(
+        e.note.contains("storage could not be created"),
+        "{}",
+        e.note
+    );
+    assert!(v.confidence <= FREE_BLIND_CONFIDENCE, "{}", v.confidence);
+}
+
+/// Untracked sockets that only received while tracked ones sent: the flows
+/// were seen; the share received is said, the sent one is 0%.
+#[test]
+fn untracked_receivers_beside_tracked_senders_are_not_unseen() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(2, 0.0, 1.1).done();
+    s.health.untracked_open = 1;
+    s.health.untracked_bytes_received = 5_000;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.rates.untracked_sent_pct, Some(0.0));
+    assert_eq!(v.rates.untracked_received_pct, Some(100.0));
+    assert!(!v.evidence[0].note.contains("not seen"));
+    let e = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "untracked_flows")
+        .unwrap();
+    assert!(
+        e.note
+            .contains("~0% of the TCP bytes sent and ~100% of those received"),
+        "{}",
+        e.note
+    );
+}
+
+/// No untracked bytes: no line, and nothing in the rates' JSON (older
+/// readers and the JSON size stay as they were).
+#[test]
+fn no_untracked_traffic_no_line() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(2, 0.0, 1.1).done();
+    // An untracked socket that moved nothing this interval.
+    s.health.untracked_open = 1;
+    let v = judge_one(&[], &s);
+    assert!(!v.evidence.iter().any(|e| e.signal == "untracked_flows"));
+    let json = serde_json::to_string(&v.rates).unwrap();
+    assert!(!json.contains("untracked_sent_pct"), "{json}");
+}
+
+/// The most a free flow blind to something can be sure of (decide.rs's
+/// FREE_BLIND_MAX).
+const FREE_BLIND_CONFIDENCE: f64 = 0.6;
+
+/// Under a dropping shaper the host sends each dropped byte twice (the
+/// original the shaper dropped, then the retransmit): the driver's tx
+/// counts both. The baseline is what the shaper let through, so the bytes
+/// resent for loss come out; those resent for nothing (D-SACKed: the
+/// original had arrived) passed the shaper and stay in.
+#[test]
+fn enforcement_baseline_leaves_out_the_resent_bytes() {
+    let th = Thresholds::default();
+    let baseline = |spurious_share: f64| {
+        let mut tracker = EpisodeTracker::new(&th);
+        let mut history = Vec::new();
+        let plan = [(4e9, 10.0, 0.0); 5]
+            .into_iter()
+            .chain([(1.25e9, 100.0, 20.0); 4]);
+        for (seq, (bps, bw_pct, resent_pct)) in plan.enumerate() {
+            let mut s = Build::new(seq as u64, 10)
+                .tx_bulk(bps, 16)
+                .bw_out_pct(bw_pct)
+                .flows(4, resent_pct, 1.2)
+                .done();
+            for f in &mut s.flows {
+                let d = &mut f.delta;
+                d.bytes_retrans = (d.bytes_sent as f64 * resent_pct / 100.0) as u64;
+                d.retrans_spurious = (d.retrans_segs as f64 * spurious_share) as u64;
+            }
+            let a = analyze(&history, &s, &th);
+            tracker.push(&a, &s);
+            history.push(s);
+        }
+        let e = tracker
+            .episodes()
+            .into_iter()
+            .find(|e| e.verdict.is_enforcement())
+            .expect("an enforcement episode");
+        assert!(e.stepped_down, "{e:?}");
+        e.throughput_during_bps.unwrap()
+    };
+    // A fifth of the 1.25 Gbit/s sent was resent for loss: 1 Gbit/s passed.
+    let lossy = baseline(0.0);
+    assert!((lossy - 1e9).abs() / 1e9 < 0.01, "{lossy}");
+    // Half the retransmits D-SACKed: only the other half were drops.
+    let half = baseline(0.5);
+    assert!((half - 1.125e9).abs() / 1.125e9 < 0.01, "{half}");
 }

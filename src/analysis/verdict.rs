@@ -78,12 +78,20 @@ fn free_flow_line(rates: &NormalisedRates, evidence: &[Evidence]) -> Evidence {
         value: nearest.map_or(0.0, |e| e.value),
         threshold: nearest.map_or(0.0, |e| e.threshold),
         note: format!(
-            "no allowance, loss or host-queue signal past its threshold; tx {}, rx {}{}",
+            "no allowance, loss or host-queue signal past its threshold; tx {}, rx {}{}{}",
             units::rate_bits(rates.tx_bps),
             units::rate_bits(rates.rx_bps),
             if rtt_inflated {
                 " (RTTs inflated with no cause seen here: queuing further away, or \
                  receivers reading slowly)"
+            } else {
+                ""
+            },
+            // The held free flow shows this line alone: it must not read
+            // as "no loss" when the flows could not be looked at.
+            if super::collect::flows_unseen(rates) {
+                "; but the flows were not seen (every TCP byte of the interval went \
+                 through untracked sockets): loss on them is not excluded"
             } else {
                 ""
             }

@@ -20,6 +20,7 @@ use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_flow_record, ts_health_counter};
 use crate::collect::probes::hostq::HostQueueProbes;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
+use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
     AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
@@ -58,6 +59,9 @@ pub struct CollectorConfig {
     /// Flows listed one by one per interval; the rest are folded
     /// (src/model/fold.rs).
     pub listed_flows: usize,
+    /// At most this many sockets tracked at once (`--max-flows`); the
+    /// others are counted as untracked, with the bytes they move. 0: no cap.
+    pub max_flows: u32,
 }
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
@@ -77,6 +81,7 @@ impl Default for CollectorConfig {
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
             listed_flows: DEFAULT_LISTED_FLOWS,
+            max_flows: 0,
         }
     }
 }
@@ -97,6 +102,13 @@ pub struct Collector {
     if_names: IfIndexNames,
     config: CollectorConfig,
     prev_links: HashMap<String, LinkCounters>,
+    /// Each watched interface's MTU as last read: a removed interface's
+    /// last interval needs it (wire packets) and has no /sys left.
+    mtus: HashMap<String, u32>,
+    /// Notices of interfaces removed from the namespace, with their
+    /// counters at removal (None: the socket could not be opened, and a
+    /// removed interface's last interval is lost as before).
+    removed_links: Option<RemovedLinks>,
     prev_mono_ns: u64,
     seq: u64,
     counter_read_failures: u64,
@@ -116,6 +128,30 @@ pub struct Collector {
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
     prev_lost_closes: u64,
+    /// The name each other namespace's flows were last given, by netns
+    /// inode: both sources can be gone when a flow's close record comes
+    /// (`ip netns del` removes the /run/netns file while sockets keep the
+    /// namespace alive; a pod's cgroup goes when its processes do, and a
+    /// closing socket has no inode to find its owner by), and a close
+    /// record may be the first record of a flow. Kept while a flow of the
+    /// namespace is tracked (pruned at full dumps).
+    netns_seen: HashMap<u32, String>,
+    /// Bytes sent and received by untracked sockets as of the last
+    /// interval (the kernel's totals): the snapshot carries the growth.
+    untracked_bytes: (Growth, Growth),
+}
+
+/// A kernel total read every interval, reported as its growth since the
+/// last read.
+#[derive(Debug, Default)]
+struct Growth(u64);
+
+impl Growth {
+    fn delta(&mut self, now: u64) -> u64 {
+        let d = now.saturating_sub(self.0);
+        self.0 = now;
+        d
+    }
 }
 
 impl Collector {
@@ -141,7 +177,12 @@ impl Collector {
             NetnsFilter::Only(netns)
         };
         let start_ns = monotonic_ns();
-        let probes = FlowProbes::attach(filter, config.events, config.probe_sampling)?;
+        let probes = FlowProbes::attach(
+            filter,
+            config.events,
+            config.probe_sampling,
+            config.max_flows,
+        )?;
         let host_queue = if config.host_queue {
             Some(HostQueueProbes::attach(filter)?)
         } else {
@@ -160,6 +201,10 @@ impl Collector {
             if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
             config,
             prev_links: HashMap::new(),
+            mtus: HashMap::new(),
+            // Opened before the baselines are read, so that a removal
+            // between them and the first interval is seen.
+            removed_links: RemovedLinks::open().ok(),
             prev_mono_ns: start_ns,
             seq: 0,
             counter_read_failures: 0,
@@ -169,6 +214,8 @@ impl Collector {
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_closes: 0,
+            untracked_bytes: Default::default(),
+            netns_seen: HashMap::new(),
         };
         // Baselines: the first snapshot reports growth from now on.
         c.prev_lost_closes = c.lost_closes()?;
@@ -323,11 +370,26 @@ impl Collector {
             MAX_LISTED_EVENTS,
         );
         for f in flows.iter_mut().filter(|f| f.netns != own_netns) {
-            f.netns_name = self.netns_names.name(f.netns, seq).or_else(|| {
+            let now = self.netns_names.name(f.netns, seq).or_else(|| {
                 let w = f.owner.as_ref()?.workload.as_ref()?;
                 w.pod_uid.as_ref()?;
                 Some(format!("pod {}", w.label()?))
             });
+            f.netns_name = match now {
+                Some(name) => {
+                    if self.netns_seen.get(&f.netns) != Some(&name) {
+                        self.netns_seen.insert(f.netns, name.clone());
+                    }
+                    Some(name)
+                }
+                None => self.netns_seen.get(&f.netns).cloned(),
+            };
+        }
+        if all {
+            // A namespace none of whose flows is tracked any more has no
+            // close record to come; its inode may be given to a new one.
+            let in_use = self.flows.netns_in_use();
+            self.netns_seen.retain(|ino, _| in_use.contains(ino));
         }
 
         let mut host_queue = match self.host_queue.as_mut() {
@@ -353,6 +415,18 @@ impl Collector {
             programs,
             host_queue_untracked,
             untracked_flows: counters.get(ts_health_counter::TS_H_UNTRACKED),
+            untracked_open: counters
+                .get(ts_health_counter::TS_H_UNTRACKED)
+                .saturating_sub(counters.get(ts_health_counter::TS_H_UNTRACKED_CLOSED)),
+            untracked_bytes_sent: self
+                .untracked_bytes
+                .0
+                .delta(counters.get(ts_health_counter::TS_H_UNTRACKED_SENT)),
+            untracked_bytes_received: self
+                .untracked_bytes
+                .1
+                .delta(counters.get(ts_health_counter::TS_H_UNTRACKED_RECEIVED)),
+            max_flows: self.probes.max_flows(),
             ringbuf_drops: counters.get(ts_health_counter::TS_H_RINGBUF_DROPS)
                 + self.probes.lost_in_reader(),
             closes_deferred: counters.get(ts_health_counter::TS_H_CLOSES_DEFERRED),
@@ -406,7 +480,10 @@ impl Collector {
     }
 
     /// This interval's interfaces, and the asked-for ones that are missing.
+    /// An interface removed since the last interval gets its last sample
+    /// (`removed`), from the counters the kernel gave with the notice.
     fn read_interfaces(&mut self) -> (Vec<InterfaceSample>, Vec<String>) {
+        let gone = self.removed_links_now();
         let (names, missing) = match ifstats::present(&self.config.interfaces) {
             Ok(n) => n,
             Err(_) => {
@@ -414,14 +491,41 @@ impl Collector {
                 return (Vec::new(), Vec::new());
             }
         };
-        // One that comes back starts over from a baseline (a new device
-        // of the same name has counters of its own).
-        for name in &missing {
-            self.prev_links.remove(name);
-            self.allowance.remove(name);
-            self.drivers.remove(name);
-        }
         let mut out = Vec::with_capacity(names.len());
+        for (name, at_removal) in gone {
+            // Watched until now (it has a baseline) and not back under the
+            // same name: back, it is a new device whose counters start
+            // over, and the old one's last deltas cannot share its line.
+            let Some(prev) = self.prev_links.remove(&name) else {
+                continue;
+            };
+            if names.contains(&name) {
+                continue;
+            }
+            out.push(InterfaceSample {
+                driver: self.driver(&name),
+                delta: ifstats::counter_delta(&at_removal, &prev),
+                totals: at_removal,
+                offloads: None,
+                mtu: self.mtus.get(&name).copied().unwrap_or(0),
+                allowance: AllowanceStatus::Unavailable {
+                    reason: "interface removed during the interval: its allowance counters \
+                             could not be read"
+                        .into(),
+                },
+                host_queue: None,
+                removed: true,
+                name,
+            });
+        }
+        // Interfaces no longer there (a removal whose notice was lost
+        // included) are forgotten: one that comes back under the same name
+        // is a new device and starts over from a baseline.
+        let present = |n: &String| names.contains(n);
+        self.prev_links.retain(|n, _| present(n));
+        self.mtus.retain(|n, _| present(n));
+        self.allowance.retain(|n, _| present(n));
+        self.drivers.retain(|n, _| present(n));
         for name in names {
             let totals = match ifstats::read_counters(&name) {
                 Ok(t) => t,
@@ -433,23 +537,38 @@ impl Collector {
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
             let allowance = self.read_allowance(&name);
+            let mtu = ifstats::mtu(&name).unwrap_or(0);
+            self.mtus.insert(name.clone(), mtu);
             out.push(InterfaceSample {
                 driver: self.driver(&name),
                 delta: ifstats::counter_delta(&totals, &prev),
                 totals,
                 offloads: crate::collect::allowance::ethtool::offloads(&name).ok(),
-                mtu: ifstats::mtu(&name).unwrap_or(0),
+                mtu,
                 allowance,
                 host_queue: None,
+                removed: false,
                 name: name.clone(),
             });
             self.prev_links.insert(name, totals);
         }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
         (out, missing)
     }
 
-    /// Reads the interface's allowance counters, counting a failed or an
-    /// untrusted read in health.
+    /// Interfaces removed from the namespace since the last call, with
+    /// their counters at removal; lost notices are a failed counter read.
+    fn removed_links_now(&mut self) -> HashMap<String, LinkCounters> {
+        let Some(links) = &self.removed_links else {
+            return HashMap::new();
+        };
+        let (gone, lost) = links.drain();
+        if lost {
+            self.counter_read_failures += 1;
+        }
+        gone
+    }
+
     fn read_allowance(&mut self, iface: &str) -> AllowanceStatus {
         let allowance = self.allowance_reader(iface).read();
         if let Some(a) = allowance.sample() {

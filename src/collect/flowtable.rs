@@ -169,6 +169,11 @@ impl FlowTable {
         (out, counts)
     }
 
+    /// The network namespaces of the flows tracked now.
+    pub fn netns_in_use(&self) -> HashSet<u32> {
+        self.known.values().map(|k| k.last.netns).collect()
+    }
+
     /// Flows tracked now (open, listed or idle).
     pub fn len(&self) -> usize {
         self.known.len()

@@ -15,3 +15,4 @@ pub mod ifstats;
 pub mod netns;
 pub mod owners;
 pub mod probes;
+pub mod removed_links;

@@ -173,6 +173,14 @@ pub struct ObserveArgs {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LISTED_FLOWS,
           value_parser = parse_list_flows)]
     pub list_flows: usize,
+    /// Track at most N sockets at once (0: no limit). Sockets met past the
+    /// limit are left untracked: counted once each in health's
+    /// `untracked_flows`, with the bytes they send and receive, and the
+    /// verdict's evidence says what share of the traffic they carried. Bounds
+    /// the kernel memory (about 300 bytes a socket) and the per-interval work
+    /// on hosts with very many connections.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub max_flows: u32,
 
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9979).
     /// Give a non-loopback address only on purpose: there is no auth.

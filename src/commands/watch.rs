@@ -161,6 +161,7 @@ pub fn run_live(
         pod_logs: observe.pod_logs.clone(),
         probe_sampling: observe.probe_sampling,
         listed_flows: observe.list_flows,
+        max_flows: observe.max_flows,
     });
     let mut collector = match collector {
         Ok(c) => c,

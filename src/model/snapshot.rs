@@ -117,6 +117,12 @@ pub struct InterfaceSample {
     /// kfree_skb), when the host-queue probes are attached.
     #[serde(default)]
     pub host_queue: Option<HostQueueSample>,
+    /// The interface was removed from the namespace (deleted, or moved to
+    /// another) during this interval: its deltas run to its removal, from
+    /// the counters the kernel gave with the notice, and it is absent from
+    /// the next snapshot. Absent (false) before format 1.9.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub removed: bool,
 }
 
 /// Whether allowance counters could be read for an interface.
@@ -526,8 +532,26 @@ pub enum FlowEventKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     pub programs: Vec<ProgramHealth>,
-    /// Sockets whose storage could not be created: not tracked.
+    /// Sockets not tracked since start: their storage could not be created,
+    /// or `--max-flows` was reached. Each socket is counted once (before
+    /// format 1.9: every failed attempt, so one socket could count
+    /// hundreds of times).
     pub untracked_flows: u64,
+    /// Of those, the ones not closed yet. Absent (0) before format 1.9.
+    #[serde(default)]
+    pub untracked_open: u64,
+    /// Bytes the untracked sockets sent and received in this interval (not
+    /// cumulative): what the listed flows miss, so the analysis can say
+    /// what share of the traffic it could not see per flow. Absent (0)
+    /// before format 1.9.
+    #[serde(default)]
+    pub untracked_bytes_sent: u64,
+    #[serde(default)]
+    pub untracked_bytes_received: u64,
+    /// The `--max-flows` cap in force (0: none). Absent (0) before format
+    /// 1.9.
+    #[serde(default)]
+    pub max_flows: u32,
     /// Events lost because the ring buffer was full, or because user space
     /// had too many waiting (a storm of opens and state changes). Close
     /// records are counted apart (`closes_deferred`, `closes_lost`).

@@ -19,7 +19,14 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `flows_carried`; 1.6 the snapshot's `idle_flows` (`flows` lists only the
 /// flows that moved; before, every tracked flow), health's `late_intervals`
 /// and the header's `tool_commit` and `bpf_objects`; 1.7 health's
-/// `probe_sampling`.
+/// `probe_sampling`; 1.8 health's `allowance_read_failures` and
+/// `allowance_untrusted_reads`, the flows' D-SACKed retransmits; 1.9
+/// health's `untracked_open`, `untracked_bytes_sent`,
+/// `untracked_bytes_received` and `max_flows`, and `untracked_flows`
+/// counting sockets (before: failed attempts), the interfaces' `removed`
+/// and their rates' `tx_passed_bps`; a snapshot's `folded` (flows and
+/// events past the listing limits), health's `closes_deferred` and
+/// `closes_lost`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -69,6 +69,7 @@ fn iface(name: &str, mbit: u64, bw_pct: u64) -> InterfaceSample {
             ..Default::default()
         })),
         host_queue: None,
+        removed: false,
     }
 }
 

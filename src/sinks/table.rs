@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
-use crate::model::snapshot::{AllowanceStatus, FlowSample, Snapshot};
+use crate::model::snapshot::{AllowanceStatus, FlowSample, Health, Snapshot};
 use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
 use crate::sinks::held;
 
@@ -153,6 +153,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         h.allowance_untrusted_reads,
         h.late_intervals
     );
+    if let Some(s) = untracked_text(h) {
+        let _ = writeln!(out, "health: {s}");
+    }
     if let Some(s) = h.probe_sampling_text() {
         let _ = writeln!(
             out,
@@ -220,6 +223,26 @@ fn owner_label(f: &FlowSample) -> String {
     }
 }
 
+/// A line on the untracked sockets when any is open or moved bytes in the
+/// interval: they are in no flow table, so the view says so beside it.
+fn untracked_text(h: &Health) -> Option<String> {
+    let moved = h.untracked_bytes_sent + h.untracked_bytes_received;
+    if h.untracked_open == 0 && moved == 0 {
+        return None;
+    }
+    let cap = if h.max_flows > 0 {
+        format!(" (--max-flows {})", h.max_flows)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "{} untracked sockets open{cap}, {} sent and {} received this interval: not in the flows listed",
+        h.untracked_open,
+        units::bytes(h.untracked_bytes_sent),
+        units::bytes(h.untracked_bytes_received),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +277,7 @@ mod tests {
                 reason: "test".into(),
             },
             host_queue: None,
+            removed: false,
         }
     }
 
@@ -359,6 +383,27 @@ mod tests {
         assert!(line("10.0.0.2:40000").contains(" kafka.service "), "{text}");
         assert!(
             line("10.0.0.1:40000").contains(" netns tenant-b "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn untracked_sockets_are_said_beside_the_flows() {
+        let quiet = one_interval(vec![iface("eth0")], Health::default());
+        assert!(!render(&quiet, None, 10).contains("untracked sockets"));
+        let snap = one_interval(
+            vec![iface("eth0")],
+            Health {
+                untracked_flows: 5,
+                untracked_open: 3,
+                untracked_bytes_sent: 2_000_000,
+                max_flows: 2,
+                ..Default::default()
+            },
+        );
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains("health: 3 untracked sockets open (--max-flows 2), 2.00MB sent"),
             "{text}"
         );
     }

@@ -154,6 +154,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 sojourn_max_us: None,
                 drops,
             }),
+            removed: false,
         },
         InterfaceSample {
             name: "veth0".into(),
@@ -166,6 +167,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 reason: "driver veth has no allowance counters".into(),
             },
             host_queue: None,
+            removed: false,
         },
     ];
     let flows = (0..flow_count as u64)

@@ -478,6 +478,7 @@ impl Generator {
                 probe_sampling: 1,
                 late_intervals: 0,
                 missing_interfaces: Vec::new(),
+                ..Default::default()
             },
         }
     }
@@ -552,6 +553,7 @@ impl Generator {
             mtu: iface.mtu,
             allowance,
             host_queue: Some(host_queue),
+            removed: false,
         }
     }
 }

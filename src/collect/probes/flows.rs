@@ -184,8 +184,14 @@ impl FlowProbes {
     /// observer's own network namespace.
     /// `probe_sampling`: tcp_probe's per-segment figures come from one run
     /// in this many (a power of two; 1: every run); see
-    /// `CollectorConfig::probe_sampling`.
-    pub fn attach(filter: NetnsFilter, emit_events: bool, probe_sampling: u32) -> Result<Self> {
+    /// `CollectorConfig::probe_sampling`. `max_flows`: at most this many
+    /// sockets tracked at once, the rest counted as untracked (0: no cap).
+    pub fn attach(
+        filter: NetnsFilter,
+        emit_events: bool,
+        probe_sampling: u32,
+        max_flows: u32,
+    ) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
@@ -223,6 +229,7 @@ impl FlowProbes {
                     probe_sampling.max(1) - 1
                 };
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
+                rodata.max_flows = max_flows;
                 // Iterators are attached by hand below (one needs the map fd).
                 open.progs.seed_flows.set_autoload(true);
                 open.progs.seed_flows.set_autoattach(false);
@@ -429,6 +436,11 @@ impl FlowProbes {
     /// every run).
     pub fn probe_sampling(&self) -> u32 {
         self.probe_sampling
+    }
+
+    /// The `--max-flows` cap the loaded object applies (0: none).
+    pub fn max_flows(&self) -> u32 {
+        self.skel.maps.rodata_data.map_or(0, |r| r.max_flows)
     }
 
     /// Per-program health: events (our counter; for `on_tcp_probe`, the

@@ -417,6 +417,23 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     untracked.int(Vec::new(), state.untracked_flows);
+    let mut untracked_open = Family::new(
+        "throttlescope_untracked_open_flows",
+        "Untracked sockets not closed yet, at the end of the last interval: in no per-flow figure.",
+        Kind::Gauge,
+    );
+    untracked_open.int(Vec::new(), state.untracked_open);
+    let mut untracked_bytes = Family::new(
+        "throttlescope_untracked_bytes",
+        "TCP bytes untracked sockets sent and received (by direction): traffic the per-flow figures miss.",
+        Kind::Counter,
+    );
+    for (direction, v) in [
+        ("sent", state.untracked_bytes_sent),
+        ("received", state.untracked_bytes_received),
+    ] {
+        untracked_bytes.int(vec![("direction", direction.to_string())], v);
+    }
     let mut counter_failures = Family::new(
         "throttlescope_counter_read_failures",
         "Failed reads of interface counters.",
@@ -485,6 +502,8 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         missed,
         ringbuf,
         untracked,
+        untracked_open,
+        untracked_bytes,
         counter_failures,
         late,
         idle,

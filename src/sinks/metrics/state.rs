@@ -100,6 +100,12 @@ pub struct ExporterState {
     pub closes_deferred: u64,
     pub folded_flows: u64,
     pub untracked_flows: u64,
+    /// Untracked sockets open at the end of the last interval, and the
+    /// bytes untracked sockets sent and received since start (the
+    /// snapshots carry each interval's).
+    pub untracked_open: u64,
+    pub untracked_bytes_sent: u64,
+    pub untracked_bytes_received: u64,
     pub counter_read_failures: u64,
     pub late_intervals: u64,
     pub idle_flows: u64,
@@ -239,6 +245,9 @@ impl ExporterState {
         self.closes_deferred = h.closes_deferred;
         self.folded_flows = snap.folded.flow_count();
         self.untracked_flows = h.untracked_flows;
+        self.untracked_open = h.untracked_open;
+        self.untracked_bytes_sent += h.untracked_bytes_sent;
+        self.untracked_bytes_received += h.untracked_bytes_received;
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;
         self.idle_flows = snap.idle_flows;

@@ -47,6 +47,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
             },
         },
         host_queue: None,
+        removed: false,
     }
 }
 
@@ -83,6 +84,8 @@ fn snapshot(seq: u64) -> Snapshot {
             }],
             ringbuf_drops: 5,
             untracked_flows: 6,
+            untracked_open: 2,
+            untracked_bytes_sent: 1_000,
             counter_read_failures: 7,
             late_intervals: 3,
             ..Default::default()
@@ -211,6 +214,10 @@ fn exact_names_and_values() {
         r#"throttlescope_bpf_attached{program="tcp_probe"} 1"#,
         "throttlescope_ringbuf_drops_total 5",
         "throttlescope_untracked_flows_total 6",
+        "throttlescope_untracked_open_flows 2",
+        // 1,000 in each of the two intervals.
+        r#"throttlescope_untracked_bytes_total{direction="sent"} 2000"#,
+        r#"throttlescope_untracked_bytes_total{direction="received"} 0"#,
         "throttlescope_counter_read_failures_total 7",
         "throttlescope_late_intervals_total 3",
         "throttlescope_idle_flows 9800",

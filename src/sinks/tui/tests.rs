@@ -99,6 +99,7 @@ fn shaped(seq: u64) -> Snapshot {
                 backlog_bytes: 4_500,
                 ..Default::default()
             }),
+            removed: false,
         }],
         flows,
         idle_flows: 0,
