@@ -73,13 +73,16 @@ def main():
     version = dict(secs).get("VERSION", "").strip()
     if value("VERSION_RC") != "0" or not version.startswith("throttlescope "):
         fails.append(f"--version exit {value('VERSION_RC')}: {version[:300]!r}")
-    version = version.splitlines()[0] if version else "?"
+    commit = re.search(r"^commit (\S+)", version, re.M)
+    version = (version.splitlines()[0] if version else "?") + (f" (commit {commit.group(1)})" if commit else "")
 
     if expect == "doctor":
         if doctor_rc != "0":
             fails.append(f"doctor exit {doctor_rc}: {doctor.strip()[-600:]}")
-        lost = len(re.findall(r"\[lost\]", doctor))
-        print(f"{kernel}\t{release}\t{version}; doctor exit {doctor_rc}, {lost} [lost]{mode}\t-\t-")
+        # The [lost] lines' subjects ("tracepoint tcp_sendmsg_locked"), not
+        # the closing line that counts them.
+        lost = [l.split("(")[0].replace("[lost]", "").strip() for l in doctor.splitlines() if l.startswith("[lost]")]
+        print(f"{kernel}\t{release}\t{version}; doctor exit {doctor_rc}, lost: {', '.join(lost) or 'nothing'}{mode}\t-\t-")
 
     elif expect == "refuse":
         watch_rc = value("WATCH_RC")
