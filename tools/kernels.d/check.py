@@ -3,7 +3,9 @@
 
 check.py LOG EXPECT KERNEL [static|dynamic]: EXPECT is `observe` (doctor exits 0, each scenario's
 `watch --json` runs and is judged right, per-flow retransmits agree with the
-guest's RetransSegs) or `refuse` (doctor and watch exit non-zero naming the floor).
+guest's RetransSegs), `doctor` (--version and doctor exit 0, nothing more is
+run: tools/kernels --doctor-only) or `refuse` (doctor and watch exit non-zero
+naming the floor). In every case `--version` must run and name the binary.
 With `static`, the binary must have run in a chroot holding nothing but
 itself and the mount points (the JAIL section lists it).
 Prints one summary line (tab-separated) for the table, then any failures;
@@ -68,8 +70,21 @@ def main():
     doctor_rc = value("DOCTOR_RC")
     if "END" not in names:
         fails.append("the guest did not finish (no END marker): see " + log)
+    version = dict(secs).get("VERSION", "").strip()
+    if value("VERSION_RC") != "0" or not version.startswith("throttlescope "):
+        fails.append(f"--version exit {value('VERSION_RC')}: {version[:300]!r}")
+    commit = re.search(r"^commit (\S+)", version, re.M)
+    version = (version.splitlines()[0] if version else "?") + (f" (commit {commit.group(1)})" if commit else "")
 
-    if expect == "refuse":
+    if expect == "doctor":
+        if doctor_rc != "0":
+            fails.append(f"doctor exit {doctor_rc}: {doctor.strip()[-600:]}")
+        # The [lost] lines' subjects ("tracepoint tcp_sendmsg_locked"), not
+        # the closing line that counts them.
+        lost = [l.split("(")[0].replace("[lost]", "").strip() for l in doctor.splitlines() if l.startswith("[lost]")]
+        print(f"{kernel}\t{release}\t{version}; doctor exit {doctor_rc}, lost: {', '.join(lost) or 'nothing'}{mode}\t-\t-")
+
+    elif expect == "refuse":
         watch_rc = value("WATCH_RC")
         watch_out = dict(secs).get("WATCH_ERR", "")
         for what, rc, out in (("doctor", doctor_rc, doctor), ("watch", watch_rc, watch_out)):
@@ -87,7 +102,7 @@ def main():
     else:
         if doctor_rc != "0":
             fails.append(f"doctor exit {doctor_rc}: {doctor.strip()[-600:]}")
-        attached, verdicts, retrans = "?", [], []
+        attached, lost, verdicts, retrans = "?", "?", [], []
         current = None
         by_scenario = {}
         for n, body in secs:
@@ -117,6 +132,14 @@ def main():
                 continue
             progs = rows[-1]["health"]["programs"]
             attached = f"{sum(1 for p in progs if p.get('attached', True))}/{len(progs)}"
+            # What this kernel cannot give, doctor must have named: a
+            # program not attached has its [lost] line.
+            lost_lines = [l for l in doctor.splitlines() if l.startswith("[lost]")]
+            missing = sorted(p["name"] for p in progs if not p.get("attached", True))
+            for name in missing:
+                if not any(name in l for l in lost_lines):
+                    fails.append(f"{scenario}: {name} is not attached, and doctor has no [lost] line for it")
+            lost = ", ".join(missing) or "nothing"
             judged = []
             for r in rows[1:]:
                 for i in r["analysis"]["interfaces"]:
@@ -147,7 +170,7 @@ def main():
                     fails.append(f"{scenario}: per-flow retransmits {ours}, RetransSegs {theirs} (>5% apart)")
             else:
                 fails.append(f"{scenario}: no /proc/net/snmp readings")
-        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}{mode}\t"
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}, doctor names as lost: {lost}{mode}\t"
               f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")
     for f in fails:
         print(f"  FAIL {kernel}: {f}")
