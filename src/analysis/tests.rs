@@ -45,6 +45,11 @@ impl Build {
                         ..Default::default()
                     })),
                     host_queue: Some(HostQueueSample::default()),
+                    tx_peak_bps: None,
+                    rx_peak_bps: None,
+                    tx_peak_pps: None,
+                    rx_peak_pps: None,
+                    peak_window_us: None,
                 }],
                 flows: vec![],
                 idle_flows: 0,

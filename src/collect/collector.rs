@@ -54,7 +54,16 @@ pub struct CollectorConfig {
     /// many, a power of two; 1: every segment. Counters and current values
     /// come from the socket at each dump and stay exact.
     pub probe_sampling: u32,
+    /// The window of the peak rates (`--peak-window`, microseconds; 0:
+    /// none): per interface in whole ticks of the kernel's clock, per flow
+    /// by the socket's microsecond clock.
+    pub peak_window_us: u32,
 }
+
+/// The default of `CollectorConfig::peak_window_us`: 10 ms, short enough
+/// to see a burst that fills a shaper's bucket, long enough for a few
+/// ticks of the kernel's clock (docs/verdicts.md "Microbursts").
+pub const DEFAULT_PEAK_WINDOW_US: u32 = 10_000;
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
 /// one segment in 8 keeps `on_tcp_probe` within 1.5 times an empty program
@@ -72,6 +81,7 @@ impl Default for CollectorConfig {
             workloads: WorkloadFilter::default(),
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
+            peak_window_us: DEFAULT_PEAK_WINDOW_US,
         }
     }
 }
@@ -136,9 +146,17 @@ impl Collector {
             NetnsFilter::Only(netns)
         };
         let start_ns = monotonic_ns();
-        let probes = FlowProbes::attach(filter, config.events, config.probe_sampling)?;
+        let probes = FlowProbes::attach(
+            filter,
+            config.events,
+            config.probe_sampling,
+            config.peak_window_us,
+        )?;
         let host_queue = if config.host_queue {
-            Some(HostQueueProbes::attach(filter)?)
+            Some(HostQueueProbes::attach(
+                filter,
+                u64::from(config.peak_window_us),
+            )?)
         } else {
             None
         };
@@ -304,6 +322,17 @@ impl Collector {
         let (mut interfaces, missing_interfaces) = self.read_interfaces();
         for i in &mut interfaces {
             i.host_queue = host_queue.remove(&i.name);
+            if let Some((tx, rx)) = self
+                .host_queue
+                .as_ref()
+                .and_then(|hq| hq.peaks().get(&i.name))
+            {
+                i.tx_peak_bps = tx.map(|p| p.bps);
+                i.tx_peak_pps = tx.map(|p| p.pps);
+                i.rx_peak_bps = rx.map(|p| p.bps);
+                i.rx_peak_pps = rx.map(|p| p.pps);
+                i.peak_window_us = tx.or(*rx).map(|p| p.window_us);
+            }
         }
         let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
@@ -406,6 +435,11 @@ impl Collector {
                 allowance,
                 host_queue: None,
                 name: name.clone(),
+                tx_peak_bps: None,
+                rx_peak_bps: None,
+                tx_peak_pps: None,
+                rx_peak_pps: None,
+                peak_window_us: None,
             });
             self.prev_links.insert(name, totals);
         }

@@ -160,6 +160,7 @@ pub fn run_live(
         workloads,
         pod_logs: observe.pod_logs.clone(),
         probe_sampling: observe.probe_sampling,
+        peak_window_us: observe.peak_window,
     });
     let mut collector = match collector {
         Ok(c) => c,

@@ -19,8 +19,10 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `flows_carried`; 1.6 the snapshot's `idle_flows` (`flows` lists only the
 /// flows that moved; before, every tracked flow), health's `late_intervals`
 /// and the header's `tool_commit` and `bpf_objects`; 1.7 health's
-/// `probe_sampling`.
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 8 };
+/// `probe_sampling`; 1.9 the interfaces' `tx_peak_bps`, `rx_peak_bps`,
+/// `tx_peak_pps`, `rx_peak_pps` and `peak_window_us`, and the flows'
+/// `peak_bps` (microbursts).
+pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.

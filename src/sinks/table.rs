@@ -250,6 +250,11 @@ mod tests {
                 reason: "test".into(),
             },
             host_queue: None,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         }
     }
 

@@ -154,6 +154,11 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 sojourn_max_us: None,
                 drops,
             }),
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         },
         InterfaceSample {
             name: "veth0".into(),
@@ -166,6 +171,11 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 reason: "driver veth has no allowance counters".into(),
             },
             host_queue: None,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         },
     ];
     let flows = (0..flow_count as u64)
@@ -205,6 +215,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             closed: false,
             iface: None,
             netns_name: None,
+            peak_bps: None,
         })
         .collect();
     Snapshot {

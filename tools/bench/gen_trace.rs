@@ -393,6 +393,7 @@ impl Generator {
                 closed: closing,
                 iface: Some(self.ifaces[f.iface].name.to_string()),
                 netns_name: None,
+                peak_bps: None,
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;
@@ -549,6 +550,11 @@ impl Generator {
             mtu: iface.mtu,
             allowance,
             host_queue: Some(host_queue),
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         }
     }
 }

@@ -189,8 +189,14 @@ impl FlowProbes {
     /// observer's own network namespace.
     /// `probe_sampling`: tcp_probe's per-segment figures come from one run
     /// in this many (a power of two; 1: every run); see
-    /// `CollectorConfig::probe_sampling`.
-    pub fn attach(filter: NetnsFilter, emit_events: bool, probe_sampling: u32) -> Result<Self> {
+    /// `CollectorConfig::probe_sampling`. `peak_window_us`: each flow's
+    /// peak rate over windows of at least this (0: none).
+    pub fn attach(
+        filter: NetnsFilter,
+        emit_events: bool,
+        probe_sampling: u32,
+        peak_window_us: u32,
+    ) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
@@ -227,6 +233,7 @@ impl FlowProbes {
                 } else {
                     probe_sampling.max(1) - 1
                 };
+                rodata.peak_window_us = peak_window_us;
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 // Iterators are attached by hand below (one needs the map fd).
                 open.progs.seed_flows.set_autoload(true);
