@@ -51,10 +51,12 @@ const volatile bool peaks_at_dequeue = false;
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
-/* The peak-rate window in jiffies (struct hq_rate); 0: no peak rates.
- * Written by user space once it knows HZ (hostq.rs): in .data, which is
- * mapped writable (a zero-initialised global would go to .bss). */
-volatile __u64 peak_window_jiffies SEC(".data") = 0;
+/* The peak-rate window (struct hq_rate): buckets of `sub` jiffies, windows
+ * of `subs` buckets (1 to HQ_RATE_BUCKETS), as sub << 8 | subs in one word
+ * so a packet never sees half of a change; 0: no peak rates. Written by
+ * user space once it knows HZ (hostq.rs): in .data, which is mapped
+ * writable (a zero-initialised global would go to .bss). */
+volatile __u64 peak_window SEC(".data") = 0;
 
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct hq_if_key _abi_if_key = {};
@@ -448,12 +450,21 @@ int on_kfree_skb(__u64 *ctx)
 	return 0;
 }
 
-/* A window that ended goes into the peak of the epoch it began in. */
-static __always_inline void rate_close(struct hq_rate *r)
+/* The bucket `now` (a bucket number) opens: the window of `subs` buckets
+ * that ends with the bucket just completed goes into this epoch's peak, and
+ * the buckets skipped since (no packet) are emptied. */
+static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 {
-	__u64 epoch = r->win_epoch;
-	__u32 slot = epoch & 1;
+	__u64 epoch = hq_epoch, bytes = 0, pkts = 0, gap = now - r->cur;
+	__u32 slot = epoch & 1, i, b;
 
+	for (i = 0; i < HQ_RATE_BUCKETS; i++) {
+		if (i >= subs)
+			break;
+		b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
+		bytes += r->bytes[b];
+		pkts += r->pkts[b];
+	}
 	barrier_var(slot);
 	if (slot > 1)
 		return;
@@ -462,29 +473,36 @@ static __always_inline void rate_close(struct hq_rate *r)
 		r->peak_bytes[slot] = 0;
 		r->peak_pkts[slot] = 0;
 	}
-	if (r->win_bytes > r->peak_bytes[slot])
-		r->peak_bytes[slot] = r->win_bytes;
-	if (r->win_pkts > r->peak_pkts[slot])
-		r->peak_pkts[slot] = r->win_pkts;
+	if (bytes > r->peak_bytes[slot])
+		r->peak_bytes[slot] = bytes;
+	if (pkts > r->peak_pkts[slot])
+		r->peak_pkts[slot] = pkts;
+	for (i = 1; i <= HQ_RATE_BUCKETS; i++) {
+		if (i > gap)
+			break;
+		b = (r->cur + i) & (HQ_RATE_BUCKETS - 1);
+		r->bytes[b] = 0;
+		r->pkts[b] = 0;
+	}
 }
 
 /*
  * One skb of `len` frame bytes passing `dev` in direction `dir` on queue
- * `queue`: added to the slot's window in progress. The first packet past
- * its end closes it (and reads the clock, for HZ: once a window) and starts
- * the window the current jiffy falls in. Wire packets: 1 unless the skb is
- * longer than a frame of the device's MTU, when gso_segs is read (a probe
- * read, only for gso/gro skbs, each of which carries many packets).
+ * `queue`: added to its slot's bucket in progress; the first packet of a
+ * new bucket sums the window that just ended (rate_roll) and reads the
+ * clock (for HZ: once a bucket, a jiffy or more). Wire packets: 1 unless
+ * the skb is longer than a frame of the device's MTU, when gso_segs is read
+ * (a probe read, only for gso/gro skbs, each of which carries many packets).
  */
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
 				      __u32 dir, __u32 queue, __u32 len)
 {
-	__u64 wj = peak_window_jiffies, now, pkts = 1;
+	__u64 w = peak_window, sub = w >> 8, now, pkts = 1;
+	__u32 subs = w & 0xff, idx, b;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
-	__u32 idx;
 
-	if (!wj || !dev)
+	if (!sub || !subs || !dev)
 		return;
 	k.netns = dev_netns(dev);
 	if (!observed(k.netns))
@@ -505,19 +523,16 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		r->key = k;
 	}
 	now = bpf_jiffies64();
-	if (now >= r->win_end) {
-		if (r->win_end) {
-			rate_close(r);
-			r->clock_ns = bpf_ktime_get_ns();
-			r->clock_jiffies = now;
-		}
-		r->win_end = (now / wj + 1) * wj;
-		r->win_epoch = hq_epoch;
-		r->win_bytes = 0;
-		r->win_pkts = 0;
+	if (now / sub != r->cur) {
+		if (r->cur)
+			rate_roll(r, now / sub, subs);
+		r->cur = now / sub;
+		r->clock_ns = bpf_ktime_get_ns();
+		r->clock_jiffies = now;
 	}
-	__sync_fetch_and_add(&r->win_bytes, len);
-	__sync_fetch_and_add(&r->win_pkts, pkts);
+	b = r->cur & (HQ_RATE_BUCKETS - 1);
+	__sync_fetch_and_add(&r->bytes[b], len);
+	__sync_fetch_and_add(&r->pkts[b], pkts);
 }
 
 /* Every skb handed to a driver: after the qdisc, and also the ones that

@@ -126,15 +126,22 @@ struct hq_if_stats {
  * queue * HQ_TXQ_STRIDE) % HQ_IF_SLOTS; queues colliding on a slot take it
  * over from each other (`key`; rare, as for the per-CPU slots).
  *
- * Windows are in jiffies because no clock is read per packet (hostq.bpf.c):
- * the kernel's tick (1 to 10 ms by HZ) is the resolution. A window that
- * ends is folded into the peak of the epoch it began in by the slot's next
- * packet; user space also takes the window still open at its read
- * (hostq.rs). `clock_ns`/`clock_jiffies`: both clocks read together at the
- * latest window's end (one clock read per window, not per packet), from
- * which user space tells HZ (the window in microseconds).
+ * Windows slide: the slot keeps the bytes and packets of its last
+ * HQ_RATE_BUCKETS buckets of `sub` jiffies (sub = 1 for windows of up to
+ * HQ_RATE_BUCKETS jiffies), and when a packet opens a new bucket the window
+ * of `subs` buckets that ends with the bucket just completed is summed and
+ * folded into the interval's peak. So every window that ends at a bucket's
+ * edge is seen, not only the ones aligned on a multiple of the window
+ * (which cut a burst in two and read up to half of it). In jiffies because
+ * no clock is read per packet (hostq.bpf.c): the kernel's tick (1 to 10 ms
+ * by HZ) is the resolution. User space also takes the window that ends with
+ * the bucket in progress at its read (hostq.rs). `clock_ns`/`clock_jiffies`:
+ * both clocks read together at the latest bucket's start (one clock read
+ * per bucket, not per packet), from which user space tells HZ.
  */
 #define HQ_RATE_SLOTS (2 * HQ_IF_SLOTS)
+/* Buckets a slot keeps: the most a window is cut in. A power of two. */
+#define HQ_RATE_BUCKETS 16
 enum hq_dir {
 	HQ_DIR_TX = 0,
 	HQ_DIR_RX = 1,
@@ -142,10 +149,11 @@ enum hq_dir {
 
 struct hq_rate {
 	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
-	__u64 win_end;           /* jiffies: the window in progress ends here; 0: none */
-	__u64 win_epoch;         /* hq_epoch when it began */
-	__u64 win_bytes;         /* frame bytes (as tcpdump counts them) in it */
-	__u64 win_pkts;          /* wire packets (gso segments) in it */
+	__u64 cur;               /* the bucket in progress: jiffies / sub; 0: none yet */
+	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
+	 * tcpdump counts them) and wire packets (gso segments). */
+	__u64 bytes[HQ_RATE_BUCKETS];
+	__u64 pkts[HQ_RATE_BUCKETS];
 	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
 	__u64 peak_bytes[2];
 	__u64 peak_pkts[2];
