@@ -513,6 +513,8 @@ fn enforcement_report() -> Report {
                 mean_confidence: 0.9,
                 stepped_down: enforcement.is_some(),
                 open: false,
+                peak_rate_bps: None,
+                microburst: None,
             },
             start_offset_secs: from as f64,
             judged_alone: Default::default(),

@@ -37,6 +37,9 @@ pub enum Signal {
     TxBps,
     /// The hard cap's own line, put first by `hypervisor_cap`.
     BwOutCapPct,
+    /// The interval's peak rate over its mean, on a hypervisor verdict
+    /// whose interval microbursts (verdict.rs).
+    MicroburstRatio,
 }
 
 impl Signal {
@@ -64,6 +67,7 @@ impl Signal {
             Signal::RxPlateauCv => "rx_plateau_cv",
             Signal::TxBps => "tx_bps",
             Signal::BwOutCapPct => "bw_out_cap_pct",
+            Signal::MicroburstRatio => "microburst_ratio",
         }
     }
 

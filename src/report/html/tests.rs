@@ -35,6 +35,8 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
             mean_confidence: 0.8,
             stepped_down: true,
             open: false,
+            peak_rate_bps: None,
+            microburst: None,
         },
         start_offset_secs: start,
         judged_alone: Default::default(),
