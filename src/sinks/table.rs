@@ -3,9 +3,42 @@
 use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
-use crate::model::snapshot::{AllowanceStatus, FlowSample, Snapshot};
+use crate::model::snapshot::{AllowanceStatus, FlowSample, InterfaceSample, Snapshot};
 use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
 use crate::sinks::held;
+
+/// The interval's peak rates beside its means (issue 24): `peak 12 ms: tx
+/// 348Mb/s 30.1kpps (5.2x the mean)  rx ...`; None when not measured.
+/// Shared by the plain tables and the full-screen view.
+pub fn peak_text(i: &InterfaceSample, secs: f64) -> Option<String> {
+    let window = i.peak_window_us?;
+    let side = |bps: Option<u64>, pps: Option<u64>, bytes: u64| {
+        let bps = bps? as f64;
+        let mean = bytes as f64 * 8.0 / secs;
+        let times = if mean > 0.0 {
+            format!(" ({} the mean)", units::ratio(bps / mean))
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{} {}{times}",
+            rate_bits(bps),
+            rate_pps(pps.unwrap_or(0) as f64)
+        ))
+    };
+    let tx = side(i.tx_peak_bps, i.tx_peak_pps, i.delta.tx_bytes);
+    let rx = side(i.rx_peak_bps, i.rx_peak_pps, i.delta.rx_bytes);
+    if tx.is_none() && rx.is_none() {
+        return None;
+    }
+    let unknown = || units::UNKNOWN.to_string();
+    Some(format!(
+        "peak {} ms: tx {}  rx {}",
+        units::significant(window as f64 / 1000.0, 3),
+        tx.unwrap_or_else(unknown),
+        rx.unwrap_or_else(unknown)
+    ))
+}
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
 /// flows at most.
@@ -31,6 +64,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             i.delta.tx_dropped,
             i.delta.rx_dropped,
         );
+        if let Some(peaks) = peak_text(i, secs) {
+            let _ = writeln!(out, "{:<12} {peaks}", "");
+        }
         if let AllowanceStatus::Unavailable { reason } = &i.allowance {
             let _ = writeln!(out, "{:<12} allowance counters unavailable: {reason}", "");
         }
