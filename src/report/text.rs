@@ -117,7 +117,7 @@ fn episodes(out: &mut String, r: &Report) {
         let ep = &e.episode;
         let _ = writeln!(
             out,
-            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}",
+            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}{}",
             ep.iface,
             format_offset(e.start_offset_secs),
             format_offset(e.end_offset_secs),
@@ -125,12 +125,21 @@ fn episodes(out: &mut String, r: &Report) {
             if ep.intervals == 1 { " " } else { "s" },
             ep.verdict,
             ep.mean_confidence * 100.0,
+            match (&ep.microburst, ep.peak_rate_bps) {
+                (Some(_), Some(p)) => format!(", in microbursts (peak {})", rate_bits(p)),
+                (Some(_), None) => ", in microbursts".to_string(),
+                (None, Some(p)) if !ep.verdict.is_calm() => format!(", peak {}", rate_bits(p)),
+                _ => String::new(),
+            },
             if ep.open {
                 ", still going at the end"
             } else {
                 ""
             }
         );
+        if let Some(m) = &ep.microburst {
+            let _ = writeln!(out, "             {m}");
+        }
         if !e.held_note.is_empty() {
             let _ = writeln!(out, "             why: {}", e.held_note);
         }

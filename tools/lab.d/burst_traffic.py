@@ -44,6 +44,11 @@ def send_loop(conn, size, period, mode):
                 delay = base + at - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+                elif mode == "smooth" and delay < -TICK_S:
+                    # Woken late (a busy machine): the schedule moves on
+                    # instead of catching up, which would be a burst.
+                    start -= delay
+                    base -= delay
                 conn.sendall(memoryview(buf)[:nbytes])
             k += 1
     except OSError:
