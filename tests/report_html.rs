@@ -594,6 +594,7 @@ fn enforcement_report() -> Report {
             backoff_intervals: 140,
             closed: false,
             iface: Some("ens5".to_string()),
+            peak_bps: None,
         })
         .collect();
 

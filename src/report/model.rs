@@ -190,6 +190,11 @@ pub struct FlowSummary {
     /// does not say (other namespaces, files older than format 1.2).
     #[serde(default)]
     pub iface: Option<String>,
+    /// The flow's highest peak rate (its busiest `--peak-window`, bits/s)
+    /// over the recording; None when never measured (recordings before
+    /// format 1.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

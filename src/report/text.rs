@@ -325,14 +325,20 @@ fn flows(out: &mut String, r: &Report) {
                 f.backoff_total, f.backoff_intervals, f.intervals
             ),
             backoff_from(&f.backoff_parts_total),
-            if f.closed { " closed" } else { "" }
+            match (f.closed, f.peak_bps) {
+                (true, Some(p)) => format!(" closed; peak {}", rate_bits(p)),
+                (false, Some(p)) => format!("; peak {}", rate_bits(p)),
+                (true, None) => " closed".to_string(),
+                (false, None) => String::new(),
+            }
         );
     }
     let _ = writeln!(
         out,
         "  retrans: N/Md = M reported spurious (D-SACK), +Nf = failed in the host; rtt infl: \
          srtt/min_rtt mean/peak, +delay = peak queuing delay over the peer's base RTT; backoff: \
-         summed score (intervals backing off/seen), from: its largest parts"
+         summed score (intervals backing off/seen), from: its largest parts; peak: the flow's \
+         busiest window (--peak-window) of the recording"
     );
 }
 

@@ -110,9 +110,23 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         }
     };
+    // Each flow's busiest window beside its mean, when the kernel measured
+    // one: the flows that burst.
+    let peak_col = snap.flows.iter().any(|f| f.peak_bps.is_some());
+    let peak_of = |f: &FlowSample| {
+        if peak_col {
+            format!(
+                " {:>10}",
+                f.peak_bps
+                    .map_or_else(|| "-".into(), |p| rate_bits(p as f64))
+            )
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+        "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
         "peer",
         "lport",
         if iface_col {
@@ -127,6 +141,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         },
         "tx",
+        if peak_col {
+            format!(" {:>10}", "peak")
+        } else {
+            String::new()
+        },
         "srtt",
         "min_rtt",
         "infl",
@@ -137,13 +156,14 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     for f in busiest(&snap.flows).into_iter().take(top) {
         let _ = writeln!(
             out,
-            "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
             f.peer.to_string(),
             f.local.port(),
             iface_of(f),
             owner_label(f),
             workload_of(f),
             rate_bits(f.delta.bytes_sent as f64 * 8.0 / secs),
+            peak_of(f),
             micros(f.srtt_us),
             micros(f.min_rtt_us),
             f.rtt_inflation()
@@ -359,6 +379,38 @@ mod tests {
         snap.interfaces.pop();
         let text = render(&snap, None, 10);
         assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
+    }
+
+    #[test]
+    fn peaks_show_beside_the_means_when_measured() {
+        let mut snap = Snapshot {
+            fragments_created: None,
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5")],
+            flows: vec![flow(2, None), flow(1, None)],
+            idle_flows: 0,
+            events: vec![],
+            health: Health::default(),
+        };
+        let text = render(&snap, None, 10);
+        assert!(!text.contains("peak"), "{text}");
+        let i = &mut snap.interfaces[0];
+        i.delta.tx_bytes = 8_000_000;
+        i.tx_peak_bps = Some(352_000_000);
+        i.tx_peak_pps = Some(30_000);
+        i.peak_window_us = Some(12_000);
+        snap.flows[0].peak_bps = Some(300_000_000);
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains("peak 12 ms: tx 352Mb/s 30.0kpps (5.5x the mean)  rx -"),
+            "{text}"
+        );
+        let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
+        assert!(line("peer").contains(" peak "), "{text}");
+        assert!(line("10.0.0.2:40000").contains(" 300Mb/s "), "{text}");
     }
 
     #[test]

@@ -166,6 +166,7 @@ fn report(n: usize) -> Report {
                 1 => Some(HOSTILE.to_string()),
                 _ => None,
             },
+            peak_bps: None,
         })
         .collect();
     Report {
