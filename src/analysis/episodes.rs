@@ -55,12 +55,15 @@ pub struct Episode {
     /// episode's intervals in its direction; None when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rate_bps: Option<f64>,
-    /// A microburst episode (at least half its intervals microbursted,
-    /// docs/verdicts.md "Microbursts"): its latest interval's line, "in
-    /// microbursts: the busiest 12 ms ran at ...; flows bursting: ...".
-    /// Never an enforcement episode: bursts over the allowance are not the
-    /// burst ceiling falling to the baseline, so it has no throughput
-    /// before or during and never steps down.
+    /// A microburst episode (at least half its intervals microbursted and
+    /// throughput did not step down into it, docs/verdicts.md
+    /// "Microbursts"): its latest interval's line, "in microbursts: the
+    /// busiest 12 ms ran at ...; flows bursting: ...". Never reported as an
+    /// enforcement: bursts over the allowance are not a burst ceiling
+    /// falling to a baseline. An episode that stepped down is the
+    /// enforcement, even when its senders burst at the host (TCP does under
+    /// a standing hypervisor queue: 3-10x the mean in the lab's
+    /// burst_then_enforce), and has no line here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub microburst: Option<String>,
 }
@@ -75,8 +78,9 @@ struct Running {
     inbound: bool,
     throughput_sum: f64,
     confidence_sum: f64,
-    /// Intervals of the episode that microbursted.
+    /// Intervals of the episode that microbursted, and the latest line.
     microbursts: u64,
+    microburst_line: Option<String>,
 }
 
 #[derive(Clone)]
@@ -94,9 +98,12 @@ struct Past {
 }
 
 impl Running {
-    /// At least half the episode's intervals microbursted.
+    /// A microburst episode: at least half its intervals microbursted, and
+    /// throughput did not step down into it (that is an enforcement).
     fn microbursting(&self) -> bool {
-        self.episode.intervals > 0 && self.microbursts * 2 >= self.episode.intervals
+        self.episode.intervals > 0
+            && self.microbursts * 2 >= self.episode.intervals
+            && !self.episode.stepped_down
     }
 
     /// Counts one interval's peak and microburst into the episode.
@@ -108,7 +115,7 @@ impl Running {
         }
         if let Some(m) = microburst {
             self.microbursts += 1;
-            self.episode.microburst = Some(m.clone());
+            self.microburst_line = Some(m.clone());
         }
     }
 }
@@ -324,6 +331,7 @@ impl EpisodeTracker {
                         throughput_sum: 0.0,
                         confidence_sum: 0.0,
                         microbursts: 0,
+                        microburst_line: None,
                     },
                 );
             }
@@ -370,14 +378,11 @@ impl EpisodeTracker {
                 ep.throughput_during_bps = Some(run.throughput_sum / ep.intervals as f64);
                 ep.stepped_down = stepped_down(ep, step_ratio);
             }
-            let bursting = run.microbursting();
-            let ep = &mut run.episode;
-            if bursting {
-                // Not an enforcement: no burst ceiling, no baseline.
-                ep.throughput_before_bps = None;
-                ep.throughput_during_bps = None;
-                ep.stepped_down = false;
-            }
+            run.episode.microburst = if run.microbursting() {
+                run.microburst_line.clone()
+            } else {
+                None
+            };
             let hist = self.history.entry(v.iface.clone()).or_default();
             if hist.len() >= HISTORY_KEPT {
                 hist.pop_front();

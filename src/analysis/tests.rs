@@ -1593,15 +1593,8 @@ fn traffic_queued_in_every_burst_is_held_as_the_hypervisor_and_says_microburst()
         "{line}"
     );
     assert!(line.contains("flows bursting: "), "{line}");
-    // Never an enforcement: no burst ceiling, no baseline.
-    assert_eq!(
-        (
-            ep.throughput_before_bps,
-            ep.throughput_during_bps,
-            ep.stepped_down
-        ),
-        (None, None, false)
-    );
+    // Never an enforcement: throughput did not step down into it.
+    assert_eq!((ep.throughput_before_bps, ep.stepped_down), (None, false));
     assert_eq!(ep.peak_rate_bps, Some(64e6 * 5.5));
 
     // The interval's own verdict (63%: queuing) and the held one carry
@@ -1619,6 +1612,31 @@ fn traffic_queued_in_every_burst_is_held_as_the_hypervisor_and_says_microburst()
         v.held.note.contains("in microbursts: the busiest 12 ms"),
         "{}",
         v.held.note
+    );
+}
+
+#[test]
+fn an_enforcement_whose_senders_burst_stays_an_enforcement() {
+    // burst_then_enforce in the lab: 300 Mbit/s, then the baseline with a
+    // standing queue (100%), TCP's own egress at 3-10x the mean meanwhile.
+    let th = Thresholds::default();
+    let snaps: Vec<Snapshot> = (0..16)
+        .map(|i| {
+            if i < 6 {
+                free_at(i, 300e6, 20.0)
+            } else {
+                bursting_at(i, 100e6, 5.0, 100.0)
+            }
+        })
+        .collect();
+    let (held, eps) = held_run(&snaps, &th);
+    assert_eq!(held[15], Verdict::HypervisorQueuing, "{held:?}");
+    let ep = eps.last().unwrap();
+    assert_eq!(ep.verdict, Verdict::HypervisorQueuing);
+    assert!(ep.stepped_down, "{ep:?}");
+    assert_eq!(
+        ep.microburst, None,
+        "an enforcement, not a microburst episode"
     );
 }
 
