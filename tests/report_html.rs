@@ -450,6 +450,7 @@ fn enforcement_report() -> Report {
                 conntrack_pct: Some(0.0),
                 retrans_pct: retrans,
                 backlog_bytes: Some(backlog),
+                tx_peak_bps: None,
             };
             let eth1 = InterfacePoint {
                 iface: "eth1".to_string(),
@@ -462,6 +463,7 @@ fn enforcement_report() -> Report {
                 conntrack_pct: Some(0.0),
                 retrans_pct: Some(0.001 * wobble(i, 0.6)),
                 backlog_bytes: Some(0),
+                tx_peak_bps: None,
             };
             IntervalPoint {
                 seq: 1000 + i as u64,

@@ -259,6 +259,10 @@ pub struct InterfacePoint {
     pub conntrack_pct: Option<f64>,
     pub retrans_pct: Option<f64>,
     pub backlog_bytes: Option<u64>,
+    /// The interval's busiest window outbound (bits/s), drawn over the
+    /// mean; None when not measured (recordings before format 1.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_peak_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
