@@ -54,6 +54,8 @@ const volatile __u32 max_flows = 0;
  * storage uncounted and can be subtracted twice, and the count must then
  * read low (the cap lets a few more in), never wrap to "full". */
 __s64 tracked_now = 0;
+/* The per-flow peak-rate window (flow_peak), in microseconds; 0: off. */
+const volatile __u32 peak_window_us = 0;
 
 /* Whether this tcp_probe run is one of the sample: a hash of the segment's
  * sequence and acknowledgement numbers (TCP_SKB_CB, filled by
@@ -517,6 +519,31 @@ static __always_inline void ca_transition(struct sock *sk, struct ts_flow_state 
 	emit(TS_EV_CONG, sk, old, new_state);
 }
 
+/*
+ * The flow's busiest window since the last dump (issue 24): windows of at
+ * least peak_window_us, from one sampled run to the first sampled run at or
+ * past its end, timed by tcp_mstamp (the socket's microsecond clock,
+ * refreshed at its latest send or receive: a load, no clock read). The
+ * rate is bits over the window's own length, so a window stretched by an
+ * idle gap reads lower, never higher. One division per window, none per run.
+ */
+static __always_inline void flow_peak(struct ts_flow_state *st, struct tcp_sock *tp)
+{
+	__u64 now = tp->tcp_mstamp;
+	__u64 bytes = tp->bytes_sent + tp->bytes_received;
+	__u64 dt = now - st->pk_start_us, bps;
+
+	if (st->pk_start_us && now > st->pk_start_us && dt < peak_window_us)
+		return;
+	if (st->pk_start_us && now > st->pk_start_us && bytes >= st->pk_start_bytes) {
+		bps = (bytes - st->pk_start_bytes) * 8 * 1000000 / dt;
+		if (bps > st->peak_bps)
+			st->peak_bps = bps;
+	}
+	st->pk_start_us = now;
+	st->pk_start_bytes = bytes;
+}
+
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 {
@@ -547,6 +574,8 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	if (cwnd < st->cwnd_min || !st->cwnd_min)
 		st->cwnd_min = cwnd;
 	st->last_cwnd = cwnd;
+	if (peak_window_us)
+		flow_peak(st, tp);
 	if (ca_from_probe)
 		ca_transition(sk, st, current_ca_state(sk));
 	return 0;
@@ -884,6 +913,7 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	health_inc(health, TS_H_ITER_RECORDS);
 	st->srtt_max_us = 0;
 	st->cwnd_min = 0;
+	st->peak_bps = 0;
 	if (busy)
 		st->moved_gen = gen;
 }

@@ -111,6 +111,13 @@ struct ts_flow_state {
 	__u64 srtt_sum_us;       /* sum of srtt over probe events, for the interval mean */
 	__u32 cwnd_reductions;   /* probe events where cwnd was lower than the previous one */
 	__u32 ca_state;          /* current congestion state, as last seen */
+	/* The flow's peak rate (issue 24): bytes sent + received over windows of
+	 * at least peak_window_us (flows.bpf.c, flow_peak), read on sampled
+	 * tcp_probe runs with the socket's own microsecond clock (tcp_mstamp):
+	 * no clock read. The second cache line: touched on sampled runs only. */
+	__u64 pk_start_us;       /* tcp_mstamp when the window in progress began; 0: none */
+	__u64 pk_start_bytes;    /* bytes_sent + bytes_received then */
+	__u64 peak_bps;          /* the busiest window since the last dump, bits/s (reset by the iterator) */
 	/* cold: state changes, retransmits, a new owner */
 	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
 	__u64 ca_since_ns;       /* when the current congestion state was entered */

@@ -51,11 +51,20 @@ const volatile bool peaks_at_dequeue = false;
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
+/* The peak-rate window (struct hq_rate): buckets of `sub` jiffies, windows
+ * of `subs` buckets (1 to HQ_RATE_BUCKETS), as sub << 8 | subs in one word
+ * so a packet never sees half of a change; 0: no peak rates. Written by
+ * user space once it knows HZ (hostq.rs): in .data, which is mapped
+ * writable (a zero-initialised global would go to .bss). */
+volatile __u64 peak_window SEC(".data") = 0;
+
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct hq_if_key _abi_if_key = {};
 struct hq_if_stats _abi_if_stats = {};
 struct hq_drop_key _abi_drop_key = {};
 struct hq_sojourn _abi_sojourn = {};
+struct hq_rate _abi_rate = {};
+enum hq_dir _abi_dir = HQ_DIR_RX;
 enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 
 /* A sample whose packet was never seen leaving (qdisc reset, a drop from
@@ -90,6 +99,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct hq_sojourn);
 } sojourn SEC(".maps");
+
+/* The peak-rate windows (hostq.h, struct hq_rate). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HQ_RATE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct hq_rate);
+} rates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -430,5 +447,110 @@ int on_kfree_skb(__u64 *ctx)
 		return 0;
 	}
 	*cnt += 1;
+	return 0;
+}
+
+/* The bucket `now` (a bucket number) opens: the window of `subs` buckets
+ * that ends with the bucket just completed goes into this epoch's peak, and
+ * the buckets skipped since (no packet) are emptied. */
+static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
+{
+	__u64 epoch = hq_epoch, bytes = 0, pkts = 0, gap = now - r->cur;
+	__u32 slot = epoch & 1, i, b;
+
+	for (i = 0; i < HQ_RATE_BUCKETS; i++) {
+		if (i >= subs)
+			break;
+		b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
+		bytes += r->bytes[b];
+		pkts += r->pkts[b];
+	}
+	barrier_var(slot);
+	if (slot > 1)
+		return;
+	if (r->peak_epoch[slot] != epoch) {
+		r->peak_epoch[slot] = epoch;
+		r->peak_bytes[slot] = 0;
+		r->peak_pkts[slot] = 0;
+	}
+	if (bytes > r->peak_bytes[slot])
+		r->peak_bytes[slot] = bytes;
+	if (pkts > r->peak_pkts[slot])
+		r->peak_pkts[slot] = pkts;
+	for (i = 1; i <= HQ_RATE_BUCKETS; i++) {
+		if (i > gap)
+			break;
+		b = (r->cur + i) & (HQ_RATE_BUCKETS - 1);
+		r->bytes[b] = 0;
+		r->pkts[b] = 0;
+	}
+}
+
+/*
+ * One skb of `len` frame bytes passing `dev` in direction `dir` on queue
+ * `queue`: added to its slot's bucket in progress; the first packet of a
+ * new bucket sums the window that just ended (rate_roll) and reads the
+ * clock (for HZ: once a bucket, a jiffy or more). Wire packets: 1 unless
+ * the skb is longer than a frame of the device's MTU, when gso_segs is read
+ * (a probe read, only for gso/gro skbs, each of which carries many packets).
+ */
+static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
+				      __u32 dir, __u32 queue, __u32 len)
+{
+	__u64 w = peak_window, sub = w >> 8, now, pkts = 1;
+	__u32 subs = w & 0xff, idx, b;
+	struct hq_if_key k = {};
+	struct hq_rate *r;
+
+	if (!sub || !subs || !dev)
+		return;
+	k.netns = dev_netns(dev);
+	if (!observed(k.netns))
+		return;
+	health_inc(hq_health, dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS);
+	k.ifindex = dev->ifindex;
+	k.txq = queue < HQ_MAX_TXQ ? queue : HQ_MAX_TXQ;
+	k.pad = dir;
+	idx = ((k.ifindex + k.txq * HQ_TXQ_STRIDE) & (HQ_IF_SLOTS - 1)) + (dir ? HQ_IF_SLOTS : 0);
+	r = bpf_map_lookup_elem(&rates, &idx);
+	if (!r)
+		return;
+	if (len > dev->mtu + dev->hard_header_len)
+		pkts = skb_segs_shinfo(skb);
+	if (r->key.ifindex != k.ifindex || r->key.txq != k.txq || r->key.netns != k.netns ||
+	    r->key.pad != k.pad) {
+		__builtin_memset(r, 0, sizeof(*r));
+		r->key = k;
+	}
+	now = bpf_jiffies64();
+	if (now / sub != r->cur) {
+		if (r->cur)
+			rate_roll(r, now / sub, subs);
+		r->cur = now / sub;
+		r->clock_ns = bpf_ktime_get_ns();
+		r->clock_jiffies = now;
+	}
+	b = r->cur & (HQ_RATE_BUCKETS - 1);
+	__sync_fetch_and_add(&r->bytes[b], len);
+	__sync_fetch_and_add(&r->pkts[b], pkts);
+}
+
+/* Every skb handed to a driver: after the qdisc, and also the ones that
+ * bypass it or have none (hostq.h). Frame bytes as tcpdump sees them. */
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
+{
+	TEST_REJECT(test_reject, HQ_H_XMIT_EVENTS);
+	rate_note(skb, dev, HQ_DIR_TX, skb->queue_mapping, skb->len);
+	return 0;
+}
+
+/* Every skb the stack receives, after GRO: its frame is its data plus the
+ * link header already pulled (mac_len), as tcpdump sees it. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(on_netif_receive, struct sk_buff *skb)
+{
+	TEST_REJECT(test_reject, HQ_H_RECV_EVENTS);
+	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len);
 	return 0;
 }

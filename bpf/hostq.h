@@ -58,6 +58,8 @@ enum hq_health_counter {
 	HQ_H_DROP_UNTRACKED,     /* (interface, reason) drop entry could not be created */
 	HQ_H_SOJOURN_LOST,       /* sojourn sample skb never seen dequeued (dropped/timed out) */
 	HQ_H_BULK_TRUNCATED,     /* bulk dequeues longer than the walk bound (counted 1/skb) */
+	HQ_H_XMIT_EVENTS,        /* net_dev_start_xmit runs on an observed device (peak rates) */
+	HQ_H_RECV_EVENTS,        /* netif_receive_skb runs on an observed device (peak rates) */
 	HQ_H_MAX,
 };
 
@@ -101,6 +103,62 @@ struct hq_if_stats {
 	__u32 peak_qlen[2];
 	__u32 peak_backlog_bytes[2];
 	__u64 sojourn_max_ns[2];
+};
+
+/*
+ * Sub-second peak rates (issue 24, microbursts): per interface, direction
+ * and queue, the bytes and wire packets in windows of `peak_window_jiffies`
+ * jiffies aligned on the jiffies count, and per interval (epoch, as the
+ * backlog peaks) the busiest window. Counted where every packet passes
+ * whatever the qdisc: the driver's transmit (net_dev_start_xmit, after the
+ * qdisc and also for the packets a qdisc lets bypass it, pfifo_fast's
+ * empty-queue path, and for noqueue devices) and the stack's receive
+ * (netif_receive_skb, after GRO); the two points where tcpdump sees them.
+ *
+ * A plain (not per-CPU) ARRAY of HQ_RATE_SLOTS: one window split over
+ * per-CPU copies would not add up, and one TCP flow transmits from two
+ * CPUs at once (its sender's and the one its ACKs arrive on). A transmit
+ * queue's driver calls run under its lock (one at a time) except on
+ * lockless (LLTX) devices such as veth, a receive queue's on one CPU
+ * without RPS: the adds are atomic for the rest, and a window closing on
+ * two CPUs at once may lose the other's adds of that instant, never count
+ * twice. Slot of (dir, ifindex, queue): dir * HQ_IF_SLOTS + (ifindex +
+ * queue * HQ_TXQ_STRIDE) % HQ_IF_SLOTS; queues colliding on a slot take it
+ * over from each other (`key`; rare, as for the per-CPU slots).
+ *
+ * Windows slide: the slot keeps the bytes and packets of its last
+ * HQ_RATE_BUCKETS buckets of `sub` jiffies (sub = 1 for windows of up to
+ * HQ_RATE_BUCKETS jiffies), and when a packet opens a new bucket the window
+ * of `subs` buckets that ends with the bucket just completed is summed and
+ * folded into the interval's peak. So every window that ends at a bucket's
+ * edge is seen, not only the ones aligned on a multiple of the window
+ * (which cut a burst in two and read up to half of it). In jiffies because
+ * no clock is read per packet (hostq.bpf.c): the kernel's tick (1 to 10 ms
+ * by HZ) is the resolution. User space also takes the window that ends with
+ * the bucket in progress at its read (hostq.rs). `clock_ns`/`clock_jiffies`:
+ * both clocks read together at the latest bucket's start (one clock read
+ * per bucket, not per packet), from which user space tells HZ.
+ */
+#define HQ_RATE_SLOTS (2 * HQ_IF_SLOTS)
+/* Buckets a slot keeps: the most a window is cut in. A power of two. */
+#define HQ_RATE_BUCKETS 16
+enum hq_dir {
+	HQ_DIR_TX = 0,
+	HQ_DIR_RX = 1,
+};
+
+struct hq_rate {
+	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
+	__u64 cur;               /* the bucket in progress: jiffies / sub; 0: none yet */
+	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
+	 * tcpdump counts them) and wire packets (gso segments). */
+	__u64 bytes[HQ_RATE_BUCKETS];
+	__u64 pkts[HQ_RATE_BUCKETS];
+	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
+	__u64 peak_bytes[2];
+	__u64 peak_pkts[2];
+	__u64 clock_ns;
+	__u64 clock_jiffies;
 };
 
 /* Drops are keyed by (netns, ifindex, reason); ifindex 0: no device, by socket. */

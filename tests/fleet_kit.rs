@@ -37,6 +37,9 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_verdict",
     "throttlescope_verdict_confidence",
     "throttlescope_verdict_held_seconds",
+    "throttlescope_interface_peak_bytes_per_second",
+    "throttlescope_interface_peak_packets_per_second",
+    "throttlescope_interface_peak_window_seconds",
     "throttlescope_bpf_attached",
     "throttlescope_bpf_events_total",
     "throttlescope_bpf_missed_total",
@@ -370,6 +373,12 @@ fn populated_exposition() -> String {
             iface.delta = iface.totals;
             iface.delta.tx_packets = 100;
             iface.delta.rx_packets = 90;
+            // Peak rates measured (the kernel's busiest window).
+            iface.tx_peak_bps = Some(8_000_000);
+            iface.rx_peak_bps = Some(800_000);
+            iface.tx_peak_pps = Some(700);
+            iface.rx_peak_pps = Some(600);
+            iface.peak_window_us = Some(12_000);
             if let AllowanceStatus::Read(a) = &mut iface.allowance {
                 // No read gap: the interval's allowance rates are data.
                 a.zeroed_reads = 0;

@@ -284,7 +284,8 @@ fn measure(pair: &mut Pair, secs: u32, label: &str, noise: Option<&mut Pair>) ->
             .spawn(|| {
                 let ino = enter_netns(&pair.sender);
                 let _stats = enable_bpf_stats();
-                let mut probes = HostQueueProbes::attach(NetnsFilter::Only(ino)).expect("attach");
+                let mut probes =
+                    HostQueueProbes::attach(NetnsFilter::Only(ino), 0).expect("attach");
                 let mut names = IfIndexNames::new().expect("a socket for interface names");
                 probes.read(&mut names, 1).expect("baseline read");
                 let before = pair.tc_root();
@@ -444,7 +445,7 @@ fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
         let pair = &pair;
         let measuring = s.spawn(move || {
             let ino = enter_netns(&pair.sender);
-            let mut probes = HostQueueProbes::attach(NetnsFilter::Only(ino)).expect("attach");
+            let mut probes = HostQueueProbes::attach(NetnsFilter::Only(ino), 0).expect("attach");
             let mut names = IfIndexNames::new().expect("a socket for interface names");
             probes.read(&mut names, 1).expect("baseline read");
             let client = std::thread::spawn({

@@ -450,6 +450,7 @@ fn enforcement_report() -> Report {
                 conntrack_pct: Some(0.0),
                 retrans_pct: retrans,
                 backlog_bytes: Some(backlog),
+                tx_peak_bps: None,
             };
             let eth1 = InterfacePoint {
                 iface: "eth1".to_string(),
@@ -462,6 +463,7 @@ fn enforcement_report() -> Report {
                 conntrack_pct: Some(0.0),
                 retrans_pct: Some(0.001 * wobble(i, 0.6)),
                 backlog_bytes: Some(0),
+                tx_peak_bps: None,
             };
             IntervalPoint {
                 seq: 1000 + i as u64,
@@ -513,6 +515,8 @@ fn enforcement_report() -> Report {
                 mean_confidence: 0.9,
                 stepped_down: enforcement.is_some(),
                 open: false,
+                peak_rate_bps: None,
+                microburst: None,
             },
             start_offset_secs: from as f64,
             judged_alone: Default::default(),
@@ -592,6 +596,7 @@ fn enforcement_report() -> Report {
             backoff_intervals: 140,
             closed: false,
             iface: Some("ens5".to_string()),
+            peak_bps: None,
         })
         .collect();
 

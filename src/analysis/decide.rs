@@ -168,8 +168,14 @@ pub(super) fn decide(s: &Signals, r: &NormalisedRates, th: &Thresholds) -> Decis
         .or_else(|| idle(s, th))
         // 4. Hypervisor allowances: the one furthest past its threshold wins.
         .or_else(|| hypervisor_allowance(s, th))
-        // 4b. A hard cap under the bandwidth line.
-        .or_else(|| hypervisor_cap(s, th))
+        // 4b. A hard cap under the bandwidth line; not when the interval
+        // microbursts: a sender that ran several times its mean within the
+        // interval was not held at a ceiling (an application sending the
+        // same bytes every second is flat too, docs/verdicts.md).
+        .or_else(|| {
+            hypervisor_cap(s, th)
+                .filter(|_| r.microburst(false, false, th.microburst_ratio).is_none())
+        })
         // 5-6. The host's own queue.
         .or_else(|| local_drop(s, th))
         .or_else(|| local_queuing(s, th))

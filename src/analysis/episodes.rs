@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::hold::same_kind;
+use super::signal::Signal;
 use super::thresholds::Thresholds;
 use super::verdict::{InterfaceVerdict, Verdict};
 use super::IntervalAnalysis;
@@ -56,6 +57,21 @@ pub struct Episode {
     pub stepped_down: bool,
     /// Still going at the last interval pushed.
     pub open: bool,
+    /// The highest peak rate (the busiest `--peak-window`, bits/s) of the
+    /// episode's intervals in its direction; None when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rate_bps: Option<f64>,
+    /// A microburst episode (at least half its intervals microbursted and
+    /// throughput did not step down into it, docs/verdicts.md
+    /// "Microbursts"): its latest interval's line, "in microbursts: the
+    /// busiest 12 ms ran at ...; flows bursting: ...". Never reported as an
+    /// enforcement: bursts over the allowance are not a burst ceiling
+    /// falling to a baseline. An episode that stepped down is the
+    /// enforcement, even when its senders burst at the host (TCP does under
+    /// a standing hypervisor queue: 3-10x the mean in the lab's
+    /// burst_then_enforce), and has no line here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub microburst: Option<String>,
 }
 
 struct Running {
@@ -68,6 +84,9 @@ struct Running {
     inbound: bool,
     throughput_sum: f64,
     confidence_sum: f64,
+    /// Intervals of the episode that microbursted, and the latest line.
+    microbursts: u64,
+    microburst_line: Option<String>,
 }
 
 #[derive(Clone)]
@@ -80,6 +99,32 @@ struct Past {
     tx_bps: f64,
     rx_bps: f64,
     confidence: f64,
+    /// The interval's peak rates (tx, rx) and microburst line.
+    peak: (Option<f64>, Option<f64>),
+    microburst: Option<String>,
+}
+
+impl Running {
+    /// A microburst episode: at least half its intervals microbursted, and
+    /// throughput did not step down into it (that is an enforcement).
+    fn microbursting(&self) -> bool {
+        self.episode.intervals > 0
+            && self.microbursts * 2 >= self.episode.intervals
+            && !self.episode.stepped_down
+    }
+
+    /// Counts one interval's peak and microburst into the episode.
+    fn note_burst(&mut self, peak: (Option<f64>, Option<f64>), microburst: Option<&String>) {
+        let p = if self.inbound { peak.1 } else { peak.0 };
+        if let Some(p) = p {
+            let ep = &mut self.episode;
+            ep.peak_rate_bps = Some(ep.peak_rate_bps.map_or(p, |q| q.max(p)));
+        }
+        if let Some(m) = microburst {
+            self.microbursts += 1;
+            self.microburst_line = Some(m.clone());
+        }
+    }
 }
 
 /// Throughput stepped down into an enforcement episode: the mean during it
@@ -144,7 +189,10 @@ impl EpisodeTracker {
     /// Enforcement whose throughput just fell well below the episode's
     /// mean: the shaper moved from the burst ceiling to the baseline.
     fn level_shift(&self, run: &Running, v: &InterfaceVerdict) -> bool {
-        if !run.episode.verdict.is_enforcement() || run.episode.intervals == 0 {
+        if !run.episode.verdict.is_enforcement()
+            || run.episode.intervals == 0
+            || run.microbursting()
+        {
             return false;
         }
         let mean = run.throughput_sum / run.episode.intervals as f64;
@@ -278,6 +326,8 @@ impl EpisodeTracker {
                     mean_confidence: 0.0,
                     stepped_down: false,
                     open: true,
+                    peak_rate_bps: None,
+                    microburst: None,
                 };
                 self.open.insert(
                     v.iface.clone(),
@@ -287,6 +337,8 @@ impl EpisodeTracker {
                         inbound,
                         throughput_sum: 0.0,
                         confidence_sum: 0.0,
+                        microbursts: 0,
+                        microburst_line: None,
                     },
                 );
             }
@@ -298,7 +350,15 @@ impl EpisodeTracker {
                 run.confidence_sum += p.confidence;
                 run.episode.intervals += 1;
                 *run.verdicts.entry(held.verdict).or_default() += 1;
+                run.note_burst(p.peak, p.microburst.as_ref());
             }
+            let microburst = v
+                .evidence
+                .iter()
+                .find(|e| Signal::MicroburstRatio.is(e))
+                .map(|e| e.note.clone());
+            let peak = (v.rates.tx_peak_bps, v.rates.rx_peak_bps);
+            run.note_burst(peak, microburst.as_ref());
             *run.verdicts.entry(held.verdict).or_default() += 1;
             let longest = run
                 .verdicts
@@ -325,6 +385,11 @@ impl EpisodeTracker {
                 ep.throughput_during_bps = Some(run.throughput_sum / ep.intervals as f64);
                 ep.stepped_down = stepped_down(ep, step_ratio);
             }
+            run.episode.microburst = if run.microbursting() {
+                run.microburst_line.clone()
+            } else {
+                None
+            };
             let hist = self.history.entry(v.iface.clone()).or_default();
             if hist.len() >= HISTORY_KEPT {
                 hist.pop_front();
@@ -337,6 +402,8 @@ impl EpisodeTracker {
                 tx_bps: v.rates.tx_passed_or_sent_bps(),
                 rx_bps: v.rates.rx_bps,
                 confidence: held.confidence,
+                peak,
+                microburst,
             });
         }
     }

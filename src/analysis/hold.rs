@@ -14,6 +14,11 @@
 //!   reaches `hold_onset_ratio` times its threshold;
 //!
 //! and its onset is dated to the first interval of the run that did so.
+//! When the intervals of a hypervisor kind in the window microburst (their
+//! peak rate far above their mean, verdict.rs), the onset level is
+//! `microburst_onset_ratio` times the threshold instead: traffic queued in
+//! every burst counts a share of its packets that never reaches the
+//! windowed level of a steady enforcement, and is held all the same.
 //! It ends only after `hold_exit_intervals` intervals in a row without
 //! support (judged neither it nor its kind, and its windowed signal below
 //! `hold_exit_ratio` of the threshold); the verdict that follows is dated
@@ -100,6 +105,9 @@ struct Entry {
     segs_out: u64,
     /// Retransmits not reported spurious.
     retrans: u64,
+    /// The interval's microburst line (verdict.rs), when its own verdict
+    /// is a hypervisor rate limit whose interval microbursts.
+    microburst: Option<String>,
 }
 
 /// Where a held verdict is dated from: an interval and its start.
@@ -215,21 +223,42 @@ impl Hold {
         self.window.iter().filter(|e| e.raw == v).count()
     }
 
+    /// The onset level of kind `k`, times its threshold: lower when enough
+    /// of the window's intervals of the kind microburst (module doc).
+    fn onset_ratio(&self, k: Kind, th: &Thresholds) -> f64 {
+        let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+        let bursting = self
+            .window
+            .iter()
+            .filter(|e| kind(e.raw) == k && e.microburst.is_some())
+            .count();
+        if bursting >= needed {
+            th.microburst_onset_ratio
+        } else {
+            th.hold_onset_ratio
+        }
+    }
+
     /// Kind `k` may start (or go on as) a held verdict: enough intervals of
     /// it in the window, and its windowed signal at the onset level.
     fn qualifies(&self, k: Kind, th: &Thresholds) -> bool {
         let needed = Thresholds::count(th.hold_onset_intervals).max(1);
+        let onset = self.onset_ratio(k, th);
         self.count(k) >= needed
-            && windowed(self.window.iter(), k, th)
-                .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
+            && windowed(self.window.iter(), k, th).is_none_or(|s| s.value >= s.threshold * onset)
     }
 
     /// An interval that can date an onset of kind `k`: judged of it and,
-    /// for a rate, at the onset level itself.
+    /// for a rate, at the onset level itself (its own microburst's, when it
+    /// microbursts).
     fn starts(e: &Entry, k: Kind, th: &Thresholds) -> bool {
+        let onset = if e.microburst.is_some() {
+            th.microburst_onset_ratio
+        } else {
+            th.hold_onset_ratio
+        };
         kind(e.raw) == k
-            && windowed(std::iter::once(e), k, th)
-                .is_none_or(|s| s.value >= s.threshold * th.hold_onset_ratio)
+            && windowed(std::iter::once(e), k, th).is_none_or(|s| s.value >= s.threshold * onset)
     }
 
     /// The interval still supports a held verdict of kind `k`.
@@ -336,7 +365,7 @@ impl Hold {
                 "{} {} over them < {}",
                 s.signal,
                 fmt_pct(s.value),
-                fmt_pct(s.threshold * th.hold_onset_ratio)
+                fmt_pct(s.threshold * self.onset_ratio(k, th))
             ),
             _ => format!("{needed} needed"),
         };
@@ -358,6 +387,19 @@ impl Hold {
     fn hold(&self, v: Verdict, since: Onset, quiet: u64, th: &Thresholds) -> HeldVerdict {
         let last = self.window.back().expect("pushed before");
         let (signal, value, mut note) = self.window_note(v, th);
+        // How the allowance was exceeded, from the latest interval of the
+        // kind that microbursted in the window.
+        let k = kind(v);
+        if let Some(m) = self
+            .window
+            .iter()
+            .rev()
+            .filter(|e| kind(e.raw) == k)
+            .find_map(|e| e.microburst.as_ref())
+        {
+            note.push_str("; ");
+            note.push_str(m);
+        }
         if quiet > 0 {
             note.push_str(&format!(
                 "; ending: {quiet} of {} intervals without it",
@@ -409,6 +451,11 @@ impl Hold {
             pps: r.pps_exceeded,
             segs_out: r.segs_out,
             retrans: r.lossy_retransmits(),
+            microburst: v
+                .evidence
+                .iter()
+                .find(|e| Signal::MicroburstRatio.is(e))
+                .map(|e| e.note.clone()),
         });
         let n = Thresholds::count(th.hold_window).max(1);
         while self.window.len() > n {

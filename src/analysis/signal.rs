@@ -40,6 +40,9 @@ pub enum Signal {
     /// Untracked sockets carried part of the traffic: a note (value: the
     /// larger of their shares of bytes sent and received, %).
     UntrackedFlows,
+    /// The interval's peak rate over its mean, on a hypervisor verdict
+    /// whose interval microbursts (verdict.rs).
+    MicroburstRatio,
 }
 
 impl Signal {
@@ -68,6 +71,7 @@ impl Signal {
             Signal::TxBps => "tx_bps",
             Signal::BwOutCapPct => "bw_out_cap_pct",
             Signal::UntrackedFlows => "untracked_flows",
+            Signal::MicroburstRatio => "microburst_ratio",
         }
     }
 

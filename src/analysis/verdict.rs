@@ -52,6 +52,15 @@ pub fn judge(
         }
         _ => {}
     }
+    if let Some(line) = microburst_line(verdict, &rates, &evidence, th) {
+        // The cause stays first; how it happened goes on its line and,
+        // with its own figures, right after it.
+        if let Some(first) = evidence.first_mut() {
+            first.note.push_str("; ");
+            first.note.push_str(&line.note);
+        }
+        evidence.insert(1.min(evidence.len()), line);
+    }
     InterfaceVerdict {
         iface: iface.name.clone(),
         verdict,
@@ -60,6 +69,43 @@ pub fn judge(
         evidence,
         rates,
         held: HeldVerdict::default(),
+    }
+}
+
+/// A hypervisor verdict (bandwidth or packet rate) whose interval
+/// microbursts: its peak at least `microburst_ratio` times its mean in the
+/// deciding direction. The allowance was exceeded by bursts the interval's
+/// mean hides (docs/verdicts.md, "Microbursts").
+pub(super) fn microburst_line(
+    verdict: Verdict,
+    rates: &NormalisedRates,
+    evidence: &[Evidence],
+    th: &Thresholds,
+) -> Option<Evidence> {
+    let (inbound, packets) = microburst_direction(verdict, evidence.first())?;
+    let m = rates.microburst(inbound, packets, th.microburst_ratio)?;
+    Some(Evidence {
+        signal: Signal::MicroburstRatio.as_str().into(),
+        value: m.times,
+        threshold: th.microburst_ratio,
+        note: rates.microburst_note(&m, packets),
+        exceeded: true,
+    })
+}
+
+/// The direction a microburst is looked for on a verdict: (inbound,
+/// packets); None for verdicts that are not the hypervisor's rate limits.
+pub(super) fn microburst_direction(
+    verdict: Verdict,
+    deciding: Option<&Evidence>,
+) -> Option<(bool, bool)> {
+    match verdict {
+        Verdict::HypervisorQueuing | Verdict::HypervisorDrop => Some((
+            deciding.is_some_and(|e| Signal::BwInAllowancePct.is(e)),
+            false,
+        )),
+        Verdict::PpsLimit => Some((false, true)),
+        _ => None,
     }
 }
 

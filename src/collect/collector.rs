@@ -62,7 +62,16 @@ pub struct CollectorConfig {
     /// At most this many sockets tracked at once (`--max-flows`); the
     /// others are counted as untracked, with the bytes they move. 0: no cap.
     pub max_flows: u32,
+    /// The window of the peak rates (`--peak-window`, microseconds; 0:
+    /// none): per interface in whole ticks of the kernel's clock, per flow
+    /// by the socket's microsecond clock.
+    pub peak_window_us: u32,
 }
+
+/// The default of `CollectorConfig::peak_window_us`: 10 ms, short enough
+/// to see a burst that fills a shaper's bucket, long enough for a few
+/// ticks of the kernel's clock (docs/verdicts.md "Microbursts").
+pub const DEFAULT_PEAK_WINDOW_US: u32 = 10_000;
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
 /// one segment in 8 keeps `on_tcp_probe` within 1.5 times an empty program
@@ -82,6 +91,7 @@ impl Default for CollectorConfig {
             probe_sampling: DEFAULT_PROBE_SAMPLING,
             listed_flows: DEFAULT_LISTED_FLOWS,
             max_flows: 0,
+            peak_window_us: DEFAULT_PEAK_WINDOW_US,
         }
     }
 }
@@ -182,9 +192,13 @@ impl Collector {
             config.events,
             config.probe_sampling,
             config.max_flows,
+            config.peak_window_us,
         )?;
         let host_queue = if config.host_queue {
-            Some(HostQueueProbes::attach(filter)?)
+            Some(HostQueueProbes::attach(
+                filter,
+                u64::from(config.peak_window_us),
+            )?)
         } else {
             None
         };
@@ -399,6 +413,17 @@ impl Collector {
         let (mut interfaces, missing_interfaces) = self.read_interfaces();
         for i in &mut interfaces {
             i.host_queue = host_queue.remove(&i.name);
+            if let Some((tx, rx)) = self
+                .host_queue
+                .as_ref()
+                .and_then(|hq| hq.peaks().get(&i.name))
+            {
+                i.tx_peak_bps = tx.map(|p| p.bps);
+                i.tx_peak_pps = tx.map(|p| p.pps);
+                i.rx_peak_bps = rx.map(|p| p.bps);
+                i.rx_peak_pps = rx.map(|p| p.pps);
+                i.peak_window_us = tx.or(*rx).map(|p| p.window_us);
+            }
         }
         let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
@@ -515,6 +540,12 @@ impl Collector {
                 },
                 host_queue: None,
                 removed: true,
+                // Peaks are filled in for the interfaces still there.
+                tx_peak_bps: None,
+                rx_peak_bps: None,
+                tx_peak_pps: None,
+                rx_peak_pps: None,
+                peak_window_us: None,
                 name,
             });
         }
@@ -549,6 +580,11 @@ impl Collector {
                 host_queue: None,
                 removed: false,
                 name: name.clone(),
+                tx_peak_bps: None,
+                rx_peak_bps: None,
+                tx_peak_pps: None,
+                rx_peak_pps: None,
+                peak_window_us: None,
             });
             self.prev_links.insert(name, totals);
         }

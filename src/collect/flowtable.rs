@@ -318,6 +318,8 @@ fn build(
         closed,
         iface: resolve_iface(rec),
         netns_name: None,
+        // Reset by each dump: a window ended since the last one.
+        peak_bps: (rec.st.peak_bps > 0).then_some(rec.st.peak_bps),
     }
 }
 

@@ -181,6 +181,13 @@ pub struct ObserveArgs {
     /// on hosts with very many connections.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_flows: u32,
+    /// The window of the peak rates (microbursts): per interface and
+    /// interval, the busiest window this long (1ms to 1s; 0 turns peaks
+    /// off). Interfaces measure it in whole ticks of the kernel's clock
+    /// (4 ms at HZ=250: 10ms reads 12 ms); `peak_window_us` says which.
+    #[arg(long, value_name = "DURATION", default_value = "10ms",
+          value_parser = parse_peak_window)]
+    pub peak_window: u32,
 
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9979).
     /// Give a non-loopback address only on purpose: there is no auth.
@@ -415,6 +422,19 @@ fn parse_list_flows(s: &str) -> Result<usize, String> {
         return Err(format!("{n} is not from 100 to {MAX_LISTED_FLOWS}"));
     }
     Ok(n)
+}
+
+/// `--peak-window`: 0 (off) or 1 ms to 1 s, in microseconds.
+fn parse_peak_window(s: &str) -> Result<u32, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    let d = crate::shared::units::parse_duration(s)?;
+    let us = d.as_micros();
+    if !(1_000..=1_000_000).contains(&us) {
+        return Err(format!("{s} is not from 1ms to 1s (0 turns peaks off)"));
+    }
+    Ok(us as u32)
 }
 
 /// `--speed`: a finite factor above zero.

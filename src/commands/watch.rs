@@ -162,6 +162,7 @@ pub fn run_live(
         probe_sampling: observe.probe_sampling,
         listed_flows: observe.list_flows,
         max_flows: observe.max_flows,
+        peak_window_us: observe.peak_window,
     });
     let mut collector = match collector {
         Ok(c) => c,

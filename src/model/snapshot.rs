@@ -123,6 +123,26 @@ pub struct InterfaceSample {
     /// the next snapshot. Absent (false) before format 1.9.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub removed: bool,
+    /// The interval's peak rates (issue 24, microbursts): the busiest
+    /// window of `peak_window_us` inside the interval, in bits and in wire
+    /// packets per second, measured in the kernel (tx: the packets leaving
+    /// the interface's qdiscs, docs/architecture.md "Peak rates"). `None`:
+    /// not measured (no qdisc on the interface, the host-queue probes not
+    /// attached, the kernel's tick not yet known, or a recording older than
+    /// format 1.9). A mean far below its peak is a microburst.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_peak_bps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_peak_bps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_peak_pps: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_peak_pps: Option<u64>,
+    /// The window of the peaks, in microseconds: `--peak-window` rounded to
+    /// whole ticks of the kernel's clock (jiffies: 4 ms at HZ=250, so 10 ms
+    /// asked reads 12 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_window_us: Option<u64>,
 }
 
 /// Whether allowance counters could be read for an interface.
@@ -445,6 +465,12 @@ pub struct FlowSample {
     /// neither is known, and in recordings older than format 1.3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub netns_name: Option<String>,
+    /// The flow's busiest window of the interval (about the interfaces'
+    /// `peak_window_us`, timed by the socket's own microsecond clock), in
+    /// bits per second sent and received; `None` when no window ended in
+    /// the interval or in recordings older than format 1.9.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bps: Option<u64>,
 }
 
 impl FlowSample {
@@ -482,6 +508,7 @@ impl FlowSample {
             closed: false,
             iface: None,
             netns_name: None,
+            peak_bps: None,
         }
     }
 

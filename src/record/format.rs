@@ -26,7 +26,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// counting sockets (before: failed attempts), the interfaces' `removed`
 /// and their rates' `tx_passed_bps`; a snapshot's `folded` (flows and
 /// events past the listing limits), health's `closes_deferred` and
-/// `closes_lost`.
+/// `closes_lost`; the interfaces' `tx_peak_bps`, `rx_peak_bps`,
+/// `tx_peak_pps`, `rx_peak_pps` and `peak_window_us`, and the flows'
+/// `peak_bps` (microbursts).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

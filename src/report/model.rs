@@ -190,6 +190,11 @@ pub struct FlowSummary {
     /// does not say (other namespaces, files older than format 1.2).
     #[serde(default)]
     pub iface: Option<String>,
+    /// The flow's highest peak rate (its busiest `--peak-window`, bits/s)
+    /// over the recording; None when never measured (recordings before
+    /// format 1.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -265,6 +270,10 @@ pub struct InterfacePoint {
     pub conntrack_pct: Option<f64>,
     pub retrans_pct: Option<f64>,
     pub backlog_bytes: Option<u64>,
+    /// The interval's busiest window outbound (bits/s), drawn over the
+    /// mean; None when not measured (recordings before format 1.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_peak_bps: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

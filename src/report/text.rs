@@ -117,7 +117,7 @@ fn episodes(out: &mut String, r: &Report) {
         let ep = &e.episode;
         let _ = writeln!(
             out,
-            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}",
+            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}{}",
             ep.iface,
             format_offset(e.start_offset_secs),
             format_offset(e.end_offset_secs),
@@ -125,12 +125,21 @@ fn episodes(out: &mut String, r: &Report) {
             if ep.intervals == 1 { " " } else { "s" },
             ep.verdict,
             ep.mean_confidence * 100.0,
+            match (&ep.microburst, ep.peak_rate_bps) {
+                (Some(_), Some(p)) => format!(", in microbursts (peak {})", rate_bits(p)),
+                (Some(_), None) => ", in microbursts".to_string(),
+                (None, Some(p)) if !ep.verdict.is_calm() => format!(", peak {}", rate_bits(p)),
+                _ => String::new(),
+            },
             if ep.open {
                 ", still going at the end"
             } else {
                 ""
             }
         );
+        if let Some(m) = &ep.microburst {
+            let _ = writeln!(out, "             {m}");
+        }
         if !e.held_note.is_empty() {
             let _ = writeln!(out, "             why: {}", e.held_note);
         }
@@ -316,14 +325,20 @@ fn flows(out: &mut String, r: &Report) {
                 f.backoff_total, f.backoff_intervals, f.intervals
             ),
             backoff_from(&f.backoff_parts_total),
-            if f.closed { " closed" } else { "" }
+            match (f.closed, f.peak_bps) {
+                (true, Some(p)) => format!(" closed; peak {}", rate_bits(p)),
+                (false, Some(p)) => format!("; peak {}", rate_bits(p)),
+                (true, None) => " closed".to_string(),
+                (false, None) => String::new(),
+            }
         );
     }
     let _ = writeln!(
         out,
         "  retrans: N/Md = M reported spurious (D-SACK), +Nf = failed in the host; rtt infl: \
          srtt/min_rtt mean/peak, +delay = peak queuing delay over the peer's base RTT; backoff: \
-         summed score (intervals backing off/seen), from: its largest parts"
+         summed score (intervals backing off/seen), from: its largest parts; peak: the flow's \
+         busiest window (--peak-window) of the recording"
     );
 }
 

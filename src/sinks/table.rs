@@ -3,9 +3,42 @@
 use std::fmt::Write;
 
 use crate::analysis::IntervalAnalysis;
-use crate::model::snapshot::{AllowanceStatus, FlowSample, Health, Snapshot};
+use crate::model::snapshot::{AllowanceStatus, FlowSample, Health, InterfaceSample, Snapshot};
 use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
 use crate::sinks::held;
+
+/// The interval's peak rates beside its means (issue 24): `peak 12 ms: tx
+/// 348Mb/s 30.1kpps (5.2x the mean)  rx ...`; None when not measured.
+/// Shared by the plain tables and the full-screen view.
+pub fn peak_text(i: &InterfaceSample, secs: f64) -> Option<String> {
+    let window = i.peak_window_us?;
+    let side = |bps: Option<u64>, pps: Option<u64>, bytes: u64| {
+        let bps = bps? as f64;
+        let mean = bytes as f64 * 8.0 / secs;
+        let times = if mean > 0.0 {
+            format!(" ({} the mean)", units::ratio(bps / mean))
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{} {}{times}",
+            rate_bits(bps),
+            rate_pps(pps.unwrap_or(0) as f64)
+        ))
+    };
+    let tx = side(i.tx_peak_bps, i.tx_peak_pps, i.delta.tx_bytes);
+    let rx = side(i.rx_peak_bps, i.rx_peak_pps, i.delta.rx_bytes);
+    if tx.is_none() && rx.is_none() {
+        return None;
+    }
+    let unknown = || units::UNKNOWN.to_string();
+    Some(format!(
+        "peak {} ms: tx {}  rx {}",
+        units::significant(window as f64 / 1000.0, 3),
+        tx.unwrap_or_else(unknown),
+        rx.unwrap_or_else(unknown)
+    ))
+}
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
 /// flows at most.
@@ -31,6 +64,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             i.delta.tx_dropped,
             i.delta.rx_dropped,
         );
+        if let Some(peaks) = peak_text(i, secs) {
+            let _ = writeln!(out, "{:<12} {peaks}", "");
+        }
         if let AllowanceStatus::Unavailable { reason } = &i.allowance {
             let _ = writeln!(out, "{:<12} allowance counters unavailable: {reason}", "");
         }
@@ -74,9 +110,23 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         }
     };
+    // Each flow's busiest window beside its mean, when the kernel measured
+    // one: the flows that burst.
+    let peak_col = snap.flows.iter().any(|f| f.peak_bps.is_some());
+    let peak_of = |f: &FlowSample| {
+        if peak_col {
+            format!(
+                " {:>10}",
+                f.peak_bps
+                    .map_or_else(|| "-".into(), |p| rate_bits(p as f64))
+            )
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+        "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
         "peer",
         "lport",
         if iface_col {
@@ -91,6 +141,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             String::new()
         },
         "tx",
+        if peak_col {
+            format!(" {:>10}", "peak")
+        } else {
+            String::new()
+        },
         "srtt",
         "min_rtt",
         "infl",
@@ -101,13 +156,14 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
     for f in busiest(&snap.flows).into_iter().take(top) {
         let _ = writeln!(
             out,
-            "{:<40} {:>6}{} {:<16}{} {:>10} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
             f.peer.to_string(),
             f.local.port(),
             iface_of(f),
             owner_label(f),
             workload_of(f),
             rate_bits(f.delta.bytes_sent as f64 * 8.0 / secs),
+            peak_of(f),
             micros(f.srtt_us),
             micros(f.min_rtt_us),
             f.rtt_inflation()
@@ -278,6 +334,11 @@ mod tests {
             },
             host_queue: None,
             removed: false,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         }
     }
 
@@ -347,6 +408,39 @@ mod tests {
         snap.interfaces.pop();
         let text = render(&snap, None, 10);
         assert!(!text.contains("iface") && !text.contains("ens6"), "{text}");
+    }
+
+    #[test]
+    fn peaks_show_beside_the_means_when_measured() {
+        let mut snap = Snapshot {
+            folded: Default::default(),
+            fragments_created: None,
+            seq: 0,
+            mono_ns: 1_000_000_000,
+            unix_ms: 0,
+            interval_ns: 1_000_000_000,
+            interfaces: vec![iface("ens5")],
+            flows: vec![flow(2, None), flow(1, None)],
+            idle_flows: 0,
+            events: vec![],
+            health: Health::default(),
+        };
+        let text = render(&snap, None, 10);
+        assert!(!text.contains("peak"), "{text}");
+        let i = &mut snap.interfaces[0];
+        i.delta.tx_bytes = 8_000_000;
+        i.tx_peak_bps = Some(352_000_000);
+        i.tx_peak_pps = Some(30_000);
+        i.peak_window_us = Some(12_000);
+        snap.flows[0].peak_bps = Some(300_000_000);
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains("peak 12 ms: tx 352Mb/s 30.0kpps (5.5x the mean)  rx -"),
+            "{text}"
+        );
+        let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
+        assert!(line("peer").contains(" peak "), "{text}");
+        assert!(line("10.0.0.2:40000").contains(" 300Mb/s "), "{text}");
     }
 
     #[test]

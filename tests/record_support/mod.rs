@@ -155,6 +155,11 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 drops,
             }),
             removed: false,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         },
         InterfaceSample {
             name: "veth0".into(),
@@ -168,6 +173,11 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             },
             host_queue: None,
             removed: false,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         },
     ];
     let flows = (0..flow_count as u64)
@@ -207,6 +217,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             closed: false,
             iface: None,
             netns_name: None,
+            peak_bps: None,
         })
         .collect();
     Snapshot {

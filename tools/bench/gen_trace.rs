@@ -393,6 +393,7 @@ impl Generator {
                 closed: closing,
                 iface: Some(self.ifaces[f.iface].name.to_string()),
                 netns_name: None,
+                peak_bps: None,
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;
@@ -554,6 +555,11 @@ impl Generator {
             allowance,
             host_queue: Some(host_queue),
             removed: false,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         }
     }
 }

@@ -186,11 +186,14 @@ impl FlowProbes {
     /// in this many (a power of two; 1: every run); see
     /// `CollectorConfig::probe_sampling`. `max_flows`: at most this many
     /// sockets tracked at once, the rest counted as untracked (0: no cap).
+    /// `CollectorConfig::probe_sampling`. `peak_window_us`: each flow's
+    /// peak rate over windows of at least this (0: none).
     pub fn attach(
         filter: NetnsFilter,
         emit_events: bool,
         probe_sampling: u32,
         max_flows: u32,
+        peak_window_us: u32,
     ) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
@@ -228,6 +231,7 @@ impl FlowProbes {
                 } else {
                     probe_sampling.max(1) - 1
                 };
+                rodata.peak_window_us = peak_window_us;
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 rodata.max_flows = max_flows;
                 // Iterators are attached by hand below (one needs the map fd).

@@ -14,7 +14,7 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
 use super::flows::{health_of, not_loaded, NetnsFilter};
-use super::hostq_skel::types::{hq_drop_key, hq_health_counter, hq_if_stats};
+use super::hostq_skel::types::{hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::records::read_record;
@@ -25,6 +25,8 @@ const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
     ("on_qdisc_enqueue", hq_health_counter::HQ_H_ENQUEUE_EVENTS),
     ("on_qdisc_dequeue", hq_health_counter::HQ_H_DEQUEUE_EVENTS),
     ("on_kfree_skb", hq_health_counter::HQ_H_DROP_EVENTS),
+    ("on_dev_xmit", hq_health_counter::HQ_H_XMIT_EVENTS),
+    ("on_netif_receive", hq_health_counter::HQ_H_RECV_EVENTS),
 ];
 
 /// Every program of hostq.bpf.c. All optional: the host queue adds to the
@@ -55,6 +57,22 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         args: (2, 4),
         gives: "the stack's drops by interface and drop reason",
         lost: "host drops by reason (qdisc drops still show in tc -s qdisc)",
+    },
+    ProgramSpec {
+        name: "on_dev_xmit",
+        tracepoint: Some("net_dev_start_xmit"),
+        required: false,
+        args: (2, 2),
+        gives: "each interface's peak transmit rate (microbursts)",
+        lost: "tx peak rates: microbursts on transmit are not seen",
+    },
+    ProgramSpec {
+        name: "on_netif_receive",
+        tracepoint: Some("netif_receive_skb"),
+        required: false,
+        args: (1, 1),
+        gives: "each interface's peak receive rate (microbursts)",
+        lost: "rx peak rates: microbursts on receive are not seen",
     },
 ];
 
@@ -147,6 +165,132 @@ struct QueueFold {
     peak: (u64, u64),
 }
 
+/// One interface's peak rate in one direction over one interval (issue
+/// 24): the busiest window of `window_us`, summed over its queues (with
+/// several an upper bound, as the backlog peak: each may peak at another
+/// moment).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Peak {
+    pub bps: u64,
+    pub pps: u64,
+    pub window_us: u64,
+}
+
+/// An interface's peak rates: (tx, rx), each when measured.
+pub type Peaks = (Option<Peak>, Option<Peak>);
+
+/// Buckets a window is cut in at most (HQ_RATE_BUCKETS, hostq.h).
+const RATE_BUCKETS: u64 = 16;
+
+/// The peak-rate window (struct hq_rate, hostq.h): buckets of `sub`
+/// jiffies, windows of `subs` buckets. The kernel's tick is not known before
+/// the programs run, so the window starts from a guess of HZ and is set
+/// again once two clocks read together in the kernel tell it
+/// (`kernel_hz`); peaks are reported only for epochs whose windows had the
+/// right length.
+#[derive(Debug, Clone, Copy)]
+struct PeakWindow {
+    /// What was asked (`--peak-window`), in microseconds; 0: off.
+    asked_us: u64,
+    /// The kernel's HZ, once told from a window's clocks.
+    hz: Option<f64>,
+    /// (sub, subs) written to the programs; (0, 0): off.
+    shape: (u64, u64),
+    /// The first epoch whose windows all have the length for `hz`.
+    valid_from: Option<u64>,
+}
+
+/// The HZ assumed until the kernel tells it: Debian's and most
+/// distributions' (250). A wrong guess costs the intervals before the first
+/// bucket closes and the one after.
+const GUESSED_HZ: f64 = 250.0;
+
+impl PeakWindow {
+    /// (jiffies a bucket, buckets a window) for `asked_us` at `hz`: the
+    /// window in whole jiffies (at least one), cut in at most RATE_BUCKETS.
+    fn shape_for(asked_us: u64, hz: f64) -> (u64, u64) {
+        let jiffies = ((asked_us as f64 * hz / 1e6).round() as u64).max(1);
+        let sub = jiffies.div_ceil(RATE_BUCKETS);
+        let subs = ((jiffies as f64 / sub as f64).round() as u64).clamp(1, RATE_BUCKETS);
+        (sub, subs)
+    }
+
+    fn new(asked_us: u64) -> PeakWindow {
+        PeakWindow {
+            asked_us,
+            hz: None,
+            shape: if asked_us == 0 {
+                (0, 0)
+            } else {
+                PeakWindow::shape_for(asked_us, GUESSED_HZ)
+            },
+            valid_from: None,
+        }
+    }
+
+    /// The word the programs read (`peak_window`, hostq.bpf.c).
+    fn word(&self) -> u64 {
+        self.shape.0 << 8 | self.shape.1
+    }
+
+    fn jiffies(&self) -> u64 {
+        self.shape.0 * self.shape.1
+    }
+
+    /// Learns HZ (at the read that closed `epoch`); returns the word to
+    /// write when the guess was wrong.
+    fn learn(&mut self, hz: f64, epoch: u64) -> Option<u64> {
+        if self.hz.is_some() || self.asked_us == 0 {
+            return None;
+        }
+        self.hz = Some(hz);
+        let right = PeakWindow::shape_for(self.asked_us, hz);
+        if right == self.shape {
+            self.valid_from = Some(0);
+            return None;
+        }
+        self.shape = right;
+        // Windows summed in the epoch now open may have the old length.
+        self.valid_from = Some(epoch + 2);
+        Some(self.word())
+    }
+
+    /// Bits and packets per second of a window of `bytes` and `pkts` closed
+    /// in `epoch`; None before the window is known to be right.
+    fn rate(&self, epoch: u64, bytes: u64, pkts: u64) -> Option<Peak> {
+        let hz = self.hz?;
+        if epoch < self.valid_from? || self.jiffies() == 0 {
+            return None;
+        }
+        let secs = self.jiffies() as f64 / hz;
+        Some(Peak {
+            bps: (bytes as f64 * 8.0 / secs).round() as u64,
+            pps: (pkts as f64 / secs).round() as u64,
+            window_us: (secs * 1e6).round() as u64,
+        })
+    }
+}
+
+/// One queue's busiest window of the closed `epoch`, (bytes, packets): the
+/// peak the kernel folded, and the window that ends with the bucket in
+/// progress when that bucket began after `since_ns` (the previous read, on
+/// the kernel's monotonic clock): it may be the busiest, and is summed by
+/// the kernel only when the next bucket begins, in the next epoch.
+fn queue_peak(r: &hq_rate, epoch: u64, since_ns: u64, subs: u64) -> (u64, u64) {
+    let slot = (epoch & 1) as usize;
+    let mut peak = (0, 0);
+    if r.peak_epoch[slot] == epoch {
+        peak = (r.peak_bytes[slot], r.peak_pkts[slot]);
+    }
+    if r.cur != 0 && r.clock_ns >= since_ns {
+        let n = RATE_BUCKETS as usize;
+        let last = (0..subs.min(RATE_BUCKETS)).map(|i| (r.cur.wrapping_sub(i) as usize) % n);
+        let (b, p) = last.fold((0, 0), |(b, p), i| (b + r.bytes[i], p + r.pkts[i]));
+        peak = (peak.0.max(b), peak.1.max(p));
+    }
+    peak
+}
+
 /// The attached host-queue probes. Dropping it detaches every program.
 pub struct HostQueueProbes {
     skel: HostqSkel<'static>,
@@ -162,11 +306,19 @@ pub struct HostQueueProbes {
     dropped: load::Dropped,
     /// The namespace the probes were loaded in: its interfaces are named.
     own_netns: u32,
+    peak_window: PeakWindow,
+    /// When the previous read closed its epoch (CLOCK_MONOTONIC, the
+    /// kernel's ktime): buckets begun since belong to the epoch read next.
+    prev_read_ns: u64,
+    /// Per interface name, the last read's peak rates.
+    peaks: HashMap<String, Peaks>,
 }
 
 impl HostQueueProbes {
-    /// Open, load and attach the qdisc and kfree_skb programs.
-    pub fn attach(filter: NetnsFilter) -> Result<Self> {
+    /// Open, load and attach the qdisc and kfree_skb programs; peak rates
+    /// over windows of `peak_window_us` (0: none).
+    pub fn attach(filter: NetnsFilter, peak_window_us: u64) -> Result<Self> {
+        let peak_window = PeakWindow::new(peak_window_us);
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
         let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
@@ -190,6 +342,12 @@ impl HostQueueProbes {
                 }
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
+                let data = open
+                    .maps
+                    .data_data
+                    .as_deref_mut()
+                    .context("host-queue BPF object has no .data")?;
+                data.peak_window = peak_window.word();
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;
@@ -204,6 +362,9 @@ impl HostQueueProbes {
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
             own_netns: crate::collect::netns::own().unwrap_or(0),
+            peak_window,
+            prev_read_ns: crate::shared::clock::monotonic_ns(),
+            peaks: HashMap::new(),
         })
     }
 
@@ -245,6 +406,14 @@ impl HostQueueProbes {
                 fold_cpu(folds.entry(interface).or_default(), &c, &delta, epoch);
             }
         }
+        let read_ns = crate::shared::clock::monotonic_ns();
+        let peaks = self.read_peaks(epoch)?;
+        self.prev_read_ns = read_ns;
+        self.peaks.clear();
+        for ((netns, ifindex), peak) in peaks {
+            let name = if_name(names, self.own_netns, interval, netns, ifindex);
+            self.peaks.insert(name, peak);
+        }
         for ((netns, ifindex), f) in folds {
             self.enqueue_events += f.delta.enqueue_events;
             self.dequeue_events += f.delta.dequeue_events;
@@ -284,6 +453,75 @@ impl HostQueueProbes {
             }
         }
         Ok(out)
+    }
+
+    /// The peak rates of the last read, by interface name: the busiest
+    /// window of the interval that read closed (none for an interface
+    /// without a qdisc, or before the window is known).
+    pub fn peaks(&self) -> &HashMap<String, Peaks> {
+        &self.peaks
+    }
+
+    /// Per interface, the closed `epoch`'s busiest window per direction
+    /// summed over its queues; learns HZ from the windows' clocks first.
+    fn read_peaks(&mut self, epoch: u64) -> Result<HashMap<(u32, u32), Peaks>> {
+        let mut sums: HashMap<(u32, u32, u32), (u64, u64)> = HashMap::new();
+        let mut clocks = None;
+        let map = &self.skel.maps.rates;
+        for slot in 0..map.max_entries() {
+            let Some(bytes) = map
+                .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
+                .context("reading the host-queue peak rates")?
+            else {
+                continue;
+            };
+            let Some(r) = read_record::<hq_rate>(&bytes) else {
+                continue;
+            };
+            if r.key.ifindex == 0 {
+                continue;
+            }
+            if r.clock_ns != 0 {
+                clocks = Some((r.clock_ns, r.clock_jiffies));
+            }
+            let (b, p) = queue_peak(&r, epoch, self.prev_read_ns, self.peak_window.shape.1);
+            let sum = sums
+                .entry((r.key.netns, r.key.ifindex, r.key.pad))
+                .or_default();
+            sum.0 += b;
+            sum.1 += p;
+        }
+        if let Some(hz) = clocks.and_then(|(ns, j)| crate::collect::flowtable::kernel_hz(ns, j)) {
+            if let Some(word) = self.peak_window.learn(hz, epoch) {
+                self.set_peak_window(word)?;
+            }
+        }
+        let mut out: HashMap<(u32, u32), Peaks> = HashMap::new();
+        for ((netns, ifindex, dir), (b, p)) in sums {
+            let Some(rate) = self.peak_window.rate(epoch, b, p) else {
+                continue;
+            };
+            let e = out.entry((netns, ifindex)).or_default();
+            if dir == hq_dir::HQ_DIR_RX.0 {
+                e.1 = Some(rate);
+            } else {
+                e.0 = Some(rate);
+            }
+        }
+        Ok(out)
+    }
+
+    fn set_peak_window(&mut self, word: u64) -> Result<()> {
+        let data = self
+            .skel
+            .maps
+            .data_data
+            .as_deref_mut()
+            .context("host-queue BPF object has no .data")?;
+        let slot: *mut u64 = &mut data.peak_window;
+        // SAFETY: as in close_epoch: the mmapped .data, read by the programs.
+        unsafe { std::ptr::write_volatile(slot, word) };
+        Ok(())
     }
 
     /// Bumps the peak epoch and returns the one just closed (see hostq.h).
@@ -559,6 +797,56 @@ mod tests {
         let s = finish(f);
         assert_eq!((s.backlog_packets, s.backlog_bytes), (55, 5500));
         assert_eq!(s.peak_backlog_packets, 60 + 70);
+    }
+
+    #[test]
+    fn a_queue_peak_is_the_closed_epochs_or_the_window_in_progress() {
+        let mut r = hq_rate {
+            cur: 33,
+            clock_ns: 5_000,
+            ..Default::default()
+        };
+        // Buckets 31, 32, 33 (33 in progress) and an older one, 30.
+        r.bytes[30 % 16] = 1_000;
+        r.bytes[31 % 16] = 100;
+        r.bytes[32 % 16] = 200;
+        r.bytes[33 % 16] = 300;
+        r.pkts[33 % 16] = 40;
+        r.peak_epoch = [6, 5];
+        r.peak_bytes = [550, 900];
+        r.peak_pkts = [9, 90];
+        // Epoch 6 closed, its bucket in progress begun since the previous
+        // read: windows of 3 buckets end at it (600 bytes); each figure is
+        // its own busiest window.
+        assert_eq!(queue_peak(&r, 6, 4_000, 3), (600, 40));
+        // The bucket began before the previous read: the folded peak only.
+        assert_eq!(queue_peak(&r, 6, 6_000, 3), (550, 9));
+        // Epoch 5: its folded peak.
+        assert_eq!(queue_peak(&r, 5, 6_000, 3), (900, 90));
+        // Epoch 8 (slot 0 holds 6's): nothing.
+        assert_eq!(queue_peak(&r, 8, 6_000, 3), (0, 0));
+    }
+
+    #[test]
+    fn peak_windows_are_whole_jiffies_and_wait_for_the_tick_to_be_known() {
+        let mut w = PeakWindow::new(10_000);
+        assert_eq!(w.shape, (1, 3), "10 ms at the guessed HZ=250: 3 ticks");
+        assert_eq!(w.rate(1, 1000, 1), None, "HZ not known yet");
+        // HZ=1000 learnt at the read closing epoch 4: 10 ticks from then,
+        // rates from epoch 6 (epoch 5's windows may be 3 ticks long).
+        assert_eq!(w.learn(1000.0, 4), Some(1 << 8 | 10));
+        assert_eq!(w.rate(5, 1000, 1), None);
+        let r = w.rate(6, 12_500, 10).unwrap();
+        assert_eq!((r.bps, r.pps, r.window_us), (10_000_000, 1000, 10_000));
+        // A right guess: every epoch counts; 12 ms is what 250 Hz allows.
+        let mut w = PeakWindow::new(10_000);
+        assert_eq!(w.learn(250.0, 4), None);
+        assert_eq!(w.rate(1, 15_000, 1).unwrap().window_us, 12_000);
+        assert_eq!(w.rate(1, 15_000, 1).unwrap().bps, 10_000_000);
+        // Long windows are cut in at most 16 buckets: 1 s at HZ=1000 is
+        // 16 buckets of 63 jiffies (1.008 s).
+        assert_eq!(PeakWindow::shape_for(1_000_000, 1000.0), (63, 16));
+        assert_eq!(PeakWindow::new(0).word(), 0, "off");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::mem::size_of;
 
 use super::flows_skel::types::{ts_close_event, ts_event, ts_flow_record};
-use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats};
+use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate};
 
 /// A kernel/user ABI struct made of integers and arrays of integers only.
 ///
@@ -27,6 +27,7 @@ unsafe impl KernelRecord for ts_close_event {}
 unsafe impl KernelRecord for hq_if_key {}
 unsafe impl KernelRecord for hq_if_stats {}
 unsafe impl KernelRecord for hq_drop_key {}
+unsafe impl KernelRecord for hq_rate {}
 
 /// The record at the start of `bytes`, or None when they are too short.
 /// Extra bytes are ignored (a ring-buffer event may be a longer kind).

@@ -208,7 +208,10 @@ fn judged_alone(episode: &Episode, x: &EpisodeExtra) -> BTreeMap<Verdict, u64> {
 /// For enforcement verdicts: the burst ceiling (only after a step down),
 /// the baseline, the burst's length and the enforced direction.
 fn enforcement(episode: &Episode, extra: Option<&EpisodeExtra>) -> Option<EnforcementSummary> {
-    episode.verdict.is_enforcement().then(|| {
+    // A microburst episode is never an enforcement: bursts over the
+    // allowance, not a burst ceiling falling to a baseline.
+    let enforced = episode.verdict.is_enforcement() && episode.microburst.is_none();
+    enforced.then(|| {
         let signal = extra.map(|x| x.start_signal.as_str()).unwrap_or("");
         EnforcementSummary {
             burst_ceiling_bps: episode

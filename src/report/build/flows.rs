@@ -39,6 +39,7 @@ struct FlowAcc {
     backoff_intervals: u64,
     closed: bool,
     iface: Option<String>,
+    peak_bps: Option<f64>,
     /// (seconds since start, srtt/min_rtt): 8 bytes per point.
     points: Vec<(f32, f32)>,
 }
@@ -68,6 +69,7 @@ impl FlowAcc {
             backoff_intervals: 0,
             closed: false,
             iface: None,
+            peak_bps: None,
             points: Vec::new(),
         }
     }
@@ -82,6 +84,9 @@ impl FlowAcc {
         self.closed |= f.closed;
         if f.iface.is_some() && self.iface != f.iface {
             self.iface.clone_from(&f.iface);
+        }
+        if let Some(p) = f.peak_bps.map(|p| p as f64) {
+            self.peak_bps = Some(self.peak_bps.map_or(p, |q| q.max(p)));
         }
         if f.min_rtt_us > 0 && (self.min_rtt_us == 0 || f.min_rtt_us < self.min_rtt_us) {
             self.min_rtt_us = f.min_rtt_us;
@@ -148,6 +153,7 @@ impl FlowAcc {
             min_rtt_us: self.min_rtt_us,
             backoff_total: (self.backoff_total * 10.0).round() / 10.0,
             peak_backoff: self.peak_backoff,
+            peak_bps: self.peak_bps,
             backoff_intervals: self.backoff_intervals,
             closed: self.closed,
             iface: self.iface.clone(),

@@ -280,5 +280,6 @@ fn point(v: &InterfaceVerdict) -> InterfacePoint {
         conntrack_pct: r.conntrack_pct,
         retrans_pct: r.retransmit_pct,
         backlog_bytes: r.host_queue_available.then_some(r.local_backlog_bytes),
+        tx_peak_bps: r.tx_peak_bps,
     }
 }

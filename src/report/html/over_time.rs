@@ -152,6 +152,13 @@ pub fn render(out: &mut String, report: &Report) {
         let one = std::slice::from_ref(name);
         throughput.extend(per_interface(report, one, "tx", |p| Some(p.tx_bps)));
         throughput.extend(per_interface(report, one, "rx", |p| Some(p.rx_bps)));
+        // The busiest window over the mean, where the kernel measured it:
+        // a peak line far above the tx line is a microburst.
+        let peak = per_interface(report, one, "tx peak", |p| p.tx_peak_bps);
+        throughput.extend(
+            peak.into_iter()
+                .filter(|s| s.samples.iter().any(Option::is_some)),
+        );
     }
     let mut allowance = Vec::new();
     for name in &names {

@@ -35,6 +35,8 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
             mean_confidence: 0.8,
             stepped_down: true,
             open: false,
+            peak_rate_bps: None,
+            microburst: None,
         },
         start_offset_secs: start,
         judged_alone: Default::default(),
@@ -76,6 +78,7 @@ fn report(n: usize) -> Report {
                 conntrack_pct: None,
                 retrans_pct: (!(100..110).contains(&i)).then_some(0.05 * wave),
                 backlog_bytes: Some((wave * 64_000.0) as u64),
+                tx_peak_bps: None,
             });
         }
         series.push(IntervalPoint {
@@ -164,6 +167,7 @@ fn report(n: usize) -> Report {
                 1 => Some(HOSTILE.to_string()),
                 _ => None,
             },
+            peak_bps: None,
         })
         .collect();
     Report {
@@ -485,4 +489,22 @@ fn an_empty_report_renders() {
         assert!(svg(&html, id).contains("no data"), "{id}");
     }
     assert!(html.ends_with("</html>\n"));
+}
+
+#[test]
+fn a_measured_peak_is_a_line_over_the_mean() {
+    let mut r = report(30);
+    for p in &mut r.series {
+        for i in &mut p.interfaces {
+            if i.iface == "eth0" {
+                i.tx_peak_bps = Some(i.tx_bps * 5.0);
+            }
+        }
+    }
+    let html = render(&r);
+    let throughput = paths(svg(&html, "chart-throughput"));
+    // eth0 tx, rx, tx peak; eth1 tx, rx (no peak measured: no line).
+    assert_eq!(throughput.len(), 5, "{throughput:?}");
+    assert!(html.contains("eth0 tx peak"));
+    assert!(!html.contains("eth1 tx peak"));
 }

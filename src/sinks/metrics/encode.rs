@@ -229,6 +229,21 @@ fn families(state: &ExporterState) -> Vec<Family> {
         "How long the device's current verdict has held, from its onset, in seconds.",
         Kind::Gauge,
     );
+    let mut peak_bytes = Family::new(
+        "throttlescope_interface_peak_bytes_per_second",
+        "Last interval: the busiest window (throttlescope_interface_peak_window_seconds) of the interval, in frame bytes per second, measured in the kernel; far above the mean (rate of throttlescope_interface_bytes_total), the traffic microbursts.",
+        Kind::Gauge,
+    );
+    let mut peak_packets = Family::new(
+        "throttlescope_interface_peak_packets_per_second",
+        "Last interval: the busiest window of the interval, in wire packets per second, measured in the kernel.",
+        Kind::Gauge,
+    );
+    let mut peak_window = Family::new(
+        "throttlescope_interface_peak_window_seconds",
+        "The window of the peak rates: --peak-window in whole ticks of the kernel's clock.",
+        Kind::Gauge,
+    );
     let mut read_failures = Family::new(
         "throttlescope_allowance_read_failures",
         "Failed reads of the device's allowance counters since start.",
@@ -280,6 +295,17 @@ fn families(state: &ExporterState) -> Vec<Family> {
         if let Some(p) = d.retransmit_pct {
             retrans_pct.float(dev(name), p);
         }
+        for (i, direction) in ["tx", "rx"].into_iter().enumerate() {
+            if let Some(v) = d.peak_bytes_per_s[i] {
+                peak_bytes.float(dev_dir(name, direction), v);
+            }
+            if let Some(v) = d.peak_packets_per_s[i] {
+                peak_packets.float(dev_dir(name, direction), v);
+            }
+        }
+        if let Some(w) = d.peak_window_secs {
+            peak_window.float(dev(name), w);
+        }
         if let Some((current, conf)) = d.verdict {
             for v in Verdict::ALL {
                 let labels = vec![("device", name.clone()), ("verdict", v.as_str().into())];
@@ -301,6 +327,9 @@ fn families(state: &ExporterState) -> Vec<Family> {
         wire,
         exceeded,
         retrans_pct,
+        peak_bytes,
+        peak_packets,
+        peak_window,
         verdict,
         confidence,
         verdict_secs,

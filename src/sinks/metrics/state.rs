@@ -35,6 +35,12 @@ pub struct DeviceState {
     pub verdict: Option<(Verdict, f64)>,
     /// How long the held verdict has lasted, seconds (from its onset).
     pub verdict_secs: f64,
+    /// Last interval's peak rates (the busiest `--peak-window`), [tx, rx]:
+    /// bytes/s and packets/s, and the window in seconds; `None` where not
+    /// measured.
+    pub peak_bytes_per_s: [Option<f64>; 2],
+    pub peak_packets_per_s: [Option<f64>; 2],
+    pub peak_window_secs: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -155,6 +161,11 @@ impl ExporterState {
         for iface in &snap.interfaces {
             let mut d = self.devices.remove(&iface.name).unwrap_or_default();
             d.link = iface.totals;
+            d.peak_bytes_per_s =
+                [iface.tx_peak_bps, iface.rx_peak_bps].map(|b| b.map(|b| b as f64 / 8.0));
+            d.peak_packets_per_s =
+                [iface.tx_peak_pps, iface.rx_peak_pps].map(|p| p.map(|p| p as f64));
+            d.peak_window_secs = iface.peak_window_us.map(|us| us as f64 / 1e6);
             d.allowance = iface.allowance.sample().map(|a| AllowanceState {
                 totals: a.totals,
                 read_failures: a.read_failures,

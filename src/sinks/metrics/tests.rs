@@ -48,6 +48,11 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
         },
         host_queue: None,
         removed: false,
+        tx_peak_bps: None,
+        rx_peak_bps: None,
+        tx_peak_pps: None,
+        rx_peak_pps: None,
+        peak_window_us: None,
     }
 }
 
@@ -476,4 +481,29 @@ fn endpoint_counters_only_with_a_server() {
     ] {
         assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
     }
+}
+
+#[test]
+fn peak_gauges_only_where_measured() {
+    let mut st = ExporterState::new(20);
+    let mut snap = snapshot(0);
+    let b0 = snap.interfaces.iter_mut().find(|i| i.name == "b0").unwrap();
+    b0.tx_peak_bps = Some(352_000_000);
+    b0.tx_peak_pps = Some(30_000);
+    b0.rx_peak_bps = Some(1_200_000);
+    b0.rx_peak_pps = Some(800);
+    b0.peak_window_us = Some(12_000);
+    st.apply(&snap, &analysis(0, vec![]));
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        r#"throttlescope_interface_peak_bytes_per_second{device="b0",direction="tx"} 44000000.0"#,
+        r#"throttlescope_interface_peak_bytes_per_second{device="b0",direction="rx"} 150000.0"#,
+        r#"throttlescope_interface_peak_packets_per_second{device="b0",direction="tx"} 30000.0"#,
+        r#"throttlescope_interface_peak_window_seconds{device="b0"} 0.012"#,
+        "# TYPE throttlescope_interface_peak_bytes_per_second gauge",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+    assert!(!text.contains(r#"throttlescope_interface_peak_bytes_per_second{device="lo""#));
 }

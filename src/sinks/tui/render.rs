@@ -312,8 +312,13 @@ fn rates_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line<'st
                     0.0
                 }
             };
+            // The peak beside the mean: a mean far under it is a
+            // microburst the mean alone hides.
+            let peaks = crate::sinks::table::peak_text(iface, r.interval_secs)
+                .map(|p| format!("  {p}"))
+                .unwrap_or_default();
             format!(
-                "  tx {} {}  rx {} {}  wire {}{}",
+                "  tx {} {}  rx {} {}  wire {}{}{peaks}",
                 rate_bits(r.tx_bps),
                 rate_pps(per_s(r.tx_wire_packets)),
                 rate_bits(r.rx_bps),

@@ -100,6 +100,11 @@ fn shaped(seq: u64) -> Snapshot {
                 ..Default::default()
             }),
             removed: false,
+            tx_peak_bps: None,
+            rx_peak_bps: None,
+            tx_peak_pps: None,
+            rx_peak_pps: None,
+            peak_window_us: None,
         }],
         flows,
         idle_flows: 0,
