@@ -46,12 +46,7 @@ impl Build {
                         ..Default::default()
                     })),
                     host_queue: Some(HostQueueSample::default()),
-                    removed: false,
-                    tx_peak_bps: None,
-                    rx_peak_bps: None,
-                    tx_peak_pps: None,
-                    rx_peak_pps: None,
-                    peak_window_us: None,
+                    ..Default::default()
                 }],
                 flows: vec![],
                 idle_flows: 0,

@@ -93,7 +93,7 @@ pub struct LinkCounters {
 }
 
 /// One network interface of the observed namespace over one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterfaceSample {
     pub name: String,
     /// Kernel driver (`/sys/class/net/<if>/device/driver`, or the link kind

@@ -69,12 +69,7 @@ fn iface(name: &str, mbit: u64, bw_pct: u64) -> InterfaceSample {
             ..Default::default()
         })),
         host_queue: None,
-        removed: false,
-        tx_peak_bps: None,
-        rx_peak_bps: None,
-        tx_peak_pps: None,
-        rx_peak_pps: None,
-        peak_window_us: None,
+        ..Default::default()
     }
 }
 

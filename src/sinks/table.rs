@@ -307,17 +307,9 @@ mod tests {
     /// The first interval (no flows) of `interfaces`, with `health`.
     fn one_interval(interfaces: Vec<InterfaceSample>, health: Health) -> Snapshot {
         Snapshot {
-            folded: Default::default(),
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
             interfaces,
-            flows: vec![],
-            idle_flows: 0,
-            events: vec![],
             health,
+            ..Snapshot::example(0)
         }
     }
 
@@ -333,12 +325,7 @@ mod tests {
                 reason: "test".into(),
             },
             host_queue: None,
-            removed: false,
-            tx_peak_bps: None,
-            rx_peak_bps: None,
-            tx_peak_pps: None,
-            rx_peak_pps: None,
-            peak_window_us: None,
+            ..Default::default()
         }
     }
 
@@ -388,17 +375,8 @@ mod tests {
     #[test]
     fn the_interface_column_appears_with_several_interfaces() {
         let mut snap = Snapshot {
-            folded: Default::default(),
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
-            interfaces: vec![iface("ens5"), iface("ens6")],
             flows: vec![flow(2, Some("ens6")), flow(1, None)],
-            idle_flows: 0,
-            events: vec![],
-            health: Health::default(),
+            ..one_interval(vec![iface("ens5"), iface("ens6")], Health::default())
         };
         let text = render(&snap, None, 10);
         let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
@@ -413,17 +391,8 @@ mod tests {
     #[test]
     fn peaks_show_beside_the_means_when_measured() {
         let mut snap = Snapshot {
-            folded: Default::default(),
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
-            interfaces: vec![iface("ens5")],
             flows: vec![flow(2, None), flow(1, None)],
-            idle_flows: 0,
-            events: vec![],
-            health: Health::default(),
+            ..one_interval(vec![iface("ens5")], Health::default())
         };
         let text = render(&snap, None, 10);
         assert!(!text.contains("peak"), "{text}");
@@ -446,17 +415,8 @@ mod tests {
     #[test]
     fn the_workload_column_appears_when_a_flow_has_one() {
         let mut snap = Snapshot {
-            folded: Default::default(),
-            fragments_created: None,
-            seq: 0,
-            mono_ns: 1_000_000_000,
-            unix_ms: 0,
-            interval_ns: 1_000_000_000,
-            interfaces: vec![iface("ens5")],
             flows: vec![flow(2, None), flow(1, None)],
-            idle_flows: 0,
-            events: vec![],
-            health: Health::default(),
+            ..one_interval(vec![iface("ens5")], Health::default())
         };
         let text = render(&snap, None, 10);
         assert!(!text.contains("workload"), "{text}");

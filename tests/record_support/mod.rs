@@ -154,12 +154,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 sojourn_max_us: None,
                 drops,
             }),
-            removed: false,
-            tx_peak_bps: None,
-            rx_peak_bps: None,
-            tx_peak_pps: None,
-            rx_peak_pps: None,
-            peak_window_us: None,
+            ..Default::default()
         },
         InterfaceSample {
             name: "veth0".into(),
@@ -172,12 +167,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 reason: "driver veth has no allowance counters".into(),
             },
             host_queue: None,
-            removed: false,
-            tx_peak_bps: None,
-            rx_peak_bps: None,
-            tx_peak_pps: None,
-            rx_peak_pps: None,
-            peak_window_us: None,
+            ..Default::default()
         },
     ];
     let flows = (0..flow_count as u64)

@@ -554,12 +554,7 @@ impl Generator {
             mtu: iface.mtu,
             allowance,
             host_queue: Some(host_queue),
-            removed: false,
-            tx_peak_bps: None,
-            rx_peak_bps: None,
-            tx_peak_pps: None,
-            rx_peak_pps: None,
-            peak_window_us: None,
+            ..Default::default()
         }
     }
 }

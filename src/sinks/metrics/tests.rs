@@ -47,12 +47,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
             },
         },
         host_queue: None,
-        removed: false,
-        tx_peak_bps: None,
-        rx_peak_bps: None,
-        tx_peak_pps: None,
-        rx_peak_pps: None,
-        peak_window_us: None,
+        ..Default::default()
     }
 }
 

@@ -99,12 +99,7 @@ fn shaped(seq: u64) -> Snapshot {
                 backlog_bytes: 4_500,
                 ..Default::default()
             }),
-            removed: false,
-            tx_peak_bps: None,
-            rx_peak_bps: None,
-            tx_peak_pps: None,
-            rx_peak_pps: None,
-            peak_window_us: None,
+            ..Default::default()
         }],
         flows,
         idle_flows: 0,
