@@ -7,6 +7,7 @@ pub mod attribution;
 mod collect;
 mod decide;
 pub mod episodes;
+pub mod headroom;
 pub mod hold;
 pub mod judge;
 mod outcome;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 pub use attribution::{BackoffParts, FlowAttribution};
 pub use episodes::{Episode, EpisodeTracker};
+pub use headroom::{Headroom, HeadroomTracker};
 pub use hold::HeldVerdict;
 pub use judge::Judge;
 pub use rates::NormalisedRates;
@@ -44,6 +46,10 @@ pub struct IntervalAnalysis {
     /// (filled by the live pipeline's episode tracker; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub episodes: Vec<Episode>,
+    /// The instance against its baseline (filled by the live pipeline's
+    /// and the report's headroom tracker; absent when no baseline is known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<Headroom>,
 }
 
 /// Throughput of `iface` over the contiguous run of snapshots that have it,
@@ -103,5 +109,6 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
         interfaces,
         flows: attribution::attribute(snap, th),
         episodes: Vec::new(),
+        headroom: None,
     }
 }

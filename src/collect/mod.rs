@@ -12,6 +12,7 @@ pub mod flowtable;
 pub mod fragments;
 pub mod ifindex;
 pub mod ifstats;
+pub mod instance;
 pub mod netns;
 pub mod owners;
 pub mod probes;

@@ -3,5 +3,6 @@
 //! same type live and in a recording.
 
 pub mod fold;
+pub mod instance;
 pub mod snapshot;
 pub mod workload;
