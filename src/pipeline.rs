@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::analysis::{EpisodeTracker, IntervalAnalysis, Judge, Thresholds};
+use crate::analysis::{EpisodeTracker, HeadroomTracker, IntervalAnalysis, Judge, Thresholds};
+use crate::model::instance::Baseline;
 use crate::model::snapshot::Snapshot;
 use crate::record::format::hostname;
 use crate::record::{
@@ -58,7 +59,11 @@ struct Recorder {
     /// When observing started (wall ms, monotonic ns): the header's start,
     /// though the file is only created at the first interval.
     started: (u64, u64),
+    /// The instance type DMI named, for the header.
+    instance_type: Option<String>,
     writer: Option<TraceWriter>,
+    /// The baseline the run plans against, for the header.
+    baseline: Option<Baseline>,
 }
 
 impl Recorder {
@@ -79,6 +84,8 @@ impl Recorder {
                 self.thresholds.clone(),
             );
             (header.start_unix_ms, header.start_mono_ns) = self.started;
+            header.instance_type = self.instance_type.clone();
+            header.baseline = self.baseline.clone();
             self.writer = Some(TraceWriter::create(
                 &self.target.path,
                 header,
@@ -113,15 +120,18 @@ pub struct Pipeline {
     /// Holds the run's thresholds (`Judge::thresholds`).
     judge: Judge,
     episodes: EpisodeTracker,
+    headroom: HeadroomTracker,
     view: Box<dyn View>,
     recorder: Option<Recorder>,
     metrics: Option<MetricsServer>,
 }
 
 impl Pipeline {
-    pub fn new(thresholds: Thresholds, view: Box<dyn View>) -> Self {
+    /// `baseline`: what headroom is measured against (None: no headroom).
+    pub fn new(thresholds: Thresholds, baseline: Option<Baseline>, view: Box<dyn View>) -> Self {
         Pipeline {
             episodes: EpisodeTracker::new(&thresholds),
+            headroom: HeadroomTracker::new(baseline),
             judge: Judge::new(thresholds),
             view,
             recorder: None,
@@ -129,7 +139,14 @@ impl Pipeline {
         }
     }
 
-    pub fn record_to(&mut self, target: RecordTarget, interval: Duration) -> Result<()> {
+    /// Records every interval to `target`; `instance_type` is what DMI
+    /// named, for the header.
+    pub fn record_to(
+        &mut self,
+        target: RecordTarget,
+        interval: Duration,
+        instance_type: Option<String>,
+    ) -> Result<()> {
         let thresholds =
             serde_json::to_value(self.judge.thresholds()).context("encoding the thresholds")?;
         self.recorder = Some(Recorder {
@@ -141,6 +158,8 @@ impl Pipeline {
                 crate::shared::clock::monotonic_ns(),
             ),
             writer: None,
+            instance_type,
+            baseline: self.headroom.baseline().cloned(),
         });
         Ok(())
     }
@@ -152,6 +171,7 @@ impl Pipeline {
     /// Judges `snap` against the history and hands both to every sink.
     pub fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
         let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
+        analysis.headroom = self.headroom.push(&snap);
         self.episodes.push(&analysis, &snap);
         analysis.episodes = self.episodes.recent(RECENT_EPISODES);
         // The recording first: it is what survives the incident.
@@ -168,6 +188,7 @@ impl Pipeline {
     /// (no look-back, no held verdicts), as `report` does at the same place.
     pub fn start_recording(&mut self) {
         self.judge.restart();
+        self.headroom.restart();
     }
 
     pub fn wait(&mut self, deadline: Instant) -> Result<Control> {

@@ -517,6 +517,7 @@ fn enforcement_report() -> Report {
                 open: false,
                 peak_rate_bps: None,
                 microburst: None,
+                planned: None,
             },
             start_offset_secs: from as f64,
             judged_alone: Default::default(),

@@ -72,6 +72,71 @@ pub struct Episode {
     /// burst_then_enforce), and has no line here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub microburst: Option<String>,
+    /// Enforcement only, when a baseline is known: what the instance was
+    /// planned against and the burst that led into the episode, so the
+    /// measured ceiling and baseline can be set against the published ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned: Option<PlannedBaseline>,
+}
+
+/// An enforcement episode against the baseline the instance planned on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedBaseline {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// AWS's figure (false: the user's `--baseline`).
+    pub published: bool,
+    /// In the enforced direction, bits/s.
+    pub baseline_bps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bps: Option<f64>,
+    /// The run above the baseline that led into the episode (the burst):
+    /// how long it lasted and the bytes it carried beyond the baseline.
+    /// 0 when the interval before the episode was at or below it.
+    pub burst_above_secs: f64,
+    pub burst_above_bytes: f64,
+}
+
+impl Episode {
+    /// The enforcement set against the plan: "baseline 1.58Gb/s measured,
+    /// 1.25Gb/s published (m5.xlarge); burst ceiling 9.95Gb/s measured,
+    /// 10.0Gb/s published; the burst lasted 16.1min, 1.71TB above the
+    /// baseline". None without a plan.
+    pub fn against_plan(&self) -> Option<String> {
+        use crate::shared::units::{bytes, rate_bits, secs, UNKNOWN};
+        let p = self.planned.as_ref()?;
+        let said = if p.published { "published" } else { "planned" };
+        let of = p
+            .instance_type
+            .as_deref()
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
+        let measured = |v: Option<f64>| v.map_or(UNKNOWN.to_string(), rate_bits);
+        let mut s = format!(
+            "baseline {} measured, {} {said}{of}",
+            measured(self.throughput_during_bps),
+            rate_bits(p.baseline_bps)
+        );
+        if self.stepped_down {
+            s.push_str(&format!(
+                "; burst ceiling {} measured",
+                measured(self.throughput_before_bps)
+            ));
+            if let Some(b) = p.burst_bps.filter(|b| *b > p.baseline_bps) {
+                s.push_str(&format!(", {} {said}", rate_bits(b)));
+            }
+        }
+        if p.burst_above_secs > 0.0 {
+            s.push_str(&format!(
+                "; the burst lasted {}, {} above the baseline",
+                secs(p.burst_above_secs),
+                bytes(p.burst_above_bytes as u64)
+            ));
+        } else {
+            s.push_str("; no run above the baseline led into it");
+        }
+        Some(s)
+    }
 }
 
 struct Running {
@@ -102,6 +167,9 @@ struct Past {
     /// The interval's peak rates (tx, rx) and microburst line.
     peak: (Option<f64>, Option<f64>),
     microburst: Option<String>,
+    /// The instance's run above its baseline at this interval (seconds,
+    /// bytes beyond), outbound and inbound; None without a baseline.
+    above: Option<[(f64, f64); 2]>,
 }
 
 impl Running {
@@ -184,6 +252,37 @@ impl EpisodeTracker {
             .map(|p| if inbound { p.rx_bps } else { p.tx_bps })
             .collect();
         (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
+    }
+
+    /// The plan an enforcement starting at `seq` is set against, with the
+    /// run above the baseline at the interval before it.
+    fn planned(
+        &self,
+        iface: &str,
+        a: &IntervalAnalysis,
+        inbound: bool,
+        seq: u64,
+    ) -> Option<PlannedBaseline> {
+        let h = a.headroom.as_ref()?;
+        let dir = usize::from(inbound);
+        let (secs, bytes) = self
+            .history
+            .get(iface)
+            .and_then(|hist| hist.iter().rev().find(|p| p.seq + 1 == seq))
+            .and_then(|p| p.above)
+            .map_or((0.0, 0.0), |runs| runs[dir]);
+        Some(PlannedBaseline {
+            instance_type: h.instance_type.clone(),
+            published: h.published,
+            baseline_bps: if inbound {
+                h.rx.baseline_bps
+            } else {
+                h.tx.baseline_bps
+            },
+            burst_bps: h.burst_bps,
+            burst_above_secs: secs,
+            burst_above_bytes: bytes,
+        })
     }
 
     /// Enforcement whose throughput just fell well below the episode's
@@ -328,6 +427,11 @@ impl EpisodeTracker {
                     open: true,
                     peak_rate_bps: None,
                     microburst: None,
+                    planned: if enforcement {
+                        self.planned(&v.iface, a, inbound, start_seq)
+                    } else {
+                        None
+                    },
                 };
                 self.open.insert(
                     v.iface.clone(),
@@ -404,6 +508,12 @@ impl EpisodeTracker {
                 confidence: held.confidence,
                 peak,
                 microburst,
+                above: a.headroom.as_ref().map(|h| {
+                    [
+                        (h.tx.above_secs, h.tx.above_bytes),
+                        (h.rx.above_secs, h.rx.above_bytes),
+                    ]
+                }),
             });
         }
     }

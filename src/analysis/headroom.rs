@@ -63,6 +63,12 @@ pub struct Headroom {
     /// The instance type, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_type: Option<String>,
+    /// The baseline is AWS's published figure for the type (false: given
+    /// with `--baseline`).
+    pub published: bool,
+    /// The published burst ("up to") figure, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bps: Option<f64>,
     /// Outbound (tx) and inbound (rx), the summed interfaces.
     pub tx: DirectionHeadroom,
     pub rx: DirectionHeadroom,
@@ -187,6 +193,8 @@ impl HeadroomTracker {
             .collect();
         Some(Headroom {
             instance_type: baseline.instance_type.clone(),
+            published: baseline.published(),
+            burst_bps: baseline.burst_bps,
             tx: self.tx.push(bits(false), secs, baseline.tx_bps),
             rx: self.rx.push(bits(true), secs, baseline.rx_bps),
             interfaces,

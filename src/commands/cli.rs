@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use crate::collect::allowance::parse_counters_arg;
 use crate::collect::collector::DEFAULT_PROBE_SAMPLING;
 use crate::model::fold::{DEFAULT_LISTED_FLOWS, MAX_LISTED_FLOWS};
+use crate::model::instance::parse_baseline;
 use crate::shared::units::{parse_duration, parse_interval, parse_size};
 
 #[derive(Debug, Parser)]
@@ -202,10 +203,35 @@ pub struct ObserveArgs {
     #[command(flatten)]
     pub workloads: WorkloadArgs,
 
+    #[command(flatten)]
+    pub instance: InstanceArgs,
+
     /// Where the kubelet keeps one directory per pod, named
     /// `<namespace>_<name>_<uid>`: pod names come from there.
     #[arg(long, value_name = "DIR", default_value = "/var/log/pods")]
     pub pod_logs: PathBuf,
+}
+
+/// What the instance can count on: the baseline that headroom (the
+/// instance's rate as a share of it, the runs above it) is measured
+/// against. Without these, `watch` and `record` read the instance type
+/// from DMI on EC2; `report` and `replay` use what the recording says.
+#[derive(Debug, Args, Clone, Default)]
+pub struct InstanceArgs {
+    /// Plan against this EC2 instance type's published baseline, e.g.
+    /// m6i.xlarge (a type not in the specs table is an error).
+    #[arg(long, value_name = "TYPE")]
+    pub instance_type: Option<String>,
+
+    /// Plan against this baseline, bits/s: one rate for both directions or
+    /// OUT/IN (e.g. 1.25G, 800Mb/s, 1G/2G). Overrides the table's figure.
+    #[arg(long, value_name = "RATE[/RATE]", value_parser = parse_baseline)]
+    pub baseline: Option<(f64, f64)>,
+
+    /// Read instance network specs from FILE instead of the built-in table
+    /// (AWS's published figures, dated; format in docs/headroom.md).
+    #[arg(long, value_name = "FILE")]
+    pub instance_specs: Option<PathBuf>,
 }
 
 /// Flows kept by owner: `--pod`, `--cgroup`, `--service` (any match keeps
@@ -360,6 +386,9 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub workloads: WorkloadArgs,
 
+    #[command(flatten)]
+    pub instance: InstanceArgs,
+
     /// Flows listed in the backoff table.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
@@ -386,6 +415,9 @@ pub struct ReplayArgs {
     /// Judge with this threshold (repeatable); default: the recording's.
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<String>,
+
+    #[command(flatten)]
+    pub instance: InstanceArgs,
 
     #[command(flatten)]
     pub view: ViewArgs,

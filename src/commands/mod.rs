@@ -2,6 +2,7 @@
 //! that wires collection, analysis and sinks together. `main` only
 //! dispatches here.
 
+pub mod baseline;
 pub mod cli;
 pub mod doctor;
 pub mod manual;

@@ -24,10 +24,15 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let thresholds = base
         .with_assignments(&args.thresholds)
         .map_err(anyhow::Error::msg)?;
+    let plan = crate::commands::baseline::for_recording(&args.instance, &first.header)?;
     let start_mono = first.header.start_mono_ns;
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
-    let mut pipeline = Pipeline::new(thresholds, crate::commands::choose_view(&args.view)?);
+    let mut pipeline = Pipeline::new(
+        thresholds,
+        plan.baseline,
+        crate::commands::choose_view(&args.view)?,
+    );
     let mut shown = 0u64;
     let outcome = (|| -> Result<()> {
         let mut prev_mono: Option<u64> = None;

@@ -28,13 +28,15 @@ pub fn run(args: &WatchArgs) -> Result<()> {
         .with_assignments(&args.observe.thresholds)
         .map_err(anyhow::Error::msg)?;
     check_counter_paths(&args.observe.counters)?;
+    let plan = crate::commands::baseline::for_live(&args.observe.instance)?;
+    plan.say();
     let target = args
         .record
         .as_deref()
         .map(|p| record_target(p, &args.rotate))
         .transpose()?;
     let view = crate::commands::choose_view(&args.view)?;
-    if let Some((path, n)) = run_live(&args.observe, thresholds, view, target)? {
+    if let Some((path, n)) = run_live(&args.observe, thresholds, plan, view, target)? {
         crate::stderr_line!(
             "throttlescope: recorded {n} intervals to {}",
             path.display()
@@ -48,6 +50,7 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
         .with_assignments(&args.observe.thresholds)
         .map_err(anyhow::Error::msg)?;
     check_counter_paths(&args.observe.counters)?;
+    let plan = crate::commands::baseline::for_live(&args.observe.instance)?;
     let target = record_target(&args.output, &args.rotate)?;
     let output = target.path.clone();
     let talk = !args.quiet;
@@ -62,10 +65,12 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
             output.display(),
             args.observe.interval
         );
+        plan.say();
     }
     let done = run_live(
         &args.observe,
         thresholds,
+        plan,
         Box::new(SilentView),
         Some(target),
     )?;
@@ -117,6 +122,7 @@ fn record_target(path: &Path, rotate: &RotateArgs) -> Result<RecordTarget> {
 pub fn run_live(
     observe: &ObserveArgs,
     thresholds: Thresholds,
+    plan: crate::commands::baseline::Plan,
     view: Box<dyn View>,
     record: Option<RecordTarget>,
 ) -> Result<Option<(PathBuf, u64)>> {
@@ -143,10 +149,10 @@ pub fn run_live(
         }
         None => None,
     };
-    let mut pipeline = Pipeline::new(thresholds, view);
+    let mut pipeline = Pipeline::new(thresholds, plan.baseline, view);
     // The recording starts when observing does: the collector's baseline.
     if let Some(target) = record {
-        pipeline.record_to(target, observe.interval)?;
+        pipeline.record_to(target, observe.interval, plan.instance_type)?;
     }
     if let Some(m) = metrics {
         pipeline.serve_metrics(m);

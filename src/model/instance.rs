@@ -357,8 +357,9 @@ pub fn resolve(
                 vendor
             ),
             HostIdentity::Unknown(why) => format!(
-                "instance type unknown ({why}): no baseline known, so no headroom; \
-                 give --instance-type TYPE or --baseline RATE to plan against one"
+                "not an EC2 instance as far as DMI tells (EC2 names the instance type \
+                 there; {why}): no baseline known, so no headroom; give --instance-type \
+                 TYPE or --baseline RATE to plan against one"
             ),
             HostIdentity::Ec2(_) => unreachable!("an EC2 type is handled above"),
         })),

@@ -29,7 +29,10 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `closes_lost`; the interfaces' `tx_peak_bps`, `rx_peak_bps`,
 /// `tx_peak_pps`, `rx_peak_pps` and `peak_window_us`, and the flows'
 /// `peak_bps` (microbursts).
-pub const CURRENT_VERSION: FormatVersion = FormatVersion { major: 1, minor: 9 };
+pub const CURRENT_VERSION: FormatVersion = FormatVersion {
+    major: 1,
+    minor: 10,
+};
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
 /// older readers may skip); a new major may change meaning.
@@ -92,6 +95,14 @@ pub struct TraceHeader {
     /// Rotation index: 0 for the first segment of a recording, then +1.
     #[serde(default)]
     pub segment: u32,
+    /// The EC2 instance type DMI named, whether or not the specs table had
+    /// it (a report can look it up in another table). Added in 1.10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// The baseline headroom was measured against live; absent when none
+    /// was known. Added in 1.10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::model::instance::Baseline>,
 }
 
 impl TraceHeader {
@@ -115,6 +126,8 @@ impl TraceHeader {
             start_unix_ms: crate::shared::clock::now_unix_ms(),
             start_mono_ns: crate::shared::clock::monotonic_ns(),
             segment: 0,
+            instance_type: None,
+            baseline: None,
         }
     }
 

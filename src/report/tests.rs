@@ -41,6 +41,8 @@ fn header() -> TraceHeader {
         start_unix_ms: START_MS,
         start_mono_ns: START_MONO,
         segment: 0,
+        instance_type: None,
+        baseline: None,
     }
 }
 

@@ -65,6 +65,8 @@ pub fn header() -> TraceHeader {
         start_unix_ms: 1_763_000_000_000,
         start_mono_ns: 5_000_000_000,
         segment: 0,
+        instance_type: None,
+        baseline: None,
     }
 }
 

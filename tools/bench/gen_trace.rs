@@ -642,6 +642,8 @@ fn run(args: &Args) -> Result<u64> {
         start_unix_ms: START_UNIX_MS,
         start_mono_ns: START_MONO_NS,
         segment: 0,
+        instance_type: None,
+        baseline: None,
     };
     let mut w = TraceWriter::create(&args.out, header, RotateOptions::default())?;
     for t in 0..args.seconds {

@@ -37,6 +37,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
             open: false,
             peak_rate_bps: None,
             microburst: None,
+            planned: None,
         },
         start_offset_secs: start,
         judged_alone: Default::default(),
