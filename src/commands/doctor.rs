@@ -194,6 +194,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
         }
     }
 
+    check_instance(&mut r);
+
     let mut load_ok = true;
     if !args.no_load && btf_ok && floor_ok {
         let trial = crate::collect::collector::Collector::start(CollectorConfig {
@@ -261,6 +263,41 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The instance type and the baseline headroom will be measured against.
+fn check_instance(r: &mut Report) {
+    use crate::model::instance::HostIdentity;
+    let host = crate::collect::instance::this_host();
+    let how = "give `--instance-type TYPE` (looked up in the specs table) or `--baseline RATE` \
+               (e.g. 1.25G) to watch, record or report to plan against one";
+    match crate::commands::baseline::for_live(&Default::default()) {
+        Ok(plan) => match (&host, &plan.baseline) {
+            (_, Some(b)) => r.push(Mark::Ok, format!("instance: {}", b.describe())),
+            (HostIdentity::Ec2(t), None) => r.push(
+                Mark::Warn,
+                format!(
+                    "instance: EC2 {t}, not in the built-in specs table: no baseline known, \
+                     so no headroom; {how}"
+                ),
+            ),
+            (HostIdentity::Other { vendor, product }, None) => r.push(
+                Mark::Warn,
+                format!(
+                    "instance: not an EC2 instance (DMI: {vendor:?}, {product:?}): no baseline \
+                     known, so no headroom; {how}"
+                ),
+            ),
+            (HostIdentity::Unknown(why), None) => r.push(
+                Mark::Warn,
+                format!(
+                    "instance: not an EC2 instance (no DMI to name a type: {why}): no baseline \
+                     known, so no headroom; {how}"
+                ),
+            ),
+        },
+        Err(e) => r.push(Mark::Warn, format!("instance: {e:#}")),
+    }
 }
 
 /// CapEff from /proc/self/status.
