@@ -213,3 +213,93 @@ fn an_interval_that_ends_late_is_counted_not_hidden() {
         );
     }
 }
+
+/// What the instance is planned against: a bad table, type or rate is a
+/// usage error naming what was wrong, before anything is attached.
+#[test]
+fn bad_instance_options_are_usage_errors() {
+    let dir = std::env::temp_dir().join(format!("ts-specs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.tsv");
+    std::fs::write(&bad, "# source: x\nm5.large x86_64 2 0.75\n").unwrap();
+    let good = dir.join("good.tsv");
+    std::fs::write(&good, "lab.small x86_64 2 0.1 0.4\n").unwrap();
+    let (bad, good) = (bad.display().to_string(), good.display().to_string());
+    for (args, want) in [
+        (
+            &["watch", "--instance-type", "m5.xxlarge"][..],
+            "not in the instance specs",
+        ),
+        (&["watch", "--baseline", "fast"][..], "is not a rate"),
+        (&["watch", "--baseline", "1G/"][..], "is not a rate"),
+        (
+            &[
+                "record",
+                "-o",
+                "/dev/null/x",
+                "--instance-specs",
+                "/nonexistent.tsv",
+            ][..],
+            "/nonexistent.tsv",
+        ),
+        (&["watch", "--instance-specs", &bad][..], "line 2: 4 fields"),
+        (
+            &[
+                "watch",
+                "--instance-specs",
+                &good,
+                "--instance-type",
+                "m5.xlarge",
+            ][..],
+            "not in the instance specs",
+        ),
+    ] {
+        let (code, stderr) = run(args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--peak-window 0` turns peaks off: the two per-packet programs are not
+/// loaded, and health says so and what is missing.
+#[test]
+fn peaks_turned_off_are_not_loaded_and_said() {
+    let out = common::run(Command::new(binary()).args([
+        "watch",
+        "--json",
+        "--duration",
+        "1s",
+        "--peak-window",
+        "0",
+        "--baseline",
+        "1G",
+    ]));
+    let last = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .map(str::to_string)
+        .expect("an interval");
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    for name in ["dev_xmit", "netif_receive"] {
+        let p = v["health"]["programs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in health: {last}"));
+        assert_eq!(p["attached"], false, "{p}");
+        assert!(
+            p["not_attached"]
+                .as_str()
+                .unwrap()
+                .contains("--peak-window 0"),
+            "{p}"
+        );
+    }
+    // The baseline given: headroom in the analysis.
+    assert_eq!(
+        v["analysis"]["headroom"]["tx"]["baseline_bps"], 1e9,
+        "{last}"
+    );
+}

@@ -314,6 +314,9 @@ pub struct HostQueueProbes {
     peaks: HashMap<String, Peaks>,
 }
 
+/// The per-packet programs that measure peak rates (`--peak-window`).
+const PEAK_PROGRAMS: [&str; 2] = ["on_dev_xmit", "on_netif_receive"];
+
 impl HostQueueProbes {
     /// Open, load and attach the qdisc and kfree_skb programs; peak rates
     /// over windows of `peak_window_us` (0: none).
@@ -349,6 +352,16 @@ impl HostQueueProbes {
                     .context("host-queue BPF object has no .data")?;
                 data.peak_window = peak_window.word();
                 plan.apply(open.open_object_mut());
+                if peak_window_us == 0 {
+                    // Peaks off: the two per-packet programs would run on
+                    // every packet for nothing. Not loaded by choice, so not
+                    // reported lost either.
+                    for mut prog in open.open_object_mut().progs_mut() {
+                        if PEAK_PROGRAMS.contains(&prog.name().to_string_lossy().as_ref()) {
+                            prog.set_autoload(false);
+                        }
+                    }
+                }
                 Ok(open.load()?)
             })?;
         skel.attach()
@@ -589,6 +602,15 @@ impl HostQueueProbes {
                     hq_health_counter::HQ_H_DEQUEUE_EVENTS => self.dequeue_events,
                     c => self.counter(c),
                 };
+                if self.peak_window.asked_us == 0 && PEAK_PROGRAMS.contains(name) {
+                    return ProgramHealth {
+                        name: name.trim_start_matches("on_").to_string(),
+                        attached: false,
+                        not_attached: Some("turned off (--peak-window 0)".to_string()),
+                        lost: Some("peak rates (microbursts)".to_string()),
+                        ..Default::default()
+                    };
+                }
                 health_of(
                     self.skel.object(),
                     HOSTQ_PROGRAMS,
