@@ -14,6 +14,7 @@
 #include <bpf/bpf_endian.h>
 #include "flows.h"
 #include "common.bpf.h"
+#include "core_fixes.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -124,11 +125,6 @@ enum ts_health_counter _abi_health_counter = TS_H_MAX;
 enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
 enum ts_ifindex_source _abi_ifindex_source = TS_IFX_NONE;
 enum ts_event_reader _abi_event_reader = TS_EVENTS_POLL_MS;
-
-/* Before 5.16 the receive ifindex lived in struct inet_sock. */
-struct inet_sock___pre_5_16 {
-	int rx_dst_ifindex;
-} __attribute__((preserve_access_index));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -393,10 +389,7 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
 	}
 	if (st->ifindex_source == TS_IFX_ROUTE)
 		return;
-	if (bpf_core_field_exists(sk->sk_rx_dst_ifindex))
-		rx = BPF_CORE_READ(sk, sk_rx_dst_ifindex);
-	else
-		rx = BPF_CORE_READ((struct inet_sock___pre_5_16 *)sk, rx_dst_ifindex);
+	rx = sk_rx_ifindex(sk); /* core_fixes.bpf.h: moved in 5.16 */
 	if (rx > 0) {
 		st->ifindex = rx;
 		st->ifindex_source = TS_IFX_RX;
@@ -404,8 +397,8 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
 }
 
 /* The chrono counters as tcp_get_info() reports them: the period running now
- * (chrono_type, since chrono_start) is added to its type. chrono_type is a
- * 2-bit field before 6.x and a u8 after, hence the bitfield read. Returns
+ * (chrono_type, since chrono_start) is added to its type (chrono_type's width
+ * changed in 7.0: tcp_chrono_type(), core_fixes.bpf.h). Returns
  * whether a period is running (its time grows at every read), so that the
  * dump's still_busy() need not read chrono_type again. */
 static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp)
@@ -418,7 +411,7 @@ static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct 
 	stat[0] = BPF_CORE_READ(tp, chrono_stat[0]);
 	stat[1] = BPF_CORE_READ(tp, chrono_stat[1]);
 	stat[2] = BPF_CORE_READ(tp, chrono_stat[2]);
-	type = BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
+	type = tcp_chrono_type(tp);
 	if (type >= 1 && type <= 3) {
 		__u32 running = now - BPF_CORE_READ(tp, chrono_start);
 
@@ -581,25 +574,15 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	return 0;
 }
 
-/*
- * tcp_retransmit_skb gained a third argument, `err`, in 2025 (6.18 has it;
- * 6.1 and 6.12 pass only (sk, skb)). The program reads its arguments from the
- * raw context, and `err` only when the kernel's own prototype of the
- * tracepoint has it: the CO-RE type match below is resolved by libbpf at load
- * time, so on older kernels the read is dead code the verifier never walks
- * (an access to an argument the tracepoint lacks is a rejection).
- * Without `err` the tracepoint fires only for retransmits that went out.
- */
-typedef void (*btf_trace_tcp_retransmit_skb___err)(void *, const struct sock *,
-						    const struct sk_buff *, int);
-
+/* A retransmit, or (from 6.17, which passes `err`: tcp_retransmit_err(),
+ * core_fixes.bpf.h) a retransmit that failed to go out. */
 SEC("tp_btf/tcp_retransmit_skb")
 int on_tcp_retransmit_skb(__u64 *ctx)
 {
 	struct sock *sk = (struct sock *)ctx[0];
 	const struct sk_buff *skb = (const struct sk_buff *)ctx[1];
 	struct ts_flow_state *st;
-	int err = 0;
+	int err;
 	__u32 segs;
 
 	if (!observed(sk))
@@ -608,8 +591,7 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
-	if (bpf_core_type_matches(btf_trace_tcp_retransmit_skb___err))
-		err = (int)ctx[2];
+	err = tcp_retransmit_err(ctx);
 	if (err) {
 		st->retrans_failed++;
 		emit(TS_EV_RETRANS, sk, err, 0);

@@ -28,6 +28,9 @@
  * closed_overflow instead.
  */
 #define TS_EVENTS_RINGBUF_BYTES (4 << 20)
+_Static_assert((TS_EVENTS_RINGBUF_BYTES & (TS_EVENTS_RINGBUF_BYTES - 1)) == 0 &&
+		       TS_EVENTS_RINGBUF_BYTES % 4096 == 0,
+	       "the kernel wants a ring buffer of a power of two pages");
 /* An enum, not a #define, so that BTF carries it to the Rust side. */
 enum ts_event_reader {
 	TS_EVENTS_POLL_MS = 100,

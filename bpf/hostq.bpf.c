@@ -31,6 +31,7 @@
 #include <bpf/bpf_core_read.h>
 #include "hostq.h"
 #include "common.bpf.h"
+#include "core_fixes.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -383,50 +384,21 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	return 0;
 }
 
-/*
- * kfree_skb's arguments differ by kernel: (skb, location) before 5.17,
- * + `reason` from 5.17 (6.1 has (skb, location, reason)), + `rx_sk` from 6.11.
- * The program reads the raw context and each later argument only when the
- * kernel's prototype of the tracepoint has it (CO-RE type matches on local
- * prototype flavours, resolved at load time): the verifier rejects an access
- * to an argument the tracepoint lacks, and the dead branch is never walked.
- */
-/* Stand-ins for enum skb_drop_reason, so nothing here depends on the
- * enumerators of the build host's kernel. A type match on an enum needs every
- * local enumerator to exist in the kernel: the prototype's stand-in holds the
- * one every kernel with the enum has (5.17+); SKB_CONSUMED (6.0+) has its own,
- * used only by value relocation. */
-enum skb_drop_reason___proto {
-	SKB_DROP_REASON_NOT_SPECIFIED___proto = 2,
-};
-enum skb_drop_reason___ts {
-	SKB_CONSUMED___ts = 1,
-};
-typedef void (*btf_trace_kfree_skb___reason)(void *, struct sk_buff *, void *,
-					     enum skb_drop_reason___proto);
-typedef void (*btf_trace_kfree_skb___rx_sk)(void *, struct sk_buff *, void *,
-					    enum skb_drop_reason___proto, struct sock *);
-
+/* A drop by the host's own stack: the reason and the receiving socket where
+ * the kernel passes them (kfree_skb_args(), core_fixes.bpf.h: 5.17, 6.11). */
 SEC("tp_btf/kfree_skb")
 int on_kfree_skb(__u64 *ctx)
 {
 	struct sk_buff *skb = (struct sk_buff *)ctx[0];
-	struct sock *sk = NULL;
-	__u32 reason = 0;
+	struct sock *sk;
+	__u32 reason;
 	struct net_device *dev;
 	struct hq_drop_key key = {};
 	__u64 zero = 0, *cnt;
 
 	TEST_REJECT(test_reject, HQ_H_DROP_EVENTS);
-	if (bpf_core_type_matches(btf_trace_kfree_skb___rx_sk)) {
-		reason = (__u32)ctx[2];
-		sk = (struct sock *)ctx[3];
-	} else if (bpf_core_type_matches(btf_trace_kfree_skb___reason)) {
-		reason = (__u32)ctx[2];
-	}
-	/* Older kernels traced frees that were not drops with this reason. */
-	if (bpf_core_enum_value_exists(enum skb_drop_reason___ts, SKB_CONSUMED___ts) &&
-	    reason == bpf_core_enum_value(enum skb_drop_reason___ts, SKB_CONSUMED___ts))
+	kfree_skb_args(ctx, &reason, &sk);
+	if (drop_reason_is_consumed(reason))
 		return 0;
 	dev = skb->dev;
 	if (dev) {

@@ -26,9 +26,11 @@
  * dense per namespace and the stride is odd, so an interface's queues never
  * collide with each other, and busy queues of two interfaces collide only
  * with many namespaces (--all-netns) or many multi-queue interfaces.
- * 256 x 120 bytes: 30 KiB per CPU. A power of two.
+ * 256 x 120 bytes: 30 KiB per CPU. A power of two: slots are picked with a
+ * mask of HQ_IF_SLOTS - 1.
  */
 #define HQ_IF_SLOTS 256
+_Static_assert((HQ_IF_SLOTS & (HQ_IF_SLOTS - 1)) == 0, "HQ_IF_SLOTS is masked with N - 1");
 #define HQ_TXQ_STRIDE 67
 /* Queue indexes at or above this (no device we know has as many) are all
  * counted as this one: slots stay bounded. */
@@ -46,8 +48,11 @@
 #define HQ_DROP_ENTRIES 4096
 /* Sojourn sampling: an enqueue starts a sample when this CPU's enqueue count
  * on the interface is a multiple of this (and none is in progress): 1 packet
- * in 64 at most pays for a clock read and a shared write. A power of two. */
+ * in 64 at most pays for a clock read and a shared write. A power of two:
+ * tested with a mask of HQ_SOJOURN_EVERY - 1. */
 #define HQ_SOJOURN_EVERY 64
+_Static_assert((HQ_SOJOURN_EVERY & (HQ_SOJOURN_EVERY - 1)) == 0,
+	       "HQ_SOJOURN_EVERY is masked with N - 1");
 
 /* Indexes into the per-CPU `hq_health` array. Every one is shown to the user. */
 enum hq_health_counter {
@@ -140,8 +145,11 @@ struct hq_if_stats {
  * per bucket, not per packet), from which user space tells HZ.
  */
 #define HQ_RATE_SLOTS (2 * HQ_IF_SLOTS)
-/* Buckets a slot keeps: the most a window is cut in. A power of two. */
+/* Buckets a slot keeps: the most a window is cut in. A power of two: the
+ * ring of buckets is walked with a mask of HQ_RATE_BUCKETS - 1. */
 #define HQ_RATE_BUCKETS 16
+_Static_assert((HQ_RATE_BUCKETS & (HQ_RATE_BUCKETS - 1)) == 0,
+	       "HQ_RATE_BUCKETS is masked with N - 1");
 enum hq_dir {
 	HQ_DIR_TX = 0,
 	HQ_DIR_RX = 1,

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Where kernels differ, in one place: each helper below hides one change of
+ * a kernel structure or tracepoint, named with the release and the commit
+ * that made it, so a reader of the programs sees what is read and a reader
+ * of this file sees which kernels need what.
+ *
+ * Every check is CO-RE (a field or type existence, a type match), resolved
+ * by libbpf at load time against the running kernel's BTF: the branch the
+ * kernel does not need is dead code the verifier never walks. This matters
+ * for tracepoint arguments, where reading one the kernel does not pass is a
+ * rejection. Include after vmlinux.h, bpf_helpers.h and bpf_core_read.h.
+ * All helpers are `static __always_inline`: no BPF-to-BPF call is added.
+ */
+#ifndef THROTTLESCOPE_CORE_FIXES_BPF_H
+#define THROTTLESCOPE_CORE_FIXES_BPF_H
+
+/*
+ * 5.16, 0c0a5ef809f9 ("tcp: move inet->rx_dst_ifindex to
+ * sk->sk_rx_dst_ifindex"): the interface a socket's segments last arrived
+ * on moved from struct inet_sock to struct sock.
+ */
+struct inet_sock___pre_5_16 {
+	int rx_dst_ifindex;
+} __attribute__((preserve_access_index));
+
+static __always_inline int sk_rx_ifindex(struct sock *sk)
+{
+	if (bpf_core_field_exists(sk->sk_rx_dst_ifindex))
+		return BPF_CORE_READ(sk, sk_rx_dst_ifindex);
+	return BPF_CORE_READ((struct inet_sock___pre_5_16 *)sk, rx_dst_ifindex);
+}
+
+/*
+ * 7.0, 4b78c9cbd8f1 ("tcp: move tp->chrono_type next tp->chrono_stat[]"):
+ * chrono_type was a 2-bit field of struct tcp_sock and became a whole u8.
+ * The probed bitfield read takes either.
+ */
+static __always_inline __u32 tcp_chrono_type(struct tcp_sock *tp)
+{
+	return BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
+}
+
+/*
+ * 6.17, ad892e912b84 ("tcp: trace retransmit failures in
+ * tcp_retransmit_skb"): the tracepoint gained a third argument, `err`, and
+ * fires for failed retransmits too (err != 0). Before it, (sk, skb) only,
+ * and only retransmits that went out. `ctx` is the tp_btf program's raw
+ * context; 0 where the kernel has no `err`.
+ */
+typedef void (*btf_trace_tcp_retransmit_skb___err)(void *, const struct sock *,
+						    const struct sk_buff *, int);
+
+static __always_inline int tcp_retransmit_err(__u64 *ctx)
+{
+	if (bpf_core_type_matches(btf_trace_tcp_retransmit_skb___err))
+		return (int)ctx[2];
+	return 0;
+}
+
+/*
+ * kfree_skb's arguments:
+ *   before 5.17  (skb, location);
+ *   5.17         + reason: c504e5c2f964 ("net: skb: introduce
+ *                kfree_skb_reason()"); 6.1 passes (skb, location, reason);
+ *   6.11         + rx_sk: c53795d48ee8 ("net: add rx_sk to trace_kfree_skb").
+ * Stand-ins for enum skb_drop_reason, so that nothing here depends on the
+ * enumerators of the build host's kernel: a type match on an enum needs every
+ * local enumerator to exist in the running kernel, so the prototypes' stand-in
+ * holds only the one every kernel with the enum has; SKB_CONSUMED (6.0-era)
+ * has its own, used only by value relocation, and is found by name, not by
+ * version.
+ */
+enum skb_drop_reason___proto {
+	SKB_DROP_REASON_NOT_SPECIFIED___proto = 2,
+};
+enum skb_drop_reason___ts {
+	SKB_CONSUMED___ts = 1,
+};
+typedef void (*btf_trace_kfree_skb___reason)(void *, struct sk_buff *, void *,
+					     enum skb_drop_reason___proto);
+typedef void (*btf_trace_kfree_skb___rx_sk)(void *, struct sk_buff *, void *,
+					    enum skb_drop_reason___proto, struct sock *);
+
+/* The drop reason (0 where the kernel passes none) and the receiving socket
+ * (NULL where it passes none, or none was known). */
+static __always_inline void kfree_skb_args(__u64 *ctx, __u32 *reason, struct sock **rx_sk)
+{
+	*reason = 0;
+	*rx_sk = NULL;
+	if (bpf_core_type_matches(btf_trace_kfree_skb___rx_sk)) {
+		*reason = (__u32)ctx[2];
+		*rx_sk = (struct sock *)ctx[3];
+	} else if (bpf_core_type_matches(btf_trace_kfree_skb___reason)) {
+		*reason = (__u32)ctx[2];
+	}
+}
+
+/* Kernels with SKB_CONSUMED traced frees that were not drops with it. */
+static __always_inline bool drop_reason_is_consumed(__u32 reason)
+{
+	return bpf_core_enum_value_exists(enum skb_drop_reason___ts, SKB_CONSUMED___ts) &&
+	       reason == bpf_core_enum_value(enum skb_drop_reason___ts, SKB_CONSUMED___ts);
+}
+
+#endif /* THROTTLESCOPE_CORE_FIXES_BPF_H */
