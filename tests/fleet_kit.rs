@@ -770,6 +770,14 @@ fn dashboard_is_wired_to_a_datasource_variable_and_has_the_panels() {
         panel_with("timeseries", "throttlescope_bpf_missed_total"),
         "observer health"
     );
+    assert!(
+        panel_with("timeseries", "throttlescope_baseline_utilisation_ratio"),
+        "share of the baseline"
+    );
+    assert!(
+        panel_with("timeseries", "throttlescope_above_baseline_run_seconds"),
+        "run above the baseline"
+    );
     assert!(seen_exprs.contains("$instance") && seen_exprs.contains("$device"));
 }
 
