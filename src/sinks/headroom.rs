@@ -3,7 +3,7 @@
 //! same way. Nothing here when no baseline is known: the callers get None or
 //! nothing to show, never an empty row.
 
-use crate::analysis::headroom::{Headroom, InterfaceHeadroom};
+use crate::analysis::headroom::{DirectionHeadroom, Headroom, InterfaceHeadroom};
 use crate::analysis::IntervalAnalysis;
 use crate::shared::units;
 
@@ -21,6 +21,29 @@ fn whose(h: &Headroom) -> String {
 /// for 14.0min (38.0GB beyond); in 4.00% of 1.25Gb/s".
 pub fn line(h: &Headroom) -> String {
     format!("headroom {}: {}", whose(h), h.summary())
+}
+
+/// The same in fewer columns, for a narrow screen: both directions'
+/// shares and the run above the baseline, without the baseline's figure:
+/// "headroom m5.xlarge: out 312%, above 14.0min (38.0GB); in 4.00%".
+pub fn short_line(h: &Headroom) -> String {
+    let one = |name: &str, d: &DirectionHeadroom| {
+        let mut s = format!("{name} {}", units::pct(d.pct));
+        if d.above() {
+            s.push_str(&format!(
+                ", above {} ({})",
+                units::secs(d.above_secs),
+                units::bytes(d.above_bytes as u64)
+            ));
+        }
+        s
+    };
+    format!(
+        "headroom {}: {}; {}",
+        whose(h),
+        one("out", &h.tx),
+        one("in", &h.rx)
+    )
 }
 
 /// The interval's headroom line, when a baseline is known.
@@ -45,14 +68,29 @@ pub fn share_text(i: &InterfaceHeadroom) -> String {
     )
 }
 
+/// The same in the columns a full-screen rates line has left at 80:
+/// "194%/4.22% of baseline" (out/in, as the line gives tx then rx).
+pub fn short_share_text(i: &InterfaceHeadroom) -> String {
+    let unsummed = if i.summed { "" } else { " (not summed)" };
+    format!(
+        "{}/{} of baseline{unsummed}",
+        units::pct(i.tx_pct),
+        units::pct(i.rx_pct)
+    )
+}
+
 /// `iface`'s share of the baseline this interval, when a baseline is known.
-pub fn share(a: &IntervalAnalysis, iface: &str) -> Option<String> {
+pub fn interface<'a>(a: &'a IntervalAnalysis, iface: &str) -> Option<&'a InterfaceHeadroom> {
     a.headroom
         .as_ref()?
         .interfaces
         .iter()
         .find(|i| i.iface == iface)
-        .map(share_text)
+}
+
+/// [`share_text`] of `iface`, when a baseline is known.
+pub fn share(a: &IntervalAnalysis, iface: &str) -> Option<String> {
+    interface(a, iface).map(share_text)
 }
 
 /// The enforcement episodes on `iface` the interval carries (the one under
@@ -77,7 +115,6 @@ pub fn against_plan(a: &IntervalAnalysis, iface: &str) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
     use crate::analysis::episodes::{Episode, PlannedBaseline};
-    use crate::analysis::headroom::DirectionHeadroom;
     use crate::analysis::Verdict;
 
     /// m5.xlarge's 1.25 Gb/s: out at 312% for 14 minutes, 38 GB beyond; in
@@ -162,6 +199,17 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_short_line_keeps_both_directions_and_the_run() {
+        let h = example();
+        let short = short_line(&h);
+        assert_eq!(
+            short,
+            "headroom m5.xlarge: out 312%, above 14.0min (38.0GB); in 4.00%"
+        );
+        assert!(short.len() < line(&h).len());
+    }
+
+    #[test]
     fn shares_say_which_interfaces_the_instance_sums() {
         let h = example();
         assert_eq!(
@@ -169,6 +217,11 @@ pub(crate) mod tests {
             "out 312% in 4.00% of the baseline"
         );
         assert!(share_text(&h.interfaces[1]).contains("(not summed"));
+        assert_eq!(short_share_text(&h.interfaces[0]), "312%/4.00% of baseline");
+        assert_eq!(
+            short_share_text(&h.interfaces[1]),
+            "156%/0% of baseline (not summed)"
+        );
     }
 
     #[test]
