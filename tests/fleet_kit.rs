@@ -66,6 +66,14 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_flow_spurious_retransmits",
     "throttlescope_flow_tx_bytes_per_second",
     "throttlescope_flow_label_collisions_total",
+    "throttlescope_instance_info",
+    "throttlescope_baseline_bits_per_second",
+    "throttlescope_baseline_utilisation_ratio",
+    "throttlescope_interface_baseline_utilisation_ratio",
+    "throttlescope_above_baseline_run_seconds",
+    "throttlescope_above_baseline_run_bytes",
+    "throttlescope_above_baseline_seconds_total",
+    "throttlescope_above_baseline_bytes_total",
 ];
 
 /// Prometheus's own series, allowed besides the exporter's.
@@ -359,12 +367,23 @@ fn allowed_names(extra: &[String]) -> BTreeSet<String> {
 /// ENA counters all present, ranked flows, program health. Snapshots from
 /// tests/record_support, judged by the real analysis.
 fn populated_exposition() -> String {
-    use throttlescope::analysis::{analyze, Thresholds};
+    use throttlescope::analysis::{analyze, HeadroomTracker, Thresholds};
+    use throttlescope::model::instance::{Baseline, BaselineFrom};
     use throttlescope::model::snapshot::{AllowanceCounters, AllowanceStatus};
     use throttlescope::sinks::metrics::{encode_state, to_prometheus_text, ExporterState};
 
     let th = Thresholds::default();
     let mut state = ExporterState::new(20);
+    // A baseline known, so the headroom families have values too.
+    let mut headroom = HeadroomTracker::new(Some(Baseline {
+        instance_type: Some("m5.xlarge".into()),
+        from: BaselineFrom::Dmi,
+        tx_bps: 1.25e9,
+        rx_bps: 1.25e9,
+        burst_bps: Some(10e9),
+        arch: None,
+        source: "test".into(),
+    }));
     let mut history = Vec::new();
     for seq in 0..3u64 {
         let mut snap = record_support::snapshot(seq, 3);
@@ -404,7 +423,8 @@ fn populated_exposition() -> String {
                 };
             }
         }
-        let analysis = analyze(&history, &snap, &th);
+        let mut analysis = analyze(&history, &snap, &th);
+        analysis.headroom = headroom.push(&snap);
         assert!(
             !analysis.flows.is_empty(),
             "no ranked flow in interval {seq}"
@@ -749,6 +769,14 @@ fn dashboard_is_wired_to_a_datasource_variable_and_has_the_panels() {
     assert!(
         panel_with("timeseries", "throttlescope_bpf_missed_total"),
         "observer health"
+    );
+    assert!(
+        panel_with("timeseries", "throttlescope_baseline_utilisation_ratio"),
+        "share of the baseline"
+    );
+    assert!(
+        panel_with("timeseries", "throttlescope_above_baseline_run_seconds"),
+        "run above the baseline"
     );
     assert!(seen_exprs.contains("$instance") && seen_exprs.contains("$device"));
 }

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::{AllowanceStatus, FlowSample, Health, InterfaceSample, Snapshot};
 use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
-use crate::sinks::held;
+use crate::sinks::{headroom, held};
 
 /// The interval's peak rates beside its means (issue 24): `peak 12 ms: tx
 /// 348Mb/s 30.1kpps (5.2x the mean)  rx ...`; None when not measured.
@@ -51,6 +51,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         snap.seq,
         units::secs(snap.interval_secs())
     );
+    // The instance before its interfaces: the baseline is the instance's,
+    // and its interfaces' shares below are read against it.
+    if let Some(line) = analysis.and_then(headroom::of) {
+        let _ = writeln!(out, "{line}");
+    }
     for i in &snap.interfaces {
         let _ = writeln!(
             out,
@@ -66,6 +71,9 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
         );
         if let Some(peaks) = peak_text(i, secs) {
             let _ = writeln!(out, "{:<12} {peaks}", "");
+        }
+        if let Some(share) = analysis.and_then(|a| headroom::share(a, &i.name)) {
+            let _ = writeln!(out, "{:<12} {share}", "");
         }
         if let AllowanceStatus::Unavailable { reason } = &i.allowance {
             let _ = writeln!(out, "{:<12} allowance counters unavailable: {reason}", "");
@@ -89,6 +97,11 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
             if let Some(before) = analysis.and_then(|a| held::earlier_episodes(a, &i.name)) {
                 let _ = writeln!(out, "{:<12} before: {before}", "");
             }
+        }
+        // Episodes carry a plan only when a baseline is known; said
+        // whether or not this interval judged the interface.
+        for plan in analysis.map_or_else(Vec::new, |a| headroom::against_plan(a, &i.name)) {
+            let _ = writeln!(out, "{:<12} against plan: {plan}", "");
         }
     }
     // With several interfaces, which one a flow uses says whose signals it
@@ -439,6 +452,53 @@ mod tests {
             line("10.0.0.1:40000").contains(" netns tenant-b "),
             "{text}"
         );
+    }
+
+    #[test]
+    fn headroom_shows_with_a_baseline_and_is_absent_without() {
+        use crate::analysis::IntervalAnalysis;
+        use crate::sinks::headroom::tests::{example, planned_episode};
+        let snap = one_interval(vec![iface("ens5"), iface("veth0")], Health::default());
+        let mut a = IntervalAnalysis {
+            seq: 0,
+            mono_ns: 0,
+            interfaces: Vec::new(),
+            flows: Vec::new(),
+            episodes: vec![planned_episode("ens5", true)],
+            headroom: Some(example()),
+        };
+        let text = render(&snap, Some(&a), 10);
+        let line = |start: &str| text.lines().find(|l| l.trim_start().starts_with(start));
+        let head = line("headroom").expect(&text);
+        assert!(
+            head.starts_with("headroom m5.xlarge: out 312% of 1.25Gb/s, above for 14.0min (38.0GB beyond); in 4.00% of 1.25Gb/s"),
+            "{text}"
+        );
+        // Right under the interval's first line, before the interfaces.
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("headroom"),
+            "{text}"
+        );
+        assert!(
+            line("out 312% in 4.00% of the baseline").is_some(),
+            "{text}"
+        );
+        assert!(
+            line("out 156% in 0% of the baseline (not summed").is_some(),
+            "{text}"
+        );
+        let plan = line("against plan:").expect(&text);
+        assert!(
+            plan.contains("(under way): baseline 1.58Gb/s measured, 1.25Gb/s published (m5.xlarge); burst ceiling 9.95Gb/s measured, 10.0Gb/s published; the burst lasted 16.1min, 1.71TB above the baseline"),
+            "{text}"
+        );
+        // No baseline: no line, no share, no plan (the episode carries none).
+        a.headroom = None;
+        a.episodes[0].planned = None;
+        let text = render(&snap, Some(&a), 10);
+        for absent in ["headroom", "baseline", "against plan"] {
+            assert!(!text.contains(absent), "{absent} in\n{text}");
+        }
     }
 
     #[test]

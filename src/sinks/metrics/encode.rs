@@ -337,10 +337,93 @@ fn families(state: &ExporterState) -> Vec<Family> {
         untrusted,
         resets,
     ]);
+    out.extend(headroom_families(state));
     out.extend(flow_families(state));
     out.extend(health_families(state));
     out.extend(endpoint_families(state));
     out
+}
+
+/// The instance against its baseline (docs/headroom.md): none of these
+/// exist when no baseline is known, rather than zeros that would read as an
+/// idle instance with a baseline of 0.
+fn headroom_families(state: &ExporterState) -> Vec<Family> {
+    let Some(h) = &state.headroom else {
+        return Vec::new();
+    };
+    let mut info = Family::new(
+        "throttlescope_instance_info",
+        "Always 1: the instance type the baseline was taken for (unknown with --baseline alone), and published=\"true\" when the baseline is AWS's published figure for it, \"false\" when given with --baseline.",
+        Kind::Gauge,
+    );
+    info.int(
+        vec![
+            (
+                "instance_type",
+                h.instance_type.clone().unwrap_or_else(|| "unknown".into()),
+            ),
+            ("published", h.published.to_string()),
+        ],
+        1,
+    );
+    let mut baseline = Family::new(
+        "throttlescope_baseline_bits_per_second",
+        "The instance's network baseline by direction (tx out, rx in), in bits per second: what it can count on; above it the instance spends burst credits.",
+        Kind::Gauge,
+    );
+    let mut ratio = Family::new(
+        "throttlescope_baseline_utilisation_ratio",
+        "Last interval: the instance's rate (its ENA interfaces summed, else every reported one) over its baseline, by direction; 1 is at the baseline, above 1 spends burst credits.",
+        Kind::Gauge,
+    );
+    let mut iface_ratio = Family::new(
+        "throttlescope_interface_baseline_utilisation_ratio",
+        "Last interval: the interface's rate over the instance's baseline, by direction (its share of the baseline; interfaces not summed into the instance, such as veths beside ENA ones, carry the same bytes again).",
+        Kind::Gauge,
+    );
+    let mut run_secs = Family::new(
+        "throttlescope_above_baseline_run_seconds",
+        "The current run above the baseline, by direction: seconds since the last interval at or below it; 0 at or below. Burst is best effort: enforcement can start at any time in a run.",
+        Kind::Gauge,
+    );
+    let mut run_bytes = Family::new(
+        "throttlescope_above_baseline_run_bytes",
+        "The current run above the baseline, by direction: bytes beyond the baseline since the last interval at or below it; 0 at or below.",
+        Kind::Gauge,
+    );
+    let mut secs_total = Family::new(
+        "throttlescope_above_baseline_seconds",
+        "Seconds of intervals above the baseline since observing started, by direction.",
+        Kind::Counter,
+    );
+    let mut bytes_total = Family::new(
+        "throttlescope_above_baseline_bytes",
+        "Bytes beyond the baseline since observing started, by direction.",
+        Kind::Counter,
+    );
+    for (direction, d) in [("tx", &h.tx), ("rx", &h.rx)] {
+        let dir = || vec![("direction", direction.to_string())];
+        baseline.float(dir(), d.baseline_bps);
+        ratio.float(dir(), d.pct / 100.0);
+        run_secs.float(dir(), d.above_secs);
+        run_bytes.float(dir(), d.above_bytes);
+        secs_total.float(dir(), d.above_secs_total);
+        bytes_total.float(dir(), d.above_bytes_total);
+    }
+    for i in &h.interfaces {
+        iface_ratio.float(dev_dir(&i.iface, "tx"), i.tx_pct / 100.0);
+        iface_ratio.float(dev_dir(&i.iface, "rx"), i.rx_pct / 100.0);
+    }
+    vec![
+        info,
+        baseline,
+        ratio,
+        iface_ratio,
+        run_secs,
+        run_bytes,
+        secs_total,
+        bytes_total,
+    ]
 }
 
 fn flow_families(state: &ExporterState) -> Vec<Family> {

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::analysis::headroom::Headroom;
 use crate::analysis::{IntervalAnalysis, Verdict};
 use crate::model::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
 use crate::model::workload::Workload;
@@ -117,6 +118,11 @@ pub struct ExporterState {
     pub idle_flows: u64,
     /// `--iface` interfaces missing in the last interval.
     pub missing_interfaces: Vec<String>,
+    /// The last interval's headroom to the instance's baseline; `None`
+    /// when no baseline is known (then no baseline series exist). Its
+    /// totals already run since observing started, so they are the
+    /// counters as they are.
+    pub headroom: Option<Headroom>,
     /// Intervals published since start.
     pub intervals: u64,
     /// Wall clock at the end of the last interval, in ms since the epoch.
@@ -263,6 +269,7 @@ impl ExporterState {
         self.late_intervals = h.late_intervals;
         self.idle_flows = snap.idle_flows;
         self.missing_interfaces.clone_from(&h.missing_interfaces);
+        self.headroom.clone_from(&analysis.headroom);
         self.intervals += 1;
         self.last_unix_ms = Some(snap.unix_ms);
     }

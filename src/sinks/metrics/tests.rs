@@ -503,3 +503,91 @@ fn peak_gauges_only_where_measured() {
     }
     assert!(!text.contains(r#"throttlescope_interface_peak_bytes_per_second{device="lo""#));
 }
+
+/// Two intervals of a 1 Gb/s baseline: b0 sends 3 Gb/s then 2 Gb/s, lo
+/// (not summed) 1 Gb/s; inbound stays below.
+fn with_headroom() -> ExporterState {
+    use crate::analysis::HeadroomTracker;
+    use crate::model::instance::{Baseline, BaselineFrom};
+    let mut tracker = HeadroomTracker::new(Some(Baseline {
+        instance_type: Some("m5.xlarge".into()),
+        from: BaselineFrom::Dmi,
+        tx_bps: 1e9,
+        rx_bps: 1e9,
+        burst_bps: Some(10e9),
+        arch: None,
+        source: "test".into(),
+    }));
+    let mut st = ExporterState::new(20);
+    for (seq, gbps) in [(0, 3.0), (1, 2.0)] {
+        let mut snap = snapshot(seq);
+        let bytes = |gbps: f64| (gbps * 1e9 / 8.0) as u64;
+        snap.interfaces[0].delta.tx_bytes = bytes(gbps);
+        snap.interfaces[0].delta.rx_bytes = bytes(0.25);
+        snap.interfaces[1].driver = Some("loopback".into());
+        snap.interfaces[1].delta.tx_bytes = bytes(1.0);
+        let mut a = analysis(seq, vec![]);
+        a.headroom = tracker.push(&snap);
+        st.apply(&snap, &a);
+    }
+    st
+}
+
+#[test]
+fn baseline_series_follow_the_headroom() {
+    let text = encode_state(with_headroom());
+    let l = lines(&text);
+    for want in [
+        r#"throttlescope_instance_info{instance_type="m5.xlarge",published="true"} 1"#,
+        r#"throttlescope_baseline_bits_per_second{direction="tx"} 1000000000.0"#,
+        r#"throttlescope_baseline_bits_per_second{direction="rx"} 1000000000.0"#,
+        r#"throttlescope_baseline_utilisation_ratio{direction="tx"} 2.0"#,
+        r#"throttlescope_baseline_utilisation_ratio{direction="rx"} 0.25"#,
+        r#"throttlescope_interface_baseline_utilisation_ratio{device="b0",direction="tx"} 2.0"#,
+        r#"throttlescope_interface_baseline_utilisation_ratio{device="lo",direction="tx"} 1.0"#,
+        r#"throttlescope_interface_baseline_utilisation_ratio{device="lo",direction="rx"} 0.0"#,
+        // The run: two seconds, 2 Gb then 1 Gb beyond the baseline.
+        r#"throttlescope_above_baseline_run_seconds{direction="tx"} 2.0"#,
+        r#"throttlescope_above_baseline_run_bytes{direction="tx"} 375000000.0"#,
+        r#"throttlescope_above_baseline_run_seconds{direction="rx"} 0.0"#,
+        r#"throttlescope_above_baseline_run_bytes{direction="rx"} 0.0"#,
+        r#"throttlescope_above_baseline_seconds_total{direction="tx"} 2.0"#,
+        r#"throttlescope_above_baseline_bytes_total{direction="tx"} 375000000.0"#,
+        r#"throttlescope_above_baseline_seconds_total{direction="rx"} 0.0"#,
+        "# TYPE throttlescope_above_baseline_seconds counter",
+        "# TYPE throttlescope_above_baseline_run_seconds gauge",
+        "# TYPE throttlescope_instance_info gauge",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn no_baseline_no_baseline_series() {
+    let mut st = with_headroom();
+    st.apply(&snapshot(2), &analysis(2, vec![]));
+    let text = encode_state(st);
+    for name in [
+        "throttlescope_instance_info",
+        "baseline",
+        "throttlescope_above_baseline",
+    ] {
+        assert!(!text.contains(name), "{name} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_baseline_given_without_a_type_is_not_published() {
+    let mut st = with_headroom();
+    if let Some(h) = &mut st.headroom {
+        h.instance_type = None;
+        h.published = false;
+    }
+    let text = encode_state(st);
+    assert!(
+        text.contains(
+            r#"throttlescope_instance_info{instance_type="unknown",published="false"} 1"#
+        ),
+        "{text}"
+    );
+}

@@ -1,6 +1,7 @@
 //! Where things go on the screen, decided from its size alone: a title
-//! row, a few rows per interface (fewer as the screen shrinks), the flow
-//! table, a status row; and which flow columns fit the width.
+//! row, the instance's headroom to its baseline (when one is known), a few
+//! rows per interface (fewer as the screen shrinks), the flow table, a
+//! status row; and which flow columns fit the width.
 
 use ratatui::layout::Rect;
 
@@ -18,6 +19,8 @@ pub const IFACE_ROWS_FULL: u16 = 4;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub title: Rect,
+    /// The instance's headroom row, when asked for.
+    pub headroom: Option<Rect>,
     /// One area per interface shown, each `rows_each` high.
     pub ifaces: Vec<Rect>,
     pub rows_each: u16,
@@ -27,21 +30,26 @@ pub struct Plan {
     pub status: Rect,
 }
 
-/// The plan for `area` with `n_ifaces` interfaces; `None` when the area is
-/// too small to show anything useful.
-pub fn plan(area: Rect, n_ifaces: usize) -> Option<Plan> {
+/// The plan for `area` with `n_ifaces` interfaces, and a headroom row
+/// when `headroom` (a baseline is known); `None` when the area is too small
+/// to show anything useful.
+pub fn plan(area: Rect, n_ifaces: usize, headroom: bool) -> Option<Plan> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
     let row = |y: u16, h: u16| Rect::new(area.x, y, area.width, h);
-    let middle = area.height.saturating_sub(2);
+    // The headroom row comes out of the middle, and the flow table keeps
+    // its minimum: on a short screen an interface may hide for it, as the
+    // instance's line says something about all of them.
+    let headroom_rows = u16::from(headroom);
+    let middle = area.height.saturating_sub(2 + headroom_rows);
     let budget = middle.saturating_sub(FLOW_ROWS_MIN);
     let n = u16::try_from(n_ifaces).unwrap_or(u16::MAX);
     let rows_each = budget
         .checked_div(n)
         .map_or(1, |r| r.clamp(1, IFACE_ROWS_FULL));
     let shown = n.min(budget / rows_each);
-    let top = area.y.saturating_add(1);
+    let top = area.y.saturating_add(1 + headroom_rows);
     let ifaces = (0..shown)
         .map(|i| row(top.saturating_add(i * rows_each), rows_each))
         .collect();
@@ -50,6 +58,7 @@ pub fn plan(area: Rect, n_ifaces: usize) -> Option<Plan> {
     let flows_y = top.saturating_add(iface_rows);
     Some(Plan {
         title: row(area.y, 1),
+        headroom: headroom.then(|| row(area.y.saturating_add(1), 1)),
         ifaces,
         rows_each,
         hidden_ifaces: n_ifaces.saturating_sub(shown as usize),
@@ -192,30 +201,40 @@ mod tests {
 
     #[test]
     fn too_small_is_none() {
-        assert_eq!(plan(Rect::new(0, 0, 20, 5), 1), None);
-        assert_eq!(plan(Rect::new(0, 0, 39, 40), 1), None);
-        assert_eq!(plan(Rect::new(0, 0, 120, 7), 1), None);
-        assert_eq!(plan(Rect::new(0, 0, 0, 0), 0), None);
-        assert!(plan(Rect::new(0, 0, MIN_WIDTH, MIN_HEIGHT), 1).is_some());
+        assert_eq!(plan(Rect::new(0, 0, 20, 5), 1, false), None);
+        assert_eq!(plan(Rect::new(0, 0, 39, 40), 1, false), None);
+        assert_eq!(plan(Rect::new(0, 0, 120, 7), 1, true), None);
+        assert_eq!(plan(Rect::new(0, 0, 0, 0), 0, false), None);
+        assert!(plan(Rect::new(0, 0, MIN_WIDTH, MIN_HEIGHT), 1, false).is_some());
+        assert!(plan(Rect::new(0, 0, MIN_WIDTH, MIN_HEIGHT), 1, true).is_some());
     }
 
     #[test]
     fn rows_add_up_to_the_screen() {
-        for (w, h, n) in [
+        for ((w, h, n), headroom) in [
             (120, 40, 1),
             (60, 15, 2),
             (40, 8, 3),
             (200, 60, 12),
             (80, 24, 0),
-        ] {
-            let p = plan(Rect::new(0, 0, w, h), n).unwrap();
+        ]
+        .into_iter()
+        .flat_map(|size| [(size, false), (size, true)])
+        {
+            let p = plan(Rect::new(0, 0, w, h), n, headroom).unwrap();
             let iface_rows: u16 = p.ifaces.iter().map(|r| r.height).sum();
             let iface_rows = if n == 0 { 1 } else { iface_rows };
+            let headroom_rows = p.headroom.map_or(0, |r| r.height);
+            assert_eq!(headroom_rows, u16::from(headroom));
             assert_eq!(
-                p.title.height + iface_rows + p.flows.height + p.status.height,
+                p.title.height + headroom_rows + iface_rows + p.flows.height + p.status.height,
                 h,
                 "{w}x{h} with {n} interfaces: {p:?}"
             );
+            if let Some(r) = p.headroom {
+                assert_eq!(r.y, 1, "right under the title: {p:?}");
+                assert!(p.ifaces.iter().all(|i| i.y > r.y), "{p:?}");
+            }
             assert_eq!(p.ifaces.len() + p.hidden_ifaces, n);
             assert!(p.flows.height >= FLOW_ROWS_MIN, "{p:?}");
             assert_eq!(p.status.y, h - 1);
@@ -224,11 +243,11 @@ mod tests {
 
     #[test]
     fn interfaces_get_fewer_rows_as_the_screen_shrinks() {
-        let full = plan(Rect::new(0, 0, 120, 40), 2).unwrap();
+        let full = plan(Rect::new(0, 0, 120, 40), 2, true).unwrap();
         assert_eq!(full.rows_each, IFACE_ROWS_FULL);
-        let small = plan(Rect::new(0, 0, 60, 12), 2).unwrap();
+        let small = plan(Rect::new(0, 0, 60, 12), 2, false).unwrap();
         assert_eq!(small.rows_each, 3);
-        let many = plan(Rect::new(0, 0, 60, 12), 10).unwrap();
+        let many = plan(Rect::new(0, 0, 60, 12), 10, false).unwrap();
         assert_eq!(many.rows_each, 1);
         assert_eq!(many.ifaces.len(), 6);
         assert_eq!(many.hidden_ifaces, 4);

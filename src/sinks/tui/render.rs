@@ -12,10 +12,11 @@ use super::format::{clip, rtt_pair};
 use super::history::{newest, History};
 use super::keys::UiState;
 use super::layout::{columns_for, peer_width, plan, Column, COLUMN_SPACING, MIN_HEIGHT, MIN_WIDTH};
+use crate::analysis::headroom::Headroom;
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, VerdictFamily};
 use crate::model::snapshot::{AllowanceStatus, Health, InterfaceSample, Snapshot};
 use crate::shared::units::{self, bytes, micros, opt_pct, rate_bits, rate_pps};
-use crate::sinks::held;
+use crate::sinks::{headroom, held};
 
 /// The latest interval, as shown.
 #[derive(Debug, Clone)]
@@ -76,7 +77,12 @@ fn draw_widgets(frame: &mut Frame, screen: &Screen) {
         .latest
         .as_ref()
         .map_or(0, |l| l.snap.interfaces.len());
-    let Some(p) = plan(area, n_ifaces) else {
+    let headroom = screen
+        .model
+        .latest
+        .as_ref()
+        .and_then(|l| l.analysis.headroom.as_ref());
+    let Some(p) = plan(area, n_ifaces, headroom.is_some()) else {
         let text = format!(
             "terminal too small ({}x{}): need {MIN_WIDTH}x{MIN_HEIGHT}. q quits",
             area.width, area.height
@@ -86,6 +92,9 @@ fn draw_widgets(frame: &mut Frame, screen: &Screen) {
     };
     frame.render_widget(Paragraph::new(title(screen, p.hidden_ifaces)), p.title);
     frame.render_widget(Paragraph::new(status_line(screen)), p.status);
+    if let (Some(h), Some(row)) = (headroom, p.headroom) {
+        frame.render_widget(Paragraph::new(headroom_line(h, row.width)), row);
+    }
     let Some(latest) = &screen.model.latest else {
         let wait = Paragraph::new("waiting for the first interval...");
         frame.render_widget(wait, p.flows);
@@ -102,7 +111,23 @@ fn draw_widgets(frame: &mut Frame, screen: &Screen) {
             .iter()
             .find(|v| v.iface == iface.name);
         let earlier = held::earlier_episodes(&latest.analysis, &iface.name);
-        draw_interface(frame, *area, iface, verdict, earlier, &screen.model.history);
+        let episodes = Episodes {
+            earlier,
+            // The latest enforcement against the plan (the one under way
+            // when there is one: episodes come oldest first).
+            against_plan: headroom::against_plan(&latest.analysis, &iface.name).pop(),
+        };
+        let share =
+            headroom::interface(&latest.analysis, &iface.name).map(headroom::short_share_text);
+        draw_interface(
+            frame,
+            *area,
+            iface,
+            verdict,
+            share,
+            episodes,
+            &screen.model.history,
+        );
     }
     let rows = rows(
         &latest.snap,
@@ -253,6 +278,34 @@ fn health_ok(h: &Health) -> bool {
         && h.late_intervals == 0
 }
 
+/// The instance's headroom row: the full line when it fits `width`, else a
+/// shorter one that keeps both directions' shares and the run above the
+/// baseline (what an 80-column terminal must not lose). Yellow while the
+/// instance runs above its baseline: it is spending burst credits.
+pub fn headroom_line(h: &Headroom, width: u16) -> Line<'static> {
+    let full = headroom::line(h);
+    let text = if full.chars().count() <= usize::from(width) {
+        full
+    } else {
+        headroom::short_line(h)
+    };
+    let style = if h.tx.above() || h.rx.above() {
+        Style::new().fg(Color::Yellow)
+    } else {
+        Style::new()
+    };
+    match text.split_once(": ") {
+        Some((head, rest)) => Line::from(vec![
+            Span::styled(
+                format!("{head}: "),
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(rest.to_string(), style),
+        ]),
+        None => Line::from(Span::styled(text, style)),
+    }
+}
+
 fn verdict_style(v: &InterfaceVerdict) -> Style {
     let color = match v.held.verdict.family() {
         VerdictFamily::Idle => Color::DarkGray,
@@ -293,7 +346,11 @@ pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'s
     Line::from(spans)
 }
 
-fn rates_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line<'static> {
+fn rates_line(
+    iface: &InterfaceSample,
+    v: Option<&InterfaceVerdict>,
+    share: Option<&str>,
+) -> Line<'static> {
     let mut spans = vec![Span::styled(
         format!(
             "{} ({})",
@@ -317,8 +374,11 @@ fn rates_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line<'st
             let peaks = crate::sinks::table::peak_text(iface, r.interval_secs)
                 .map(|p| format!("  {p}"))
                 .unwrap_or_default();
+            // Right after the rates it is a share of, before what an
+            // 80-column screen can lose.
+            let share = share.map(|s| format!("  {s}")).unwrap_or_default();
             format!(
-                "  tx {} {}  rx {} {}  wire {}{}{peaks}",
+                "  tx {} {}  rx {} {}{share}  wire {}{}{peaks}",
                 rate_bits(r.tx_bps),
                 rate_pps(per_s(r.tx_wire_packets)),
                 rate_bits(r.rx_bps),
@@ -382,28 +442,41 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
     ])
 }
 
+/// What the verdict line says about an interface's episodes.
+struct Episodes {
+    /// The closed ones before the current one.
+    earlier: Option<String>,
+    /// The latest enforcement set against the plan, when a baseline is known.
+    against_plan: Option<String>,
+}
+
 fn draw_interface(
     frame: &mut Frame,
     area: Rect,
     iface: &InterfaceSample,
     v: Option<&InterfaceVerdict>,
-    earlier: Option<String>,
+    share: Option<String>,
+    episodes: Episodes,
     history: &History,
 ) {
     let line = |i: u16| Rect::new(area.x, area.y.saturating_add(i), area.width, 1);
     let verdict_line = |name, v| {
         let mut l = verdict_line(name, v);
-        if let Some(e) = &earlier {
+        if let Some(e) = &episodes.earlier {
             l.spans.push(Span::raw(format!(" | before: {e}")));
+        }
+        if let Some(p) = &episodes.against_plan {
+            l.spans.push(Span::raw(format!(" | against plan: {p}")));
         }
         l
     };
+    let share = share.as_deref();
     let mut lines = match area.height {
         0 => return,
         1 => vec![verdict_line(Some(&iface.name), v)],
-        2 => vec![rates_line(iface, v), verdict_line(None, v)],
+        2 => vec![rates_line(iface, v, share), verdict_line(None, v)],
         _ => vec![
-            rates_line(iface, v),
+            rates_line(iface, v, share),
             allowance_line(iface, v),
             verdict_line(None, v),
         ],

@@ -510,3 +510,98 @@ fn workloads_get_a_column_and_the_filter_finds_them() {
     let header = find(&lines, "peer").unwrap();
     assert!(!lines[header].contains("workload"), "{}", lines[header]);
 }
+
+/// `model(intervals)` with a baseline of 100 Mb/s each way (the shaped
+/// intervals send 194 Mb/s: above it from the first) and, on b0, an
+/// enforcement episode under way set against that plan.
+fn model_with_baseline(intervals: u64) -> Model {
+    use crate::analysis::HeadroomTracker;
+    use crate::model::instance::{Baseline, BaselineFrom};
+    let th = Thresholds::default();
+    let mut tracker = HeadroomTracker::new(Some(Baseline {
+        instance_type: Some("m5.large".into()),
+        from: BaselineFrom::InstanceTypeFlag,
+        tx_bps: 100e6,
+        rx_bps: 100e6,
+        burst_bps: Some(10e9),
+        arch: None,
+        source: "test".into(),
+    }));
+    let mut history = Vec::new();
+    let mut m = Model::default();
+    for seq in 0..intervals {
+        let snap = shaped(seq);
+        let mut a = analyze(&history, &snap, &th);
+        a.headroom = tracker.push(&snap);
+        a.episodes = vec![crate::sinks::headroom::tests::planned_episode("b0", true)];
+        m.push(&snap, &a, "live");
+        history.push(snap);
+    }
+    m
+}
+
+#[test]
+fn headroom_row_shares_and_the_plan_show_with_a_baseline() {
+    let m = model_with_baseline(4);
+    let lines = render(&m, &UiState::default(), 200, 40);
+    let screen = lines.join("\n");
+    // Right under the title, the whole line on a wide screen.
+    assert!(
+        lines[1].starts_with("headroom m5.large: out 194% of 100Mb/s, above for 4.00s (")
+            && lines[1].contains("; in 4.22% of 100Mb/s"),
+        "{screen}"
+    );
+    let rates = find(&lines, "b0 (veth)").expect(&screen);
+    assert_eq!(rates, 2, "{screen}");
+    assert!(
+        lines[rates]
+            .contains("tx 194Mb/s 16.0kpps  rx 4.22Mb/s 8.00kpps  194%/4.22% of baseline  wire"),
+        "{screen}"
+    );
+    assert!(
+        lines[rates + 2].contains(
+            "| against plan: hypervisor_queuing 60.0s (under way): baseline 1.58Gb/s measured"
+        ),
+        "{screen}"
+    );
+}
+
+#[test]
+fn at_80_columns_the_headroom_row_keeps_both_directions() {
+    let m = model_with_baseline(4);
+    let lines = render(&m, &UiState::default(), 80, 24);
+    let screen = lines.join("\n");
+    assert!(
+        lines[1]
+            .trim_end()
+            .starts_with("headroom m5.large: out 194%, above 4.00s (")
+            && lines[1].trim_end().ends_with("; in 4.22%"),
+        "{screen}"
+    );
+    // The interface keeps its four rows, its share of the baseline within
+    // the 80 columns, and the flows their table.
+    let rates = find(&lines, "b0 (veth)").expect(&screen);
+    assert!(lines[rates].contains("194%/4.22% of baseline"), "{screen}");
+    assert!(lines[rates + 3].contains("tx "), "{screen}");
+    assert!(find(&lines, "10.77.1.1:41000").is_some(), "{screen}");
+    assert!(lines[23].contains("health:"), "{screen}");
+    for w in [40, 41, 59, 60, 61, 80, 119, 200] {
+        for h in [8, 9, 12, 15, 40] {
+            let lines = render(&m, &UiState::default(), w, h);
+            assert_eq!(lines.len(), h as usize);
+            assert!(lines[1].starts_with("headroom"), "{w}x{h}: {lines:?}");
+        }
+    }
+}
+
+#[test]
+fn without_a_baseline_there_is_no_headroom_anywhere() {
+    let (m, a) = model(4);
+    assert!(a.headroom.is_none());
+    let lines = render(&m, &UiState::default(), 200, 40);
+    let screen = lines.join("\n");
+    for absent in ["headroom", "baseline", "against plan"] {
+        assert!(!screen.contains(absent), "{absent}: {screen}");
+    }
+    assert!(lines[1].starts_with("b0 (veth)"), "{screen}");
+}
