@@ -281,6 +281,10 @@ impl Baseline {
             .filter(|b| *b > self.tx_bps)
             .map(|b| format!(", burst up to {}", rate_bits(b)))
             .unwrap_or_default();
+        if self.from == BaselineFrom::BaselineFlag {
+            // The source is the flag itself: said once.
+            return format!("baseline {rate}{burst}: {who}");
+        }
         format!("baseline {rate}{burst}: {who}, {}", self.source)
     }
 }
