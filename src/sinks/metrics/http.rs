@@ -261,9 +261,121 @@ pub fn answer(head: &[u8], published: &Published) -> Response {
     response(reply, rq.method == Method::Head, !rq.keep_alive)
 }
 
+/// What a connection's buffered bytes hold.
+#[derive(Debug)]
+pub enum Taken {
+    /// A whole request head, answered (and taken off the buffer).
+    Answer(Response),
+    /// No head within `MAX_HEADER_BYTES`: the buffer is dropped, a 431 due.
+    TooLarge,
+    /// Not yet a whole head: read more.
+    Incomplete,
+}
+
+/// Takes the first whole request head off `buf` and answers it. Blank lines
+/// before a request are tolerated (RFC 9112 2.2: e.g. after a body some
+/// client miscounted); what follows the head stays, as the next request of
+/// a kept-alive connection (or an unread body, and the answer closes).
+pub fn take_request(buf: &mut Vec<u8>, published: &Published) -> Taken {
+    let blank = buf.chunks(2).take_while(|c| *c == b"\r\n").count();
+    buf.drain(..2 * blank);
+    match buf.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(end) => {
+            let response = answer(&buf[..end + 4], published);
+            buf.drain(..end + 4);
+            Taken::Answer(response)
+        }
+        None if buf.len() >= MAX_HEADER_BYTES => {
+            // Freed, not just emptied: the connection is closing.
+            *buf = Vec::new();
+            Taken::TooLarge
+        }
+        None => Taken::Incomplete,
+    }
+}
+
+/// Fuzzing only (tools/fuzz, target `metrics_http`): `data` as the bytes
+/// one client sends on one connection, read the way the server reads them
+/// (at most 4096 bytes at a time, never past `MAX_HEADER_BYTES` buffered).
+/// Panics when an invariant breaks: the buffer grows past its limit, or an
+/// answer is not a well-formed HTTP/1.1 response whose Content-Length is
+/// its body's.
+pub fn fuzz_connection(data: &[u8]) {
+    let published: Published = Arc::new(RwLock::new(Arc::new(Exposition {
+        openmetrics: Arc::new("m 1\n# EOF\n".into()),
+        prometheus: Arc::new("m 1\n".into()),
+    })));
+    let mut buf = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let n = (MAX_HEADER_BYTES - buf.len()).min(4096).min(rest.len());
+        buf.extend_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        loop {
+            match take_request(&mut buf, &published) {
+                Taken::Answer(r) => {
+                    check_response(&r);
+                    if r.close {
+                        return;
+                    }
+                }
+                Taken::TooLarge => return,
+                Taken::Incomplete => break,
+            }
+        }
+        assert!(buf.len() < MAX_HEADER_BYTES, "buffered {} bytes", buf.len());
+    }
+}
+
+/// The invariants `fuzz_connection` checks on each answer.
+fn check_response(r: &Response) {
+    let head = std::str::from_utf8(&r.head).expect("an ASCII head");
+    assert!(
+        head.starts_with("HTTP/1.1 ") && head.ends_with("\r\n\r\n"),
+        "{head:?}"
+    );
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length");
+    // HEAD answers carry the length of the body they do not send.
+    if let Some(body) = &r.body {
+        assert_eq!(length, body.len(), "{head:?}");
+    }
+    assert_eq!(
+        r.close,
+        head.contains("\r\nConnection: close\r\n"),
+        "{head:?}"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fuzz harness's own paths: pipelined requests, blank lines
+    /// before one, a head that never ends, a HEAD, a bad request.
+    #[test]
+    fn the_fuzz_harness_walks_a_connection() {
+        fuzz_connection(
+            b"GET /metrics HTTP/1.1\r\n\r\n\r\nHEAD / HTTP/1.1\r\n\r\nGET /x HTTP/1.0\r\n\r\n",
+        );
+        fuzz_connection(&[b'a'; 3 * MAX_HEADER_BYTES]);
+        fuzz_connection(b"BREW /pot HTCPCP/1.0\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+        fuzz_connection(b"");
+        let published: Published = Default::default();
+        let mut buf = b"\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\nGET".to_vec();
+        assert!(matches!(
+            take_request(&mut buf, &published),
+            Taken::Answer(_)
+        ));
+        assert_eq!(buf, b"GET");
+        assert!(matches!(
+            take_request(&mut buf, &published),
+            Taken::Incomplete
+        ));
+    }
 
     fn metrics() -> Arc<Exposition> {
         Arc::new(Exposition {

@@ -25,6 +25,8 @@ use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 
 pub use encode::{to_prometheus_text, OPENMETRICS_TYPE, PROMETHEUS_TYPE};
+#[doc(hidden)]
+pub use http::fuzz_connection;
 pub use state::{EndpointCounters, ExporterState};
 
 /// The exporter's state as it would be served: for tests and tools that

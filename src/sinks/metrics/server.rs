@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::http::{self, Published, Response, MAX_HEADER_BYTES};
+use super::http::{self, Published, Response, Taken, MAX_HEADER_BYTES};
 use super::state::EndpointCounters;
 
 /// Open connections at most: Prometheus needs one per scraper, so this is
@@ -221,21 +221,9 @@ impl Conn {
     /// Starts the answer once the buffer holds a whole request head, or
     /// refuses when it cannot hold one.
     fn take_request(&mut self, published: &Published, now: Instant) -> Next {
-        // Tolerate blank lines before a request (RFC 9112 2.2), e.g. after
-        // a body some client miscounted.
-        let blank = self.buf.chunks(2).take_while(|c| *c == b"\r\n").count();
-        self.buf.drain(..2 * blank);
-        let end = self.buf.windows(4).position(|w| w == b"\r\n\r\n");
-        let response = match end {
-            Some(end) => {
-                let response = http::answer(&self.buf[..end + 4], published);
-                // Whatever follows is the next request of a kept-alive
-                // connection (or an unread body, and the answer closes).
-                self.buf.drain(..end + 4);
-                response
-            }
-            None if self.buf.len() >= MAX_HEADER_BYTES => {
-                self.buf = Vec::new();
+        let response = match http::take_request(&mut self.buf, published) {
+            Taken::Answer(response) => response,
+            Taken::TooLarge => {
                 self.start(http::refusal(431), now);
                 return match self.write(published, now) {
                     Next::Keep => Next::Keep,
@@ -243,7 +231,7 @@ impl Conn {
                     Next::Close(_) => Next::Close(Some(Refusal::HeaderTooLarge)),
                 };
             }
-            None => return Next::Keep,
+            Taken::Incomplete => return Next::Keep,
         };
         self.start(response, now);
         self.write(published, now)
