@@ -1,8 +1,11 @@
+# shellcheck shell=bash
 # Shell functions shared by tools/kernels and tools/bench/scale-guest: Debian
 # kernel packages through a private apt configuration, and the pieces of a
 # busybox initramfs. Sourced (bash); the sourcing script defines die() and
 # sets `cache` (an absolute directory) first, and `deb_arch` (Debian's name of
 # the guest's architecture: amd64, the default, or arm64).
+
+: "${cache:?tools/kernels.d/lib.sh: the sourcing script sets cache first}"
 
 # ---------------------------------------------------------------- packages
 # Debian 12 (bookworm) has 6.1 and 6.12; Debian 11 (bullseye) 5.10.

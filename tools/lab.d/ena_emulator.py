@@ -15,7 +15,9 @@ SIGTERM stops it.
 ENA counts the packets the shaper "queued or dropped"; tbf's overlimits is not
 that, so per period and per shaping qdisc it counts the new drops plus every
 packet sent in the period when the queue stood at both ends of it or dropped in
-it (docs/lab.md explains why both ends). OUT_DEV's qdisc feeds
+it (docs/lab.md explains why both ends). That rule is ena_rule.awk beside this
+file, run by awk once per period for every qdisc: the kernel matrix guest
+(tools/kernels.d/ena-emulator) has no python and runs the same file. OUT_DEV's qdisc feeds
 bw_out_allowance_exceeded, IN_DEV's bw_in_allowance_exceeded, PPS_DEV's (the
 shared pps shaper) pps_allowance_exceeded.
 
@@ -203,38 +205,55 @@ def conntrack_available():
         return CONNTRACK_AVAILABLE_DEFAULT
 
 
+# The counting rule itself is tools/lab.d/ena_rule.awk, shared with the kernel matrix guest's
+# emulator (tools/kernels.d/ena-emulator), which has no python: one rule, run by awk in both.
+RULE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ena_rule.awk")
+
+
+def rule_increments(lines, awk="awk"):
+    """The rule's increment for each input line (ena_rule.awk describes the fields), in one awk
+    run: an emulator gives all its qdiscs of a period at once."""
+    if not lines:
+        return []
+    out = subprocess.run([awk, "-f", RULE], input="".join(line + "\n" for line in lines),
+                         capture_output=True, text=True, timeout=2, check=True).stdout
+    incs = [int(v) for v in out.split()]
+    if len(incs) != len(lines):
+        raise ValueError(f"ena_rule.awk gave {len(incs)} values for {len(lines)} lines")
+    return incs
+
+
 class Direction:
-    """Queued-or-dropped accounting for one shaping qdisc (hv egress device)."""
+    """Queued-or-dropped accounting for one shaping qdisc (hv egress device): the previous
+    sample and the count; the rule (ena_rule.awk) decides each period's increment."""
 
     def __init__(self, dev):
         self.dev = dev
         self.prev = None  # (handle, packets, drops, backlog) of the last sample
         self.count = 0
 
-    def sample(self, roots, first, drops_only=False):
+    def period(self, roots, first, drops_only=False):
+        """Takes this period's sample; returns the rule's input line for the period, None when
+        there is nothing to count (the first sample, or no shaping qdisc on the device)."""
         q = roots.get(self.dev)
         if q is None:
             self.prev = None
-            return
-        cur = (q.get("handle"), q.get("packets", 0), q.get("drops", 0),
+            return None
+        cur = (q.get("handle") or "?", q.get("packets", 0), q.get("drops", 0),
                q.get("backlog", 0) + q.get("qlen", 0))
         prev = self.prev
-        if first:
-            prev = cur  # counters start at emulator start
-        elif prev is None or prev[0] != cur[0] or cur[1] < prev[1] or cur[2] < prev[2]:
-            prev = (cur[0], 0, 0, 0)  # a new qdisc appeared during the period
-        sent, drops = cur[1] - prev[1], cur[2] - prev[2]
-        # Queued only when the backlog held across the whole period (present at both
-        # ends): a standing queue, as under enforcement. A momentary burst at one
-        # sampling instant is not counted in full.
-        # A period with drops had a full queue: what it sent was queued too.
-        queued = sent if ((prev[3] > 0 and cur[3] > 0) or drops > 0) else 0
-        # A hard cap counted like a policer (hard_cap): only what it threw away, so the
-        # normalised rate stays far under 50% while the cap holds throughput down.
-        if drops_only:
-            queued = 0
-        self.count += drops + queued
         self.prev = cur
+        if first:
+            return None  # counters start at emulator start
+        if prev is None:
+            prev = ("-", 0, 0, 0)  # a new qdisc appeared during the period
+        return " ".join(str(v) for v in prev + cur + (1 if drops_only else 0,))
+
+    def sample(self, roots, first, drops_only=False):
+        """One period of this qdisc alone (Emulator.sample_shapers batches its three)."""
+        line = self.period(roots, first, drops_only)
+        if line is not None:
+            self.count += rule_increments([line])[0]
 
 
 class Accumulator:
@@ -321,8 +340,8 @@ class Emulator:
         self.base = {}
         self.reset_requested = False
         self.stopping = False
-        self.stats = {"samples": 0, "tc_failures": 0, "ct_failures": 0, "late_ticks": 0,
-                      "resets": 0, "writes": 0}
+        self.stats = {"samples": 0, "tc_failures": 0, "rule_failures": 0, "ct_failures": 0,
+                      "late_ticks": 0, "resets": 0, "writes": 0}
 
     def raw_counters(self):
         return {
@@ -365,10 +384,13 @@ class Emulator:
         """Account one period of the shaping qdiscs (`roots`, None when tc failed)."""
         if roots is None:
             return
+        # A hard cap is counted like a policer (ena_rule.awk); the pps shaper never is.
         drops_only = scenario == "hard_cap"
-        self.out_dir.sample(roots, first, drops_only)
-        self.in_dir.sample(roots, first, drops_only)
-        self.pps_dir.sample(roots, first)
+        dirs = [(self.out_dir, drops_only), (self.in_dir, drops_only), (self.pps_dir, False)]
+        lines = [(d, d.period(roots, first, only)) for d, only in dirs]
+        lines = [(d, line) for d, line in lines if line is not None]
+        for (d, _), inc in zip(lines, rule_increments([line for _, line in lines])):
+            d.count += inc
         self.stats["samples"] += 1
 
     def reset(self, raw):
@@ -391,7 +413,13 @@ class Emulator:
                 roots = None
             # Read once per period: it decides what is counted and what is asked.
             scenario = current_scenario(self.lab_dir)
-            self.sample_shapers(roots, scenario, first)
+            try:
+                self.sample_shapers(roots, scenario, first)
+            except (subprocess.SubprocessError, OSError, ValueError) as e:
+                # The period's increments are lost (the samples were taken): the counters
+                # undercount one period rather than the emulator stopping.
+                self.stats["rule_failures"] += 1
+                log(f"ena_rule.awk failed ({e}); period not counted")
             try:
                 ct_state = conntrack_limit(scenario)
             except (subprocess.SubprocessError, OSError, ValueError, KeyError) as e:

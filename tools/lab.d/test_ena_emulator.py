@@ -5,13 +5,21 @@ Run with `tools/lab unittest` or `python3 -m unittest discover -s tools/lab.d`.
 import json
 import os
 import re
+import shutil
+import signal
 import struct
+import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ena_emulator as emu  # noqa: E402
+
+GUEST_EMULATOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernels.d",
+                              "ena-emulator")
+BUSYBOX = shutil.which("busybox")
 
 
 def qdisc(dev, packets, drops=0, backlog=0, qlen=0, handle="8001:", kind="tbf", root=True):
@@ -97,6 +105,136 @@ class DirectionAccounting(unittest.TestCase):
         d.sample({"hc": qdisc("hc", 100, backlog=10)}, first=True)
         d.sample({"hc": qdisc("hc", 900, drops=9, backlog=10)}, first=False)
         self.assertEqual(d.count, 0)
+
+
+# The rule's own cases, (input line, increment): ena_rule.awk's fields are
+# PREV_HANDLE PREV_SENT PREV_DROPS PREV_BACKLOG HANDLE SENT DROPS BACKLOG DROPS_ONLY.
+RULE_CASES = [
+    ("8001: 100 0 1500 8001: 180 0 3000 0", 80),      # standing queue: every packet sent
+    ("8001: 100 0 1500 8001: 180 0 0 0", 0),          # queue at the start only
+    ("8001: 100 0 0 8001: 180 0 1500 0", 0),          # queue at the end only
+    ("8001: 100 0 0 8001: 160 4 0 0", 64),            # drops: counted, and the period queued
+    ("8001: 100 0 10 8001: 160 4 10 1", 4),           # drops only (hard_cap)
+    ("8001: 100 0 10 8001: 160 0 10 1", 0),           # drops only, a standing queue, no drop
+    ("8001: 5000 0 10 8002: 40 0 10 0", 0),           # replaced: from 0, no queue at its start
+    ("8001: 5000 0 10 8002: 30 2 0 0", 32),           # replaced, dropping: all of its counters
+    ("8001: 5000 9 10 8001: 40 0 10 0", 0),           # same handle, counters went back: from 0
+    ("8001: 50 9 10 8001: 60 3 10 0", 63),            # same handle, drops went back: all 60 + 3
+    ("- 0 0 0 8003: 30 2 0 0", 32),                   # a qdisc where there was none
+    ("8001: 4000000000 0 1 8001: 4000000100 0 1 0", 100),  # past 32 bits
+]
+
+
+class CountingRule(unittest.TestCase):
+    """ena_rule.awk, the one rule both emulators run: under the host's awk (tools/lab) and
+    busybox's (the kernel matrix guest)."""
+
+    def check(self, awk):
+        lines = [line for line, _ in RULE_CASES]
+        self.assertEqual(emu.rule_increments(lines, awk=awk), [inc for _, inc in RULE_CASES])
+
+    def test_host_awk(self):
+        self.check("awk")
+
+    @unittest.skipUnless(BUSYBOX, "no busybox")
+    def test_busybox_awk(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.symlink(BUSYBOX, os.path.join(d, "awk"))
+            self.check(os.path.join(d, "awk"))
+
+    def test_no_line_no_run(self):
+        self.assertEqual(emu.rule_increments([]), [])
+
+    def test_period_lines(self):
+        d = emu.Direction("hc")
+        self.assertIsNone(d.period({"hc": qdisc("hc", 7, backlog=3)}, first=True))
+        self.assertEqual(d.period({"hc": qdisc("hc", 9, drops=1, qlen=2)}, first=False,
+                                  drops_only=True), "8001: 7 0 3 8001: 9 1 2 1")
+        self.assertIsNone(d.period({}, first=False))
+        self.assertEqual(d.period({"hc": qdisc("hc", 4)}, first=False), "- 0 0 0 8001: 4 0 0 0")
+
+
+def tc_text(handle, sent, drops=0, backlog=0, qlen=0, kind="tbf"):
+    """`tc -s qdisc show dev h1` as iproute2 prints it for a root qdisc."""
+    return (f"qdisc {kind} {handle} root refcnt 2 rate 20Mbit burst 32Kb lat 800ms \n"
+            f" Sent {sent * 1000} bytes {sent} pkt (dropped {drops}, overlimits 0 requeues 0) \n"
+            f" backlog {backlog}b {qlen}p requeues 0\n")
+
+
+# The guest emulator's tc samples, one per period: (handle, sent, drops, backlog, qlen), None
+# for a device without a shaper (`noqueue`).
+GUEST_SAMPLES = [
+    ("8001:", 100, 0, 1500, 1),
+    ("8001:", 180, 0, 3000, 2),   # standing queue: +80
+    ("8001:", 240, 4, 0, 0),      # drops: +60 +4
+    ("8002:", 30, 2, 0, 0),       # replaced, dropping: +32
+    ("8002:", 10, 0, 0, 0),       # counters went back: from 0, no queue at the start: 0
+    None,                         # no shaper
+    ("8003:", 50, 0, 1514, 1),    # appeared: from 0, no queue at the start: 0
+    ("8003:", 90, 0, 1514, 1),    # standing queue: +40
+]
+
+
+@unittest.skipUnless(BUSYBOX, "no busybox: the guest's sh and awk")
+class GuestEmulator(unittest.TestCase):
+    """tools/kernels.d/ena-emulator under busybox sh and awk, as in the guest, against a fake
+    tc: it counts what tools/lab's emulator counts for the same samples."""
+
+    def run_guest(self, drops_only):
+        with tempfile.TemporaryDirectory() as d:
+            for i, smp in enumerate(GUEST_SAMPLES):
+                with open(os.path.join(d, f"s{i}"), "w") as f:
+                    f.write(tc_text(*smp) if smp else tc_text("0:", 0, kind="noqueue"))
+            # Each call prints the next sample, then the last one again (nothing changes).
+            fake = os.path.join(d, "tc")
+            with open(fake, "w") as f:
+                f.write(f'#!/bin/sh\nn=$(cat {d}/n 2>/dev/null || echo 0)\n'
+                        f'if [ -f {d}/s$n ]; then echo $((n + 1)) > {d}/n; cat {d}/s$n; '
+                        f'else touch {d}/done; cat {d}/s{len(GUEST_SAMPLES) - 1}; fi\n')
+            os.chmod(fake, 0o755)
+            bindir = os.path.join(d, "bin")
+            os.mkdir(bindir)
+            for applet in ("sh", "awk", "sleep", "mv", "dirname", "cat", "touch"):
+                os.symlink(BUSYBOX, os.path.join(bindir, applet))
+            out = os.path.join(d, "ethtool.txt")
+            env = dict(os.environ, PATH=bindir, TC=fake)
+            args = [BUSYBOX, "sh", GUEST_EMULATOR, "h1", out] + (["--drops-only"] if drops_only
+                                                                    else [])
+            # A group of its own: the period's tc, awk or sleep must end with it, before the
+            # directory they write in is removed.
+            p = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+            try:
+                deadline = time.monotonic() + 10
+                while not os.path.exists(os.path.join(d, "done")):
+                    self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+                    self.assertLess(time.monotonic(), deadline, "the guest emulator is stuck")
+                    time.sleep(0.05)
+                time.sleep(0.3)  # the period that read the repeated sample wrote its file
+                with open(out) as f:
+                    text = f.read()
+            finally:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=5)
+                p.stderr.close()
+        return int(re.search(r"bw_out_allowance_exceeded: (\d+)", text).group(1))
+
+    def lab_count(self, drops_only):
+        d = emu.Direction("h1")
+        for i, smp in enumerate(GUEST_SAMPLES):
+            roots = {} if smp is None else {"h1": qdisc("h1", smp[1], drops=smp[2],
+                                                       backlog=smp[3], qlen=smp[4],
+                                                       handle=smp[0])}
+            d.sample(roots, first=i == 0, drops_only=drops_only)
+        return d.count
+
+    def test_same_count_as_the_lab(self):
+        self.assertEqual(self.lab_count(False), 80 + 64 + 32 + 40)
+        self.assertEqual(self.run_guest(False), self.lab_count(False))
+
+    def test_drops_only_same_as_the_lab(self):
+        self.assertEqual(self.lab_count(True), 4 + 2)
+        self.assertEqual(self.run_guest(True), self.lab_count(True))
 
 
 class AccumulatorCounts(unittest.TestCase):

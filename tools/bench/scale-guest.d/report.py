@@ -70,7 +70,8 @@ def parse_arm(head, lines):
             "ss-tin": "sh", "ss-tinp": "sh"}.get(arm["arm"])
     if want and not (r.get("COMM_0") == want == r.get("COMM_1")):
         arm["failed"] = True
-        arm["why"] = f'measured {r.get("COMM_0")!r}, not {want!r}'
+        # Both ends named: either may be the one that was not the arm's process.
+        arm["why"] = f'measured {r.get("COMM_0")!r} then {r.get("COMM_1")!r}, not {want!r}'
         return arm
     elapsed = float(r["UPTIME_1"]) - float(r["UPTIME_0"])
     arm["elapsed_s"] = elapsed
@@ -145,7 +146,8 @@ def parse_arm(head, lines):
 
 
 def parse_log(kernel, path):
-    text = open(path, errors="replace").read().splitlines()
+    with open(path, errors="replace") as f:
+        text = f.read().splitlines()
     out = {"kernel": kernel, "log": path, "arms": [], "rigs": [], "problems": []}
     i = 0
     doctor = []

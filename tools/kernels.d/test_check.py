@@ -1,0 +1,184 @@
+"""Unit tests of check.py, the judge of a kernel-matrix guest's serial log: canned logs
+in, its table line and FAIL lines out. No qemu, no root.
+
+Run by tools/test, or `python3 -m unittest discover -s tools/kernels.d`.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check  # noqa: E402
+
+CHECK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py")
+SNMP_HEAD = "Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens RetransSegs InErrs"
+
+
+def snmp_body(retrans):
+    return f"{SNMP_HEAD}\nTcp: 1 200 120000 -1 3 {retrans} 0"
+
+
+def row(verdict, sent=1000, probes=10, waiting=9, busy=500, retrans=0, attached=True):
+    """One `watch --json` interval with the fields check.py reads."""
+    return json.dumps({
+        "health": {"programs": [{"name": "tcp_probe", "attached": True},
+                                {"name": "sendmsg_locked", "attached": attached}]},
+        "analysis": {"interfaces": [{"iface": "b0", "verdict": verdict},
+                                    {"iface": "lo", "verdict": "idle"}]},
+        "flows": [{"delta": {"bytes_sent": sent, "probe_events": probes,
+                             "waiting_events": waiting, "busy_us": busy,
+                             "retrans_segs": retrans}}],
+    })
+
+
+def scenario(name, rows, retrans_before=100, retrans_after=110, rc=0):
+    return "\n".join([
+        f"=== SCENARIO {name}", f"=== WATCH_RC {rc}", "=== STDERR",
+        "=== SNMP0", snmp_body(retrans_before), "=== SNMP1", snmp_body(retrans_after),
+        "=== TC", "qdisc tbf 8001: root", "=== JSON", *rows])
+
+
+def log(*body, doctor="all programs attached", doctor_rc=0, end=True, jail=None):
+    parts = ["boot noise", "=== KERNEL 6.1.0-56-amd64"]
+    if jail is not None:
+        parts += ["=== JAIL", *jail]
+    parts += ["=== VERSION", "throttlescope 0.9.0", "commit abc123", "=== VERSION_RC 0",
+              "=== DOCTOR", doctor, f"=== DOCTOR_RC {doctor_rc}", *body]
+    if end:
+        parts.append("=== END")
+    return "\n".join(parts) + "\n"
+
+
+def good_observe(**kw):
+    # The first interval is the observer's start: not judged. Retransmits 5 + 5 = 10, as
+    # RetransSegs went 100 -> 110.
+    q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5) for _ in range(2)]
+    d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+    return log(scenario("hv_queuing", q), scenario("hv_drop", d), **kw)
+
+
+class Sections(unittest.TestCase):
+    def test_markers_split_the_log_and_nothing_before_the_first_counts(self):
+        secs = check.sections("noise\n=== A 1\nx\ny\n=== B\n=== C\nz")
+        self.assertEqual(secs, [("A 1", "x\ny"), ("B", ""), ("C", "z")])
+
+    def test_snmp_pairs_the_header_and_values(self):
+        self.assertEqual(check.snmp(snmp_body(7))["RetransSegs"], "7")
+        self.assertIsNone(check.snmp("Tcp: only a header"))
+
+
+class Judge(unittest.TestCase):
+    def judge(self, text, expect="observe", mode="dynamic"):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "serial.log")
+            with open(path, "w") as f:
+                f.write(text)
+            p = subprocess.run([sys.executable, CHECK, path, expect, "6.1", mode],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.stderr, "")
+        return p.returncode, p.stdout
+
+    def test_observe_passes_with_the_table_line(self):
+        rc, out = self.judge(good_observe())
+        self.assertEqual(rc, 0, out)
+        cols = out.splitlines()[0].split("\t")
+        self.assertEqual(cols[:2], ["6.1", "6.1.0-56-amd64"])
+        self.assertIn("programs attached 2/2", cols[2])
+        self.assertIn("hv_queuing 2/2 hypervisor_queuing", cols[3])
+        self.assertIn("hv_queuing data waiting 90%", cols[3])
+        self.assertEqual(cols[4], "hv_queuing 10/10; hv_drop 10/10")
+
+    def test_verdicts_below_half_fail(self):
+        q = [row("free_flow"), row("hypervisor_queuing", retrans=10), row("free_flow"),
+             row("free_flow")]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q), scenario("hv_drop", d)))
+        self.assertEqual(rc, 1)
+        self.assertIn("hv_queuing: hypervisor_queuing in 1 of 3 busy intervals", out)
+
+    def test_retransmits_apart_by_more_than_five_percent_fail(self):
+        q = [row("free_flow")] + [row("hypervisor_queuing", retrans=30) for _ in range(2)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        # 60 counted per flow, 100 by the kernel: 40% apart.
+        rc, out = self.judge(log(scenario("hv_queuing", q, 0, 100), scenario("hv_drop", d)))
+        self.assertEqual(rc, 1)
+        self.assertIn("hv_queuing: per-flow retransmits 60, RetransSegs 100", out)
+
+    def test_one_retransmit_apart_is_tolerated(self):
+        q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5) for _ in range(2)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q, 100, 111), scenario("hv_drop", d)))
+        self.assertEqual(rc, 0, out)
+
+    def test_too_little_data_waiting_fails(self):
+        q = [row("free_flow")] + [row("hypervisor_queuing", waiting=2, retrans=5)
+                                  for _ in range(2)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q), scenario("hv_drop", d)))
+        self.assertEqual(rc, 1)
+        self.assertIn("hv_queuing: data waiting in 4/20 segments", out)
+
+    def test_a_program_not_attached_needs_a_lost_line(self):
+        q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5, attached=False)
+                                  for _ in range(2)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5, attached=False)
+                                  for _ in range(2)]
+        body = (scenario("hv_queuing", q), scenario("hv_drop", d))
+        rc, out = self.judge(log(*body))
+        self.assertEqual(rc, 1)
+        self.assertIn("sendmsg_locked is not attached, and doctor has no [lost] line", out)
+        rc, out = self.judge(log(*body, doctor="[lost] sendmsg_locked (tracepoint)"))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("programs attached 1/2, doctor names as lost: sendmsg_locked", out)
+
+    def test_a_missing_scenario_and_end_fail(self):
+        q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q, 100, 105), end=False))
+        self.assertEqual(rc, 1)
+        self.assertIn("hv_drop: not run", out)
+        self.assertIn("no END marker", out)
+
+    def test_refuse_names_the_floor_and_the_feature(self):
+        err = "kernel 5.10 is below the floor 5.12: no bpf_sk_storage_get"
+        text = log("=== WATCH_ERR", err, "=== WATCH_RC 1", doctor=err, doctor_rc=1)
+        rc, out = self.judge(text, "refuse")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("doctor exit 1, watch exit 1: refused (floor 5.12)", out)
+        # libbpf's own noise, and a refusal that does not say why, fail.
+        text = log("=== WATCH_ERR", "libbpf: failed", "=== WATCH_RC 1", doctor=err, doctor_rc=1)
+        rc, out = self.judge(text, "refuse")
+        self.assertEqual(rc, 1)
+        self.assertIn("watch printed libbpf noise", out)
+        self.assertIn("watch does not name the floor", out)
+
+    def test_refuse_fails_when_doctor_passes(self):
+        err = "below the floor 5.12: bpf_get_socket_cookie"
+        rc, out = self.judge(log("=== WATCH_ERR", err, "=== WATCH_RC 1", doctor=err), "refuse")
+        self.assertEqual(rc, 1)
+        self.assertIn("doctor did not refuse (exit 0)", out)
+
+    def test_doctor_only_lists_the_lost_subjects(self):
+        rc, out = self.judge(log(doctor="[lost] tracepoint tcp_sendmsg_locked (6.1)\n"
+                                        "2 lost"), "doctor")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("throttlescope 0.9.0 (commit abc123); doctor exit 0, lost: "
+                      "tracepoint tcp_sendmsg_locked", out)
+
+    def test_static_binary_runs_alone_in_the_chroot(self):
+        jail = [".", "./dev", "./proc", "./sys", "./throttlescope", "./tmp"]
+        rc, out = self.judge(good_observe(jail=jail), mode="static")
+        self.assertEqual(rc, 0, out)
+        self.assertIn(", static, alone in a chroot", out)
+        rc, out = self.judge(good_observe(jail=jail + ["./lib/libc.so.6"]), mode="static")
+        self.assertEqual(rc, 1)
+        self.assertIn("the chroot should hold only the binary", out)
+        rc, out = self.judge(good_observe(jail=jail))
+        self.assertEqual(rc, 1)
+        self.assertIn("a chroot for a binary that is not static", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
