@@ -36,14 +36,62 @@ pub fn one_line(v: &InterfaceVerdict) -> String {
     } else {
         String::new()
     };
-    let mut text = format!(
-        "{} ({:.0}%{age}): {}",
-        h.verdict,
-        h.confidence * 100.0,
-        h.note
-    );
+    // A calm verdict shows no confidence: for free flow it only says how
+    // close the nearest signal came to its threshold (the evidence lists
+    // them), and "free_flow (50%)" reads as a coin toss (docs/verdicts.md).
+    let sure = if h.verdict.is_calm() {
+        String::new()
+    } else {
+        format!("{:.0}%", h.confidence * 100.0)
+    };
+    let head = format!("{sure}{age}");
+    let head = head.trim_start_matches(", ");
+    let mut text = if head.is_empty() {
+        format!("{}: {}", h.verdict, h.note)
+    } else {
+        format!("{} ({head}): {}", h.verdict, h.note)
+    };
     if let Some(own) = own_verdict_unsaid(v) {
         text.push_str(&format!("; this interval alone: {own}"));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::{analyze, Thresholds};
+    use crate::model::snapshot::{InterfaceSample, Snapshot};
+
+    /// A real verdict of a quiet interface, held as `verdict` with `confidence`.
+    fn held_as(verdict: Verdict, confidence: f64) -> InterfaceVerdict {
+        let snap = Snapshot {
+            interfaces: vec![InterfaceSample {
+                name: "eth0".into(),
+                ..Default::default()
+            }],
+            ..Snapshot::example(0)
+        };
+        let mut v = analyze(&[], &snap, &Thresholds::default())
+            .interfaces
+            .remove(0);
+        v.verdict = verdict;
+        v.held.verdict = verdict;
+        v.held.confidence = confidence;
+        v.held.note = "why".into();
+        v
+    }
+
+    #[test]
+    fn calm_verdicts_show_no_confidence_and_the_others_do() {
+        assert_eq!(one_line(&held_as(Verdict::FreeFlow, 0.5)), "free_flow: why");
+        assert_eq!(one_line(&held_as(Verdict::Idle, 1.0)), "idle: why");
+        let mut v = held_as(Verdict::FreeFlow, 0.5);
+        v.held.intervals = 3;
+        assert_eq!(one_line(&v), "free_flow (3 intervals): why");
+        assert_eq!(
+            one_line(&held_as(Verdict::HypervisorQueuing, 0.83)),
+            "hypervisor_queuing (83%): why"
+        );
+    }
 }

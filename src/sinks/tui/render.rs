@@ -335,7 +335,10 @@ pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'s
     };
     let h = &v.held;
     spans.push(Span::styled(h.verdict.as_str(), verdict_style(v)));
-    spans.push(Span::raw(format!(" {:.0}%", h.confidence * 100.0)));
+    // No confidence beside a calm verdict (held.rs says why).
+    if !h.verdict.is_calm() {
+        spans.push(Span::raw(format!(" {:.0}%", h.confidence * 100.0)));
+    }
     if h.intervals > 1 {
         spans.push(Span::raw(format!(" for {} intervals", h.intervals)));
     }
