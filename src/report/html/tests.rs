@@ -18,6 +18,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
         baseline_bps: Some(1.2e9),
         burst_secs: 42.0,
         direction: "out".to_string(),
+        against_plan: None,
     });
     EpisodeReport {
         episode: Episode {
@@ -223,6 +224,7 @@ fn report(n: usize) -> Report {
         },
         series,
         flow_series,
+        right_sizing: RightSizing::default(),
     }
 }
 
