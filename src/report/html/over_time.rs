@@ -10,6 +10,7 @@ use super::downsample::Sample;
 use super::{format, is_banded, MAX_POINTS};
 use crate::report::model::{InterfacePoint, IntervalPoint, Report};
 use crate::shared::clock::format_offset;
+use crate::shared::units;
 
 /// Interface names in a stable order: the summary's, then any other that
 /// appears in the series.
@@ -196,6 +197,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: None,
+            baselines: baselines(report),
             note: None,
         },
         Chart {
@@ -207,6 +209,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.bw_allowance_pct, "bw_allowance_pct".to_string())),
+            baselines: Vec::new(),
             note: Some(allowance_note),
         },
         Chart {
@@ -218,6 +221,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.retrans_pct, "retrans_pct".to_string())),
+            baselines: Vec::new(),
             note: Some("Retransmitted segments as % of segments sent.".to_string()),
         },
         Chart {
@@ -229,6 +233,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.rtt_inflation, "rtt_inflation".to_string())),
+            baselines: Vec::new(),
             note: Some("Smoothed RTT over the flow's minimum RTT, per interval.".to_string()),
         },
         Chart {
@@ -240,6 +245,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: None,
+            baselines: Vec::new(),
             note: Some("Largest host qdisc backlog in the interval.".to_string()),
         },
     ];
@@ -256,4 +262,30 @@ pub fn render(out: &mut String, report: &Report) {
         out.push_str(&chart::render(chart, MAX_POINTS));
     }
     out.push_str("</section>\n");
+}
+
+/// The instance's baseline on the throughput chart, out and in (one line
+/// when they are the same). The chart draws each interface; the baseline
+/// is the instance's, their sum's (the right-sizing section has it).
+fn baselines(report: &Report) -> Vec<(f64, String)> {
+    let Some(b) = &report.right_sizing.baseline else {
+        return Vec::new();
+    };
+    if b.tx_bps == b.rx_bps {
+        vec![(
+            b.tx_bps,
+            format!("baseline {} (out and in)", units::rate_bits(b.tx_bps)),
+        )]
+    } else {
+        vec![
+            (
+                b.tx_bps,
+                format!("baseline out {}", units::rate_bits(b.tx_bps)),
+            ),
+            (
+                b.rx_bps,
+                format!("baseline in {}", units::rate_bits(b.rx_bps)),
+            ),
+        ]
+    }
 }
