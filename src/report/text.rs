@@ -70,13 +70,13 @@ fn header(out: &mut String, r: &Report) {
     let sizing = &r.right_sizing;
     match (&sizing.baseline, &sizing.note) {
         (Some(b), _) => {
-            let _ = writeln!(out, "baseline    {}", b.describe());
+            let _ = writeln!(out, "plan        {}", b.describe());
         }
         (None, Some(note)) => {
-            let _ = writeln!(out, "baseline    none: {note}");
+            let _ = writeln!(out, "plan        no baseline: {note}");
         }
         (None, None) => {
-            let _ = writeln!(out, "baseline    none known: {GIVE_A_BASELINE}");
+            let _ = writeln!(out, "plan        no baseline known: {GIVE_A_BASELINE}");
         }
     }
     let f = &r.filters;

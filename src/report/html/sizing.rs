@@ -29,7 +29,7 @@ pub fn render(out: &mut String, report: &Report) {
         None => {
             let _ = writeln!(
                 out,
-                "<p class=\"baseline warning\">No baseline: {}. {}.</p>",
+                "<p class=\"baseline warning\">No baseline: {}; {}.</p>",
                 Esc(s.note.as_deref().unwrap_or("none known")),
                 Esc(GIVE_A_BASELINE)
             );
