@@ -151,6 +151,9 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
         10,
     )
     .unwrap();
+    // The plan `report` makes without flags: the recording's.
+    let plan = throttlescope::commands::baseline::for_recording(&Default::default(), &h).unwrap();
+    b.set_plan(plan);
     for s in &written {
         b.push(s);
     }
