@@ -510,7 +510,7 @@ fn instance_flags_plan_the_report_or_are_clear_errors() {
         let mut all = args.clone();
         all.push(&name);
         let (code, stdout, stderr) = report(&all);
-        assert_ne!(code, 0, "{args:?}: {stderr}");
+        assert_eq!(code, 2, "{args:?}: a usage error: {stderr}");
         assert!(stdout.is_empty(), "{args:?}: {stdout}");
         assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
     }
