@@ -77,6 +77,50 @@ fn per_interface(
         .collect()
 }
 
+/// With a baseline and several interfaces summed for the instance: their
+/// sum out and in, the rate the baseline bounds (each interface's line
+/// alone would sit below it while the instance is above). An interval
+/// missing one of them is a gap: a partial sum would understate it.
+fn instance_series(report: &Report) -> Vec<Series> {
+    let sizing = &report.right_sizing;
+    if sizing.baseline.is_none() || sizing.interfaces.len() < 2 {
+        return Vec::new();
+    }
+    let interval = interval_secs(report);
+    let summed = sizing.interfaces.join(" + ");
+    [("tx", false), ("rx", true)]
+        .into_iter()
+        .map(|(dir, rx)| {
+            let mut samples = Vec::with_capacity(report.series.len());
+            let mut previous: Option<&IntervalPoint> = None;
+            for point in &report.series {
+                if previous.is_some_and(|p| is_time_gap(p.t_secs, point.t_secs, interval)) {
+                    samples.push(None);
+                }
+                let sum: Option<f64> = sizing
+                    .interfaces
+                    .iter()
+                    .map(|name| {
+                        point.interfaces.iter().find(|i| &i.iface == name).map(|i| {
+                            if rx {
+                                i.rx_bps
+                            } else {
+                                i.tx_bps
+                            }
+                        })
+                    })
+                    .sum();
+                samples.push(sum.map(|v| (point.t_secs, v)));
+                previous = Some(point);
+            }
+            Series {
+                label: format!("instance {dir} ({summed})"),
+                samples,
+            }
+        })
+        .collect()
+}
+
 fn flow_series(report: &Report) -> Vec<Series> {
     let interval = interval_secs(report);
     report
@@ -161,6 +205,7 @@ pub fn render(out: &mut String, report: &Report) {
                 .filter(|s| s.samples.iter().any(Option::is_some)),
         );
     }
+    throughput.extend(instance_series(report));
     let mut allowance = Vec::new();
     for name in &names {
         let one = std::slice::from_ref(name);

@@ -541,8 +541,26 @@ fn the_baseline_is_a_dashed_line_on_the_throughput_chart_only_when_known() {
         "{chart}"
     );
     assert!(html.contains("<i class=\"swatch baseline\"></i>baseline 1.50Gb/s (out and in)"));
+    // Without the instance's interfaces known, no sum is drawn.
+    assert!(!chart.contains("instance tx"));
     // The other charts are not rates: no baseline on them.
     assert!(!svg(&html, "chart-allowance").contains("baseline-line"));
+
+    // Several interfaces summed: the instance's sum out and in is drawn
+    // after the interfaces' lines (eth0 tx, rx, eth1 tx, rx), with a gap
+    // where one of them is missing (eth1 in 50..60), as eth1's own line.
+    r.right_sizing.interfaces = vec!["eth0".into(), "eth1".into()];
+    let html = render(&r);
+    let chart = svg(&html, "chart-throughput");
+    assert!(
+        chart.contains("<title>instance tx (eth0 + eth1)</title>"),
+        "{chart}"
+    );
+    assert!(chart.contains("<title>instance rx (eth0 + eth1)</title>"));
+    let d = paths(chart);
+    assert_eq!(d.len(), 6);
+    assert_eq!(d[4].matches('M').count(), d[2].matches('M').count());
+    assert_eq!(d[4].matches('M').count(), 3, "{}", d[4]);
 
     // Out and in apart: two lines.
     r.right_sizing.baseline = Some(baseline(1.5e9, 1e9));
