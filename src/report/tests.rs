@@ -879,3 +879,57 @@ fn right_sizing_text() {
     let end = start + text[start..].find("\nflows").unwrap();
     println!("{}", &text[start..end]);
 }
+
+#[test]
+fn a_new_recording_starts_the_run_above_the_baseline_again() {
+    // Recording A ends 3 s above a 200 Mbit/s baseline (eth0 300 + eth1
+    // 50); recording B, an hour later, is 2 s above, then enforced. The
+    // burst that led into B's enforcement is B's own 2 s, as its live
+    // observer saw it; the section's totals count all 5 s.
+    let a: Vec<Snapshot> = (0..3)
+        .map(|seq| snap(seq, (300, 10), (50, 0), seq))
+        .collect();
+    let hour_ms = 3_600_000;
+    let b: Vec<Snapshot> = (0..10)
+        .map(|seq| {
+            let eth0 = if seq < 2 { (300, 10) } else { (100, 90) };
+            let mut s = snap(seq, eth0, (50, 0), seq);
+            s.unix_ms += hour_ms;
+            s.mono_ns += hour_ms * 1_000_000;
+            s
+        })
+        .collect();
+    let ha = header();
+    let mut hb = header();
+    hb.start_unix_ms += hour_ms;
+    hb.start_mono_ns += hour_ms * 1_000_000;
+    let mut builder = ReportBuilder::new(
+        vec!["a.jsonl".into(), "b.jsonl".into()],
+        &[ha.clone(), hb.clone()],
+        &Thresholds::default(),
+        Thresholds::default(),
+        ReportFilters::default(),
+        10,
+    )
+    .unwrap();
+    builder.set_plan(plan(small_table(), None, Some(200e6)));
+    builder.start_file(&ha);
+    a.iter().for_each(|s| builder.push(s));
+    builder.start_file(&hb);
+    b.iter().for_each(|s| builder.push(s));
+    let r = builder.finish().unwrap();
+    let e = r
+        .episodes
+        .iter()
+        .find(|e| e.episode.verdict.is_enforcement())
+        .unwrap_or_else(|| panic!("{:#?}", r.episodes));
+    let p = e
+        .enforcement
+        .as_ref()
+        .unwrap()
+        .against_plan
+        .as_ref()
+        .unwrap();
+    assert_eq!(p.burst_above_secs, 2.0, "{}", p.line);
+    assert_eq!(r.right_sizing.tx.above_secs, 5.0);
+}
