@@ -13,7 +13,10 @@
 //! each interval handed to the parts, one idea each: the health counters
 //! (build/health.rs), the episodes' details (build/episodes.rs), the
 //! interfaces and the chart series (build/interfaces.rs), the flows and
-//! their backoff (build/flows.rs).
+//! their backoff (build/flows.rs), the instance's rates against its
+//! baseline (build/sizing.rs). Headroom to the baseline is measured by the
+//! live pipeline's `HeadroomTracker`, before the episodes see the interval,
+//! so an enforcement is set against the plan as it was live.
 //!
 //! Memory: the judge's look-back keeps interfaces only, and what grows with
 //! the recording is small

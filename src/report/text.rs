@@ -1,7 +1,9 @@
-//! The report as text for a terminal: what was recorded, the episodes with
-//! their evidence and the enforcement (burst ceiling, then baseline), each
-//! interface's rates, the flows that backed off most, and the observer's
-//! health with everything the reader skipped.
+//! The report as text for a terminal: what was recorded and the baseline
+//! planned against, the episodes with their evidence and the enforcement
+//! (burst ceiling, then baseline, then set against the plan), each
+//! interface's rates, the instance's rates against its baseline and the
+//! types that cover them (right-sizing), the flows that backed off most,
+//! and the observer's health with everything the reader skipped.
 
 use std::fmt::Write;
 

@@ -240,8 +240,8 @@ fn arch_of(plan: &Plan, kernel: &str) -> Option<(Arch, String)> {
     {
         return Some((spec.arch, format!("that of {}", spec.instance_type)));
     }
-    // `6.1.55-75.123.amzn2023.x86_64`; Debian's and Ubuntu's
-    // (`6.1.0-18-cloud-amd64`, `6.8.0-1015-aws`) may not say.
+    // Amazon Linux's and Debian's say (`6.1.55-75.123.amzn2023.x86_64`,
+    // `6.1.0-18-cloud-amd64`); Ubuntu's (`6.8.0-1015-aws`) does not.
     let k = kernel.to_ascii_lowercase();
     let named = if k.contains("aarch64") || k.contains("arm64") {
         Some(Arch::Arm64)
