@@ -361,10 +361,11 @@ fn right_sizing(out: &mut String, r: &Report) {
             };
             let _ = writeln!(
                 out,
-                "    {:<16} {:<6} {:>3} vCPUs  baseline {}{burst}",
+                "    {:<16} {:<6} {:>3} vCPU{}  baseline {}{burst}",
                 c.instance_type,
                 c.arch.as_str(),
                 c.vcpus,
+                if c.vcpus == 1 { " " } else { "s" },
                 rate_bits(c.baseline_bps)
             );
         }
