@@ -151,6 +151,9 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
         10,
     )
     .unwrap();
+    // The plan `report` makes without flags: the recording's.
+    let plan = throttlescope::commands::baseline::for_recording(&Default::default(), &h).unwrap();
+    b.set_plan(plan);
     for s in &written {
         b.push(s);
     }
@@ -459,4 +462,56 @@ fn bad_options_are_clear_errors() {
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&out).unwrap(), page);
+}
+
+/// The baseline flags: a plan over the recording's (which has none), and
+/// a bad table or an unknown type as clear errors, not "no baseline".
+#[test]
+fn instance_flags_plan_the_report_or_are_clear_errors() {
+    let dir = TempDir::new("report-plan");
+    let path = dir.join("t.jsonl");
+    write_trace(&path, 4);
+    let name = path.display().to_string();
+
+    let (code, stdout, stderr) = report(&[&name]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("plan        no baseline: the recording has no baseline"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nright-sizing ("), "{stdout}");
+
+    let r = report_json(&["--instance-type", "m5.xlarge", &name]);
+    let b = &r["right_sizing"]["baseline"];
+    assert_eq!(b["instance_type"], "m5.xlarge");
+    assert_eq!(b["tx_bps"].as_f64(), Some(1.25e9));
+    assert_eq!(r["right_sizing"]["arch"], "x86_64");
+    let r = report_json(&["--baseline", "1G/2G", &name]);
+    assert_eq!(r["right_sizing"]["tx"]["baseline_bps"].as_f64(), Some(1e9));
+    assert_eq!(r["right_sizing"]["rx"]["baseline_bps"].as_f64(), Some(2e9));
+
+    let bad = dir.join("specs.tsv");
+    std::fs::write(&bad, "m5.xlarge x86_64 4 1.25\n").unwrap();
+    let bad = bad.display().to_string();
+    for (args, want) in [
+        (
+            vec!["--instance-type", "m9.nope"],
+            "--instance-type m9.nope: not in the instance specs",
+        ),
+        (
+            vec!["--instance-specs", &bad],
+            "specs.tsv, line 1: 4 fields",
+        ),
+        (
+            vec!["--instance-specs", "/nonexistent/specs.tsv"],
+            "--instance-specs /nonexistent/specs.tsv",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.push(&name);
+        let (code, stdout, stderr) = report(&all);
+        assert_eq!(code, 2, "{args:?}: a usage error: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
+    }
 }

@@ -498,6 +498,7 @@ fn enforcement_report() -> Report {
             baseline_bps: Some(1.2e9),
             burst_secs: 100.0,
             direction: "out".to_string(),
+            against_plan: None,
         });
         EpisodeReport {
             episode: Episode {
@@ -669,5 +670,6 @@ fn enforcement_report() -> Report {
         },
         series,
         flow_series,
+        right_sizing: RightSizing::default(),
     }
 }

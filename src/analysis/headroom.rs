@@ -205,8 +205,12 @@ impl HeadroomTracker {
 /// Whether `iface` counts towards the instance's allowance: the ENA
 /// interfaces when `all` has any, else every interface.
 pub fn counts_for_instance(iface: &InterfaceSample, all: &[InterfaceSample]) -> bool {
-    let ena = |i: &InterfaceSample| i.driver.as_deref() == Some(ENA_DRIVER);
-    ena(iface) || !all.iter().any(ena)
+    is_ena(iface) || !all.iter().any(is_ena)
+}
+
+/// Whether `iface` is an ENA interface (an ENI of the instance).
+pub fn is_ena(iface: &InterfaceSample) -> bool {
+    iface.driver.as_deref() == Some(ENA_DRIVER)
 }
 
 #[cfg(test)]

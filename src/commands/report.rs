@@ -114,5 +114,6 @@ fn request(args: &ReportArgs) -> Result<ReportRequest<'_>> {
         thresholds: &args.thresholds,
         filters,
         top: args.top,
+        instance: &args.instance,
     })
 }

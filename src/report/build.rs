@@ -13,7 +13,10 @@
 //! each interval handed to the parts, one idea each: the health counters
 //! (build/health.rs), the episodes' details (build/episodes.rs), the
 //! interfaces and the chart series (build/interfaces.rs), the flows and
-//! their backoff (build/flows.rs).
+//! their backoff (build/flows.rs), the instance's rates against its
+//! baseline (build/sizing.rs). Headroom to the baseline is measured by the
+//! live pipeline's `HeadroomTracker`, before the episodes see the interval,
+//! so an enforcement is set against the plan as it was live.
 //!
 //! Memory: the judge's look-back keeps interfaces only, and what grows with
 //! the recording is small
@@ -24,6 +27,7 @@ mod episodes;
 mod flows;
 mod health;
 mod interfaces;
+mod sizing;
 
 use std::collections::BTreeSet;
 
@@ -31,7 +35,10 @@ use anyhow::{bail, Result};
 
 use super::filters::ReportFilters;
 use super::model::*;
+use crate::analysis::headroom::HeadroomTracker;
 use crate::analysis::{EpisodeTracker, Judge, Thresholds};
+use crate::commands::baseline::Plan;
+use crate::model::instance::SpecTable;
 use crate::model::snapshot::Snapshot;
 use crate::record::TraceHeader;
 use crate::shared::clock::format_utc;
@@ -40,6 +47,7 @@ pub use flows::SERIES_FLOWS;
 use flows::{FlowParts, Flows};
 use health::HealthAcc;
 use interfaces::{IfaceAcc, Interfaces};
+use sizing::Sizing;
 
 /// Builds a [`Report`] from snapshots pushed in recording order.
 pub struct ReportBuilder {
@@ -59,6 +67,10 @@ pub struct ReportBuilder {
     /// Snapshots seen since the current recording started.
     seen_in_recording: u64,
     judge: Judge,
+    /// Headroom to the baseline, interval by interval, as the live
+    /// pipeline measures it: enforcement episodes are set against it.
+    headroom: HeadroomTracker,
+    sizing: Sizing,
     tracker: EpisodeTracker,
     episode_notes: EpisodeNotes,
     interfaces: Interfaces,
@@ -127,6 +139,8 @@ impl ReportBuilder {
             report_origin: None,
             seen_in_recording: 0,
             judge: Judge::new(thresholds),
+            headroom: HeadroomTracker::new(None),
+            sizing: Sizing::new(no_plan(), &first.kernel),
             episode_notes: EpisodeNotes::default(),
             interfaces: Interfaces::new(accs),
             flows: Flows::default(),
@@ -138,12 +152,20 @@ impl ReportBuilder {
         })
     }
 
+    /// What headroom is measured against (`commands::baseline::for_recording`);
+    /// before the first interval. Without it the report has no headroom.
+    pub fn set_plan(&mut self, plan: Plan) {
+        self.headroom = HeadroomTracker::new(plan.baseline.clone());
+        self.sizing = Sizing::new(plan, &self.recording.kernel);
+    }
+
     /// The intervals that follow come from the file with `header`. A new
     /// recording means a new observer: its look-back and counters start
     /// empty, as they did live.
     pub fn start_file(&mut self, header: &TraceHeader) {
         if !header.same_recording(&self.header) {
             self.judge.restart();
+            self.headroom.restart();
             self.health.restart();
             self.seen_in_recording = 0;
             self.recording_origin = None;
@@ -200,7 +222,12 @@ impl ReportBuilder {
     pub fn push(&mut self, snap: &Snapshot) {
         self.set_origin(snap);
         let mut analysis = self.judge.judge(snap);
+        // Before the episode tracker sees the interval: an enforcement
+        // starting here is set against the baseline, as live.
+        analysis.headroom = self.headroom.push(snap);
         let in_span = self.in_span(snap);
+        self.sizing
+            .push(snap, analysis.headroom.as_ref(), in_span, &self.filters);
         self.note_read(snap);
 
         let from_zero = snap.seq == 0 || self.seen_in_recording > 0;
@@ -324,7 +351,18 @@ impl ReportBuilder {
             health,
             series: self.interfaces.into_series(),
             flow_series,
+            right_sizing: self.sizing.finish(self.recording.interval_ns as f64 / 1e9),
         })
+    }
+}
+
+/// No baseline: the built-in table, for the types that cover the rates.
+fn no_plan() -> Plan {
+    Plan {
+        table: SpecTable::built_in(),
+        instance_type: None,
+        baseline: None,
+        note: None,
     }
 }
 

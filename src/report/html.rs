@@ -10,6 +10,7 @@ mod chart;
 mod downsample;
 mod format;
 mod over_time;
+mod sizing;
 mod tables;
 
 use std::fmt::{self, Write};
@@ -76,6 +77,7 @@ pub fn render(report: &Report) -> String {
     over_time::render(&mut out, report);
     tables::episodes(&mut out, report);
     tables::interfaces(&mut out, report);
+    sizing::render(&mut out, report);
     tables::flows(&mut out, report);
     tables::workloads(&mut out, report);
     tables::health(&mut out, report);
@@ -102,6 +104,9 @@ fn css() -> String {
          svg.chart .grid{stroke:#e5e7eb;stroke-width:1}\n\
          svg.chart .axis-line,svg.chart .tick-mark{stroke:#6b7280;stroke-width:1}\n\
          svg.chart .threshold{stroke:#111827;stroke-width:1;stroke-dasharray:6 4}\n\
+         svg.chart .baseline-line{stroke:#b91c1c;stroke-width:1.4;stroke-dasharray:8 4}\n\
+         svg.chart .baseline-label{fill:#b91c1c}\n\
+         .swatch.baseline{height:0;border-top:2px dashed #b91c1c}\n\
          svg.chart .series{fill:none;stroke-width:1.6;stroke-linejoin:round;stroke-linecap:round}\n\
          svg.chart .band{fill-opacity:.28}\n\
          svg.chart .no-data{font-size:16px;fill:#9ca3af}\n\
@@ -154,6 +159,13 @@ fn summary(out: &mut String, report: &Report) {
         banded.len(),
         report.flows.len()
     );
+    let sizing = &report.right_sizing;
+    let baseline = match (&sizing.baseline, &sizing.note) {
+        (Some(b), _) => b.describe(),
+        (None, Some(note)) => format!("No baseline: {note}"),
+        (None, None) => format!("No baseline known: {}", super::model::GIVE_A_BASELINE),
+    };
+    let _ = writeln!(out, "<p class=\"baseline\">{}</p>", Esc(&baseline));
 }
 
 /// Episodes drawn as bands: the ones that say something is holding the

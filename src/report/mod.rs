@@ -17,6 +17,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
+use crate::commands::cli::InstanceArgs;
 use crate::record::{recorded_thresholds, walk, WalkItem};
 pub use build::ReportBuilder;
 pub use filters::ReportFilters;
@@ -31,6 +32,8 @@ pub struct ReportRequest<'a> {
     pub filters: ReportFilters,
     /// Flows listed per episode.
     pub top: usize,
+    /// The baseline to measure headroom against, over the recording's.
+    pub instance: &'a InstanceArgs,
 }
 
 /// Reads the files and builds the report; warnings (skipped lines, cut
@@ -42,6 +45,7 @@ pub fn build(req: ReportRequest) -> Result<Report> {
         thresholds: assignments,
         filters,
         top,
+        instance,
     } = req;
     let mut walk = walk(paths);
     let files = walk.files().to_vec();
@@ -52,6 +56,9 @@ pub fn build(req: ReportRequest) -> Result<Report> {
     let first = &files[0];
     let (recorded, warning) = recorded_thresholds(&first.header, &first.name());
     warnings.extend(warning);
+    // The first file's header, as for the thresholds: a bad
+    // `--instance-specs` or an unknown `--instance-type` fails here.
+    let plan = crate::commands::baseline::for_recording(instance, &first.header)?;
     let thresholds = recorded
         .clone()
         .with_assignments(assignments)
@@ -59,6 +66,7 @@ pub fn build(req: ReportRequest) -> Result<Report> {
     let headers: Vec<_> = files.iter().map(|f| f.header.clone()).collect();
     let names = paths.iter().map(|p| p.display().to_string()).collect();
     let mut builder = ReportBuilder::new(names, &headers, &recorded, thresholds, filters, top)?;
+    builder.set_plan(plan);
     let mut read = 0u64;
     for item in walk.by_ref() {
         match item {

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{Episode, Evidence, Thresholds, Verdict};
+use crate::model::instance::{Arch, Baseline};
 use crate::model::snapshot::Owner;
 use crate::record::InterfaceInfo;
 
@@ -39,6 +40,10 @@ pub struct Report {
     pub series: Vec<IntervalPoint>,
     /// RTT inflation over time for the top flows (up to 5).
     pub flow_series: Vec<FlowSeries>,
+    /// The instance's rates against its baseline, and the instance types
+    /// whose baseline covers them (absent in reports before #25).
+    #[serde(default)]
+    pub right_sizing: RightSizing,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,6 +118,126 @@ pub struct EnforcementSummary {
     pub burst_secs: f64,
     /// `out` (bw_out, tx) or `in` (bw_in, rx) or `both` (pps, conntrack).
     pub direction: String,
+    /// The measured figures set against the baseline planned on, when one
+    /// was known (the recording's or `--instance-type`/`--baseline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub against_plan: Option<PlanComparison>,
+}
+
+/// An enforcement set against the plan: the line
+/// [`Episode::against_plan`] says, and its numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanComparison {
+    /// "baseline 1.58Gb/s measured, 1.25Gb/s published (m5.xlarge); ..."
+    pub line: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_type: Option<String>,
+    /// AWS's figures (false: the user's `--baseline`).
+    pub published: bool,
+    /// In the enforced direction, bits/s.
+    pub baseline_bps: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bps: Option<f64>,
+    /// The run above the baseline that led into the episode.
+    pub burst_above_secs: f64,
+    pub burst_above_bytes: f64,
+}
+
+/// What the instance needed over the span against what it can count on
+/// (docs/report.md, "Right-sizing").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RightSizing {
+    /// The baseline planned against; None: `note` says why.
+    pub baseline: Option<Baseline>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The recording's interval: the rates are over intervals this long.
+    pub interval_secs: f64,
+    /// Intervals in the span the rates come from.
+    pub intervals: u64,
+    /// The interfaces summed as the instance's rate (the ENA ones, else
+    /// all; within `--iface`).
+    pub interfaces: Vec<String>,
+    /// Outbound (tx) and inbound (rx).
+    pub tx: DirectionSizing,
+    pub rx: DirectionSizing,
+    /// The architecture the types are offered in first, and how it is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<Arch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch_from: Option<String>,
+    /// Types whose baseline covers the p99 of both directions: some of the
+    /// same architecture, then some others, each by baseline.
+    pub covering: Vec<CoveringType>,
+    /// How many types of the table cover it in all.
+    pub covering_total: usize,
+    /// The specs table: where it came from and when.
+    pub table_origin: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_retrieved: Option<String>,
+    #[serde(default)]
+    pub table_sources: Vec<String>,
+}
+
+/// Why the types are sized on the baseline alone, said with the section.
+pub const WHY_BASELINE: &str = "Sized on the baseline alone: burst is best effort and how long \
+it lasts cannot be predicted (the same instance under the same load was enforced after about \
+16 minutes in one run and never in another), so only the baseline can be planned against.";
+
+/// How to give a baseline when none is known.
+pub const GIVE_A_BASELINE: &str =
+    "give --instance-type TYPE (its published baseline) or --baseline RATE[/RATE] \
+     to size against one";
+
+impl RightSizing {
+    /// What the rates are: "1-second rates", "5-second rates" (the
+    /// recording's interval).
+    pub fn rates_of(&self) -> String {
+        use crate::shared::units::significant;
+        format!("{}-second rates", significant(self.interval_secs, 3))
+    }
+
+    /// The specs table's origin and date.
+    pub fn table_provenance(&self) -> String {
+        match &self.table_retrieved {
+            Some(d) => format!("{}, retrieved {d}", self.table_origin),
+            None => self.table_origin.clone(),
+        }
+    }
+}
+
+/// One direction's interval rates over the span against the baseline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSizing {
+    /// Nearest-rank percentiles of the interval rates, and the largest,
+    /// bits/s.
+    pub p50_bps: f64,
+    pub p99_bps: f64,
+    pub max_bps: f64,
+    /// The baseline in this direction and the figures above as % of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_bps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p50_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pct: Option<f64>,
+    /// Seconds of intervals above the baseline, and the bytes beyond it.
+    pub above_secs: f64,
+    pub above_bytes: f64,
+}
+
+/// An instance type whose baseline covers what was observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoveringType {
+    pub instance_type: String,
+    pub arch: Arch,
+    pub vcpus: u32,
+    pub baseline_bps: f64,
+    pub burst_bps: f64,
+    /// Of the architecture offered first.
+    pub same_arch: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -519,3 +519,417 @@ fn a_calm_episode_names_what_was_judged_alone_and_never_held() {
         .unwrap();
     assert!(eth1.judged_alone.is_empty());
 }
+
+/// The plan a report is given: `instance_type` looked up in `table` as
+/// `--instance-type` is, or `--baseline` (bits/s, both ways) when given.
+fn plan(
+    table: crate::model::instance::SpecTable,
+    instance_type: Option<&str>,
+    baseline: Option<f64>,
+) -> crate::commands::baseline::Plan {
+    use crate::model::instance::{resolve, BaselineRequest, HostIdentity};
+    let req = BaselineRequest {
+        instance_type: instance_type.map(str::to_string),
+        baseline: baseline.map(|b| (b, b)),
+    };
+    let host = HostIdentity::Unknown("test".into());
+    let resolved = resolve(&host, &req, &table).unwrap();
+    let (baseline, note) = match resolved {
+        Ok(b) => (Some(b), None),
+        Err(why) => (None, Some(why)),
+    };
+    crate::commands::baseline::Plan {
+        table,
+        instance_type: instance_type.map(str::to_string),
+        baseline,
+        note,
+    }
+}
+
+fn build_planned(
+    snaps: &[Snapshot],
+    filters: ReportFilters,
+    plan: crate::commands::baseline::Plan,
+) -> Report {
+    let h = header();
+    let mut b = ReportBuilder::new(
+        vec!["t.jsonl".into()],
+        std::slice::from_ref(&h),
+        &Thresholds::default(),
+        Thresholds::default(),
+        filters,
+        10,
+    )
+    .unwrap();
+    b.set_plan(plan);
+    for s in snaps {
+        b.push(s);
+    }
+    b.finish().unwrap()
+}
+
+/// Ten intervals of exact rates: eth0 sends 100, 200 .. 1000 Mbit/s (out
+/// of order) and receives 20 Mbit/s; eth1 sends 50 Mbit/s. The instance
+/// (both ENA, summed) sends 150 .. 1050 Mbit/s.
+fn exact_rates() -> Vec<Snapshot> {
+    [700, 100, 1000, 300, 500, 200, 900, 400, 800, 600]
+        .iter()
+        .enumerate()
+        .map(|(seq, &mbit)| {
+            let mut s = snap(seq as u64, (0, 0), (0, 0), seq as u64);
+            s.interfaces[0].delta.tx_bytes = mbit * 125_000;
+            s.interfaces[0].delta.rx_bytes = 20 * 125_000;
+            s.interfaces[1].delta.tx_bytes = 50 * 125_000;
+            s
+        })
+        .collect()
+}
+
+/// A small table whose answers are known: two x86_64 and two arm64 types
+/// cover 1.05 Gb/s, one of each does not.
+fn small_table() -> crate::model::instance::SpecTable {
+    crate::model::instance::SpecTable::parse(
+        "# source: https://example.com/specs\n# retrieved: 2026-11-01\n\
+         t1.small x86_64 2 0.5 5\n\
+         t1.large x86_64 4 1.25 10\n\
+         t1.xlarge x86_64 8 2.5 10\n\
+         g1.small arm64 2 0.5 5\n\
+         g1.large arm64 4 1.1 10\n\
+         g1.xlarge arm64 8 2.5 2.5\n",
+        "specs.tsv",
+    )
+    .unwrap()
+}
+
+#[test]
+fn right_sizing_percentiles_and_time_above_the_baseline() {
+    // m5.large: 750 Mbit/s baseline. Above it: 850, 950 and 1050 Mbit/s,
+    // 3 s and (100 + 200 + 300) Mbit = 75 MB beyond.
+    let table = crate::model::instance::SpecTable::built_in();
+    let r = build_planned(
+        &exact_rates(),
+        ReportFilters::default(),
+        plan(table, Some("m5.large"), None),
+    );
+    let s = &r.right_sizing;
+    assert_eq!(s.intervals, 10);
+    assert_eq!(s.interfaces, vec!["eth0".to_string(), "eth1".to_string()]);
+    assert_eq!(s.interval_secs, 1.0);
+    // Nearest rank of 10 values: p50 the 5th (550), p99 the 10th (1050).
+    assert_eq!(s.tx.p50_bps, 550e6);
+    assert_eq!(s.tx.p99_bps, 1050e6);
+    assert_eq!(s.tx.max_bps, 1050e6);
+    assert_eq!(s.tx.baseline_bps, Some(750e6));
+    assert!((s.tx.p99_pct.unwrap() - 140.0).abs() < 1e-9);
+    assert_eq!(s.tx.above_secs, 3.0);
+    assert!(
+        (s.tx.above_bytes - 75e6).abs() < 1.0,
+        "{}",
+        s.tx.above_bytes
+    );
+    assert_eq!(
+        (s.rx.p50_bps, s.rx.p99_bps, s.rx.max_bps),
+        (20e6, 20e6, 20e6)
+    );
+    assert_eq!(s.rx.above_secs, 0.0);
+    // The types named cover the p99 of both directions: x86_64 (m5.large's)
+    // first, up to 5, then up to 3 others, each by baseline.
+    assert_eq!(s.arch, Some(crate::model::instance::Arch::X86_64));
+    assert_eq!(s.covering.len(), 8, "{:#?}", s.covering);
+    assert!(s.covering.iter().all(|c| c.baseline_bps >= 1050e6));
+    assert!(s.covering[..5].iter().all(|c| c.same_arch));
+    assert!(s.covering[5..].iter().all(|c| !c.same_arch));
+    assert!(s.covering_total > 8);
+    assert_eq!(s.table_origin, "built-in table");
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains(
+            "right-sizing (1-second rates of the instance: eth0 + eth1 summed, 10 intervals)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("    {:<16} x86_64", s.covering[0].instance_type)),
+        "{text}"
+    );
+    assert!(
+        text.contains("out p50 550Mb/s (73.3%), p99 1.05Gb/s (140%), max 1.05Gb/s (140%) of baseline 750Mb/s; above it 3.00s, 75.0MB beyond"),
+        "{text}"
+    );
+    assert!(
+        text.contains("only the baseline can be planned against"),
+        "{text}"
+    );
+    assert!(
+        text.contains("plan        baseline 750Mb/s each way"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_time_above_is_the_trackers_totals() {
+    // The section's time and bytes above are the headroom tracker's totals,
+    // those the live view and the exporter count.
+    let table = crate::model::instance::SpecTable::built_in();
+    let p = plan(table, Some("m5.large"), None);
+    let mut tracker = crate::analysis::headroom::HeadroomTracker::new(p.baseline.clone());
+    let last = exact_rates()
+        .iter()
+        .map(|s| tracker.push(s).unwrap())
+        .last()
+        .unwrap();
+    let r = build_planned(&exact_rates(), ReportFilters::default(), p);
+    assert_eq!(r.right_sizing.tx.above_secs, last.tx.above_secs_total);
+    assert_eq!(r.right_sizing.tx.above_bytes, last.tx.above_bytes_total);
+}
+
+#[test]
+fn covering_types_same_architecture_first() {
+    // --baseline with no type: the arch is the kernel's (`k` says none),
+    // so the types come by baseline alone.
+    let r = build_planned(
+        &exact_rates(),
+        ReportFilters::default(),
+        plan(small_table(), None, Some(1e9)),
+    );
+    let names = |r: &Report| -> Vec<String> {
+        r.right_sizing
+            .covering
+            .iter()
+            .map(|c| c.instance_type.clone())
+            .collect()
+    };
+    assert_eq!(r.right_sizing.arch, None);
+    assert_eq!(
+        names(&r),
+        ["g1.large", "t1.large", "g1.xlarge", "t1.xlarge"]
+    );
+    // The instance type's architecture first: arm64, then x86_64.
+    let r = build_planned(
+        &exact_rates(),
+        ReportFilters::default(),
+        plan(small_table(), Some("g1.small"), None),
+    );
+    assert_eq!(
+        r.right_sizing.arch,
+        Some(crate::model::instance::Arch::Arm64)
+    );
+    assert_eq!(
+        names(&r),
+        ["g1.large", "g1.xlarge", "t1.large", "t1.xlarge"]
+    );
+    let r = build_planned(
+        &exact_rates(),
+        ReportFilters::default(),
+        plan(small_table(), Some("t1.small"), None),
+    );
+    assert_eq!(
+        names(&r),
+        ["t1.large", "t1.xlarge", "g1.large", "g1.xlarge"]
+    );
+    assert_eq!(r.right_sizing.covering_total, 4);
+    let text = crate::report::text::render(&r);
+    assert!(text.contains("x86_64 first (that of t1.small)"), "{text}");
+    assert!(
+        text.contains("specs: specs.tsv, retrieved 2026-11-01"),
+        "{text}"
+    );
+    // A fixed-bandwidth type has no burst to show.
+    let g1 = text.lines().find(|l| l.contains("g1.xlarge")).unwrap();
+    assert!(g1.ends_with("baseline 2.50Gb/s"), "{g1}");
+    // JSON carries the section.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["right_sizing"]["covering"][0]["instance_type"],
+        "t1.large"
+    );
+    assert_eq!(json["right_sizing"]["tx"]["p99_bps"], 1050e6);
+}
+
+#[test]
+fn right_sizing_keeps_to_iface_since_and_until() {
+    let filters = ReportFilters {
+        interfaces: vec!["eth1".into()],
+        ..Default::default()
+    };
+    let r = build_planned(
+        &exact_rates(),
+        filters,
+        plan(small_table(), None, Some(40e6)),
+    );
+    let s = &r.right_sizing;
+    assert_eq!(s.interfaces, vec!["eth1".to_string()]);
+    assert_eq!((s.tx.p50_bps, s.tx.max_bps), (50e6, 50e6));
+    // eth1 alone: 10 Mbit/s over the 40 Mbit/s baseline every second.
+    assert_eq!(s.tx.above_secs, 10.0);
+    assert!((s.tx.above_bytes - 10.0 * 10e6 / 8.0).abs() < 1.0);
+
+    // Seconds 3 to 5 (middles 3.5, 4.5): eth0 sends 300 and 500.
+    let filters = ReportFilters {
+        since: Some(TimeSpec::Offset(3_000)),
+        until: Some(TimeSpec::Offset(5_000)),
+        ..Default::default()
+    };
+    let r = build_planned(
+        &exact_rates(),
+        filters,
+        plan(small_table(), None, Some(400e6)),
+    );
+    let s = &r.right_sizing;
+    assert_eq!(s.intervals, 2);
+    assert_eq!((s.tx.p50_bps, s.tx.max_bps), (350e6, 550e6));
+    assert_eq!(s.tx.above_secs, 1.0);
+    assert!((s.tx.above_bytes - 150e6 / 8.0).abs() < 1.0);
+}
+
+#[test]
+fn no_baseline_is_said_with_how_to_give_one() {
+    let mut p = plan(small_table(), None, None);
+    p.note = Some("the recording has no baseline".into());
+    let r = build_planned(&exact_rates(), ReportFilters::default(), p);
+    let s = &r.right_sizing;
+    assert!(s.baseline.is_none());
+    assert_eq!(s.tx.p99_pct, None);
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains("plan        no baseline: the recording has no baseline"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  no baseline: the recording has no baseline"),
+        "{text}"
+    );
+    assert!(text.contains("give --instance-type TYPE"), "{text}");
+    assert!(!text.contains("above it"), "{text}");
+    // Still the types that would cover what was needed.
+    assert_eq!(s.covering.len(), 4);
+}
+
+#[test]
+fn enforcement_is_set_against_the_plan() {
+    // The instance (eth0 + eth1) sends 350 Mbit/s for 5 s (seq 2-6), then
+    // is held at 150: against a 200 Mbit/s baseline the burst ran 5 s
+    // above it before the enforcement started at seq 7.
+    let r = build_planned(
+        &burst_then_enforcement(),
+        ReportFilters::default(),
+        plan(small_table(), None, Some(200e6)),
+    );
+    let e = r
+        .episodes
+        .iter()
+        .find(|e| e.episode.verdict.is_enforcement())
+        .unwrap();
+    let p = e
+        .enforcement
+        .as_ref()
+        .unwrap()
+        .against_plan
+        .as_ref()
+        .unwrap();
+    assert!(!p.published);
+    assert_eq!(p.baseline_bps, 200e6);
+    assert_eq!(p.burst_above_secs, 5.0);
+    // 150 Mbit/s beyond for 5 s, less the frames' rounding.
+    assert!(
+        (p.burst_above_bytes - 5.0 * 150e6 / 8.0).abs() < 1e6,
+        "{}",
+        p.burst_above_bytes
+    );
+    assert_eq!(Some(p.line.clone()), e.episode.against_plan());
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains("against the plan: baseline 100Mb/s measured, 200Mb/s planned; burst ceiling 300Mb/s measured; the burst lasted 5.00s, 93.7MB above the baseline"),
+        "{text}"
+    );
+    let html = crate::report::html::render(&r);
+    assert!(
+        html.contains("<td class=\"against-plan\">baseline"),
+        "html says it"
+    );
+
+    // No plan: nothing to set it against.
+    let r = build(
+        &burst_then_enforcement(),
+        ReportFilters::default(),
+        Thresholds::default(),
+    )
+    .unwrap();
+    let e = r
+        .episodes
+        .iter()
+        .find(|e| e.episode.verdict.is_enforcement())
+        .unwrap();
+    assert!(e.enforcement.as_ref().unwrap().against_plan.is_none());
+    assert!(!crate::report::text::render(&r).contains("against the plan"));
+}
+
+/// The section as printed, for docs/report.md and review:
+/// `cargo test --lib right_sizing_text -- --nocapture`.
+#[test]
+fn right_sizing_text() {
+    let table = crate::model::instance::SpecTable::built_in();
+    let r = build_planned(
+        &exact_rates(),
+        ReportFilters::default(),
+        plan(table, Some("m5.large"), None),
+    );
+    let text = crate::report::text::render(&r);
+    let start = text.find("\nright-sizing").unwrap();
+    let end = start + text[start..].find("\nflows").unwrap();
+    println!("{}", &text[start..end]);
+}
+
+#[test]
+fn a_new_recording_starts_the_run_above_the_baseline_again() {
+    // Recording A ends 3 s above a 200 Mbit/s baseline (eth0 300 + eth1
+    // 50); recording B, an hour later, is 2 s above, then enforced. The
+    // burst that led into B's enforcement is B's own 2 s, as its live
+    // observer saw it; the section's totals count all 5 s.
+    let a: Vec<Snapshot> = (0..3)
+        .map(|seq| snap(seq, (300, 10), (50, 0), seq))
+        .collect();
+    let hour_ms = 3_600_000;
+    let b: Vec<Snapshot> = (0..10)
+        .map(|seq| {
+            let eth0 = if seq < 2 { (300, 10) } else { (100, 90) };
+            let mut s = snap(seq, eth0, (50, 0), seq);
+            s.unix_ms += hour_ms;
+            s.mono_ns += hour_ms * 1_000_000;
+            s
+        })
+        .collect();
+    let ha = header();
+    let mut hb = header();
+    hb.start_unix_ms += hour_ms;
+    hb.start_mono_ns += hour_ms * 1_000_000;
+    let mut builder = ReportBuilder::new(
+        vec!["a.jsonl".into(), "b.jsonl".into()],
+        &[ha.clone(), hb.clone()],
+        &Thresholds::default(),
+        Thresholds::default(),
+        ReportFilters::default(),
+        10,
+    )
+    .unwrap();
+    builder.set_plan(plan(small_table(), None, Some(200e6)));
+    builder.start_file(&ha);
+    a.iter().for_each(|s| builder.push(s));
+    builder.start_file(&hb);
+    b.iter().for_each(|s| builder.push(s));
+    let r = builder.finish().unwrap();
+    let e = r
+        .episodes
+        .iter()
+        .find(|e| e.episode.verdict.is_enforcement())
+        .unwrap_or_else(|| panic!("{:#?}", r.episodes));
+    let p = e
+        .enforcement
+        .as_ref()
+        .unwrap()
+        .against_plan
+        .as_ref()
+        .unwrap();
+    assert_eq!(p.burst_above_secs, 2.0, "{}", p.line);
+    assert_eq!(r.right_sizing.tx.above_secs, 5.0);
+}

@@ -1,7 +1,9 @@
-//! The report as text for a terminal: what was recorded, the episodes with
-//! their evidence and the enforcement (burst ceiling, then baseline), each
-//! interface's rates, the flows that backed off most, and the observer's
-//! health with everything the reader skipped.
+//! The report as text for a terminal: what was recorded and the baseline
+//! planned against, the episodes with their evidence and the enforcement
+//! (burst ceiling, then baseline, then set against the plan), each
+//! interface's rates, the instance's rates against its baseline and the
+//! types that cover them (right-sizing), the flows that backed off most,
+//! and the observer's health with everything the reader skipped.
 
 use std::fmt::Write;
 
@@ -21,6 +23,7 @@ pub fn render(r: &Report) -> String {
     header(&mut out, r);
     episodes(&mut out, r);
     interfaces(&mut out, r);
+    right_sizing(&mut out, r);
     flows(&mut out, r);
     workloads(&mut out, r);
     health(&mut out, r);
@@ -65,6 +68,18 @@ fn header(out: &mut String, r: &Report) {
             .map(|n| format!("{n}={}", now.get(n).cloned().unwrap_or_default()))
             .collect();
         let _ = writeln!(out, "thresholds  re-judged with {}", changed.join(", "));
+    }
+    let sizing = &r.right_sizing;
+    match (&sizing.baseline, &sizing.note) {
+        (Some(b), _) => {
+            let _ = writeln!(out, "plan        {}", b.describe());
+        }
+        (None, Some(note)) => {
+            let _ = writeln!(out, "plan        no baseline: {note}");
+        }
+        (None, None) => {
+            let _ = writeln!(out, "plan        no baseline known: {GIVE_A_BASELINE}");
+        }
     }
     let f = &r.filters;
     let mut filters = Vec::new();
@@ -193,6 +208,9 @@ fn episodes(out: &mut String, r: &Report) {
                     );
                 }
             }
+            if let Some(p) = &x.against_plan {
+                let _ = writeln!(out, "             against the plan: {}", p.line);
+            }
         }
     }
     if shown.len() > EPISODES_LISTED {
@@ -268,6 +286,99 @@ fn interfaces(out: &mut String, r: &Report) {
             );
         }
     }
+}
+
+/// The instance's rates against its baseline, and the types whose
+/// baseline covers them.
+fn right_sizing(out: &mut String, r: &Report) {
+    let s = &r.right_sizing;
+    let _ = writeln!(
+        out,
+        "\nright-sizing ({} of the instance: {} summed, {} intervals)",
+        s.rates_of(),
+        if s.interfaces.is_empty() {
+            "no interface".to_string()
+        } else {
+            s.interfaces.join(" + ")
+        },
+        s.intervals
+    );
+    match &s.baseline {
+        Some(b) => {
+            let _ = writeln!(out, "  {}", b.describe());
+        }
+        None => {
+            let why = s.note.as_deref().unwrap_or("no baseline known");
+            let _ = writeln!(out, "  no baseline: {why}");
+            let _ = writeln!(out, "  {GIVE_A_BASELINE}");
+        }
+    }
+    for (name, d) in [("out", &s.tx), ("in", &s.rx)] {
+        let of = |bps: f64, pct: Option<f64>| match pct {
+            Some(p) => format!("{} ({})", rate_bits(bps), units::pct(p)),
+            None => rate_bits(bps),
+        };
+        let mut line = format!(
+            "  {name:<3} p50 {}, p99 {}, max {}",
+            of(d.p50_bps, d.p50_pct),
+            of(d.p99_bps, d.p99_pct),
+            of(d.max_bps, d.max_pct)
+        );
+        if let Some(base) = d.baseline_bps {
+            line.push_str(&format!(
+                " of baseline {}; above it {}, {} beyond",
+                rate_bits(base),
+                secs(d.above_secs),
+                bytes(d.above_bytes as u64)
+            ));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if s.covering.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no type in the table has a baseline that covers the p99 (out {}, in {})",
+            rate_bits(s.tx.p99_bps),
+            rate_bits(s.rx.p99_bps)
+        );
+    } else {
+        let first = match (&s.arch, &s.arch_from) {
+            (Some(a), Some(from)) => format!("{} first ({from})", a.as_str()),
+            (Some(a), None) => format!("{} first", a.as_str()),
+            _ => "architecture unknown, by baseline".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  types whose baseline covers the p99 (out {}, in {}), {first}:",
+            rate_bits(s.tx.p99_bps),
+            rate_bits(s.rx.p99_bps)
+        );
+        for c in &s.covering {
+            let burst = if c.burst_bps > c.baseline_bps {
+                format!(", burst up to {}", rate_bits(c.burst_bps))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "    {:<16} {:<6} {:>3} vCPU{}  baseline {}{burst}",
+                c.instance_type,
+                c.arch.as_str(),
+                c.vcpus,
+                if c.vcpus == 1 { " " } else { "s" },
+                rate_bits(c.baseline_bps)
+            );
+        }
+        if s.covering_total > s.covering.len() {
+            let _ = writeln!(
+                out,
+                "    ... and {} more types in the table (larger baselines)",
+                s.covering_total - s.covering.len()
+            );
+        }
+    }
+    let _ = writeln!(out, "  specs: {}", s.table_provenance());
+    let _ = writeln!(out, "  {WHY_BASELINE}");
 }
 
 fn flows(out: &mut String, r: &Report) {

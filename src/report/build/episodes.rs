@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Verdict};
 use crate::model::snapshot::Snapshot;
-use crate::report::model::{EnforcementSummary, EpisodeReport};
+use crate::report::model::{EnforcementSummary, EpisodeReport, PlanComparison};
 
 /// Episode details kept apart from the tracker (which has no room for
 /// them); bounded like the tracker's own list of closed episodes.
@@ -228,6 +228,22 @@ fn enforcement(episode: &Episode, extra: Option<&EpisodeExtra>) -> Option<Enforc
                 "out"
             }
             .to_string(),
+            against_plan: against_plan(episode),
         }
+    })
+}
+
+/// The episode set against the baseline it was planned on: the tracker's
+/// line and the numbers behind it.
+fn against_plan(episode: &Episode) -> Option<PlanComparison> {
+    let p = episode.planned.as_ref()?;
+    Some(PlanComparison {
+        line: episode.against_plan()?,
+        instance_type: p.instance_type.clone(),
+        published: p.published,
+        baseline_bps: p.baseline_bps,
+        burst_bps: p.burst_bps,
+        burst_above_secs: p.burst_above_secs,
+        burst_above_bytes: p.burst_above_bytes,
     })
 }

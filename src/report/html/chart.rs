@@ -72,6 +72,9 @@ pub struct Chart<'a> {
     pub x_range: (f64, f64),
     /// A dashed line at a threshold of the verdict engine, with its name.
     pub threshold: Option<(f64, String)>,
+    /// Labelled dashed lines at the instance's baseline (throughput: out
+    /// and in, or one line when they are the same), value and label.
+    pub baselines: Vec<(f64, String)>,
     /// Why a chart may be empty or what to read into it.
     pub note: Option<String>,
 }
@@ -134,6 +137,19 @@ const THRESHOLD_NEAR_DATA: f64 = 4.0;
 /// Room above a shown threshold line, as a share of it.
 const THRESHOLD_HEADROOM: f64 = 1.1;
 
+/// The lines of `lines` near enough to the data to be drawn (the same
+/// rule as the threshold's: one far above would squash the data).
+fn near(lines: &[(f64, String)], data_max: f64) -> Vec<&(f64, String)> {
+    lines
+        .iter()
+        .filter(|(v, _)| {
+            v.is_finite()
+                && *v > 0.0
+                && (!data_max.is_finite() || *v <= data_max.max(0.0) * THRESHOLD_NEAR_DATA)
+        })
+        .collect()
+}
+
 /// The frame for `series`, and the threshold when it is shown.
 fn frame<'a>(chart: &'a Chart, series: &[Prepared]) -> (Frame, Option<&'a (f64, String)>) {
     let (x0, x1) = widen(chart.x_range);
@@ -151,6 +167,9 @@ fn frame<'a>(chart: &'a Chart, series: &[Prepared]) -> (Frame, Option<&'a (f64, 
     let mut y_hi = if has_data { data_max } else { 1.0 };
     if let Some((t, _)) = threshold {
         y_hi = y_hi.max(*t * THRESHOLD_HEADROOM);
+    }
+    for (b, _) in near(&chart.baselines, data_max) {
+        y_hi = y_hi.max(*b * THRESHOLD_HEADROOM);
     }
     let y_lo = if has_data { data_min.min(0.0) } else { 0.0 };
     let (y_ticks, y0, y1) = y_axis(y_lo, y_hi);
@@ -180,6 +199,14 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
     if let Some((value, name)) = threshold {
         threshold_line(&mut out, chart, &f, *value, name);
     }
+    let data_max = series
+        .iter()
+        .flat_map(|s| s.samples.iter().flatten().map(|p| p.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let baselines = near(&chart.baselines, data_max);
+    for (value, label) in &baselines {
+        baseline_line(&mut out, &f, *value, label);
+    }
     paths(&mut out, &series, &f);
     if !f.has_data {
         let _ = writeln!(
@@ -190,8 +217,20 @@ pub fn render(chart: &Chart, max_points: usize) -> String {
         );
     }
     out.push_str("</svg>\n");
-    legend(&mut out, chart, &series, threshold.map(|(_, name)| name));
-    caption(&mut out, chart, &series, max_points);
+    legend(
+        &mut out,
+        chart,
+        &series,
+        threshold.map(|(_, name)| name),
+        &baselines,
+    );
+    let off_scale: Vec<&str> = chart
+        .baselines
+        .iter()
+        .filter(|b| !baselines.contains(b))
+        .map(|(_, label)| label.as_str())
+        .collect();
+    caption(&mut out, chart, &series, max_points, &off_scale);
     out.push_str("</figure>\n");
     out
 }
@@ -302,6 +341,22 @@ fn threshold_line(out: &mut String, chart: &Chart, f: &Frame, value: f64, name: 
     );
 }
 
+/// A baseline: dashed, across the plot, its label at the right end above
+/// it.
+fn baseline_line(out: &mut String, f: &Frame, value: f64, label: &str) {
+    let y = f.py(value);
+    let _ = writeln!(
+        out,
+        "<line class=\"baseline-line\" x1=\"{LEFT}\" x2=\"{x2}\" y1=\"{y:.1}\" y2=\"{y:.1}\">\
+         <title>{t}</title></line>\
+         <text class=\"baseline-label\" x=\"{tx}\" y=\"{ty:.1}\" text-anchor=\"end\">{t}</text>",
+        x2 = WIDTH - RIGHT,
+        tx = WIDTH - RIGHT - 4.0,
+        ty = y - 4.0,
+        t = Esc(label)
+    );
+}
+
 /// One path per series with values, coloured by its index.
 fn paths(out: &mut String, series: &[Prepared], f: &Frame) {
     out.push_str("<g class=\"series-group\">\n");
@@ -323,7 +378,13 @@ fn paths(out: &mut String, series: &[Prepared], f: &Frame) {
 
 /// The series, then one swatch per verdict shown as a band, then the
 /// threshold.
-fn legend(out: &mut String, chart: &Chart, series: &[Prepared], threshold: Option<&String>) {
+fn legend(
+    out: &mut String,
+    chart: &Chart,
+    series: &[Prepared],
+    threshold: Option<&String>,
+    baselines: &[&(f64, String)],
+) {
     out.push_str("<div class=\"legend\">\n");
     for (index, s) in series.iter().enumerate() {
         let empty = if downsample::points(&s.samples) == 0 {
@@ -355,14 +416,33 @@ fn legend(out: &mut String, chart: &Chart, series: &[Prepared], threshold: Optio
             Esc(name)
         );
     }
+    for (_, label) in baselines {
+        let _ = writeln!(
+            out,
+            "<span class=\"legend-baseline\"><i class=\"swatch baseline\"></i>{}</span>",
+            Esc(label)
+        );
+    }
     out.push_str("</div>\n");
 }
 
 /// The chart's note and which series were downsampled, if any.
-fn caption(out: &mut String, chart: &Chart, series: &[Prepared], max_points: usize) {
+fn caption(
+    out: &mut String,
+    chart: &Chart,
+    series: &[Prepared],
+    max_points: usize,
+    off_scale: &[&str],
+) {
     let mut caption = Vec::new();
     if let Some(note) = &chart.note {
         caption.push(Esc(note).to_string());
+    }
+    if !off_scale.is_empty() {
+        caption.push(format!(
+            "Not drawn, far above the data: {}.",
+            Esc(&off_scale.join(", "))
+        ));
     }
     let reduced: Vec<String> = series
         .iter()

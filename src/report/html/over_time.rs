@@ -10,6 +10,7 @@ use super::downsample::Sample;
 use super::{format, is_banded, MAX_POINTS};
 use crate::report::model::{InterfacePoint, IntervalPoint, Report};
 use crate::shared::clock::format_offset;
+use crate::shared::units;
 
 /// Interface names in a stable order: the summary's, then any other that
 /// appears in the series.
@@ -70,6 +71,50 @@ fn per_interface(
                 } else {
                     format!("{name} {suffix}")
                 },
+                samples,
+            }
+        })
+        .collect()
+}
+
+/// With a baseline and several interfaces summed for the instance: their
+/// sum out and in, the rate the baseline bounds (each interface's line
+/// alone would sit below it while the instance is above). An interval
+/// missing one of them is a gap: a partial sum would understate it.
+fn instance_series(report: &Report) -> Vec<Series> {
+    let sizing = &report.right_sizing;
+    if sizing.baseline.is_none() || sizing.interfaces.len() < 2 {
+        return Vec::new();
+    }
+    let interval = interval_secs(report);
+    let summed = sizing.interfaces.join(" + ");
+    [("tx", false), ("rx", true)]
+        .into_iter()
+        .map(|(dir, rx)| {
+            let mut samples = Vec::with_capacity(report.series.len());
+            let mut previous: Option<&IntervalPoint> = None;
+            for point in &report.series {
+                if previous.is_some_and(|p| is_time_gap(p.t_secs, point.t_secs, interval)) {
+                    samples.push(None);
+                }
+                let sum: Option<f64> = sizing
+                    .interfaces
+                    .iter()
+                    .map(|name| {
+                        point.interfaces.iter().find(|i| &i.iface == name).map(|i| {
+                            if rx {
+                                i.rx_bps
+                            } else {
+                                i.tx_bps
+                            }
+                        })
+                    })
+                    .sum();
+                samples.push(sum.map(|v| (point.t_secs, v)));
+                previous = Some(point);
+            }
+            Series {
+                label: format!("instance {dir} ({summed})"),
                 samples,
             }
         })
@@ -160,6 +205,7 @@ pub fn render(out: &mut String, report: &Report) {
                 .filter(|s| s.samples.iter().any(Option::is_some)),
         );
     }
+    throughput.extend(instance_series(report));
     let mut allowance = Vec::new();
     for name in &names {
         let one = std::slice::from_ref(name);
@@ -196,6 +242,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: None,
+            baselines: baselines(report),
             note: None,
         },
         Chart {
@@ -207,6 +254,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.bw_allowance_pct, "bw_allowance_pct".to_string())),
+            baselines: Vec::new(),
             note: Some(allowance_note),
         },
         Chart {
@@ -218,6 +266,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.retrans_pct, "retrans_pct".to_string())),
+            baselines: Vec::new(),
             note: Some("Retransmitted segments as % of segments sent.".to_string()),
         },
         Chart {
@@ -229,6 +278,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: Some((th.rtt_inflation, "rtt_inflation".to_string())),
+            baselines: Vec::new(),
             note: Some("Smoothed RTT over the flow's minimum RTT, per interval.".to_string()),
         },
         Chart {
@@ -240,6 +290,7 @@ pub fn render(out: &mut String, report: &Report) {
             bands: &bands,
             x_range,
             threshold: None,
+            baselines: Vec::new(),
             note: Some("Largest host qdisc backlog in the interval.".to_string()),
         },
     ];
@@ -256,4 +307,30 @@ pub fn render(out: &mut String, report: &Report) {
         out.push_str(&chart::render(chart, MAX_POINTS));
     }
     out.push_str("</section>\n");
+}
+
+/// The instance's baseline on the throughput chart, out and in (one line
+/// when they are the same). The chart draws each interface; the baseline
+/// is the instance's, their sum's (the right-sizing section has it).
+fn baselines(report: &Report) -> Vec<(f64, String)> {
+    let Some(b) = &report.right_sizing.baseline else {
+        return Vec::new();
+    };
+    if b.tx_bps == b.rx_bps {
+        vec![(
+            b.tx_bps,
+            format!("baseline {} (out and in)", units::rate_bits(b.tx_bps)),
+        )]
+    } else {
+        vec![
+            (
+                b.tx_bps,
+                format!("baseline out {}", units::rate_bits(b.tx_bps)),
+            ),
+            (
+                b.rx_bps,
+                format!("baseline in {}", units::rate_bits(b.rx_bps)),
+            ),
+        ]
+    }
 }

@@ -31,7 +31,7 @@ pub fn episodes(out: &mut String, report: &Report) {
         "<table class=\"episodes\" id=\"table-episodes\">\n<tr><th>verdict</th><th>interface</th>\
          <th>start</th><th>end</th><th>duration</th><th>intervals</th><th>peak</th>\
          <th>confidence</th><th>evidence (peak interval)</th><th>burst ceiling</th>\
-         <th>baseline</th><th>burst length</th></tr>\n",
+         <th>baseline</th><th>burst length</th><th>against the plan</th></tr>\n",
     );
     for e in shown {
         let ep = &e.episode;
@@ -78,8 +78,14 @@ pub fn episodes(out: &mut String, report: &Report) {
                     format::opt_bps(enf.baseline_bps),
                     units::secs(enf.burst_secs)
                 );
+                match &enf.against_plan {
+                    Some(p) => {
+                        let _ = write!(out, "<td class=\"against-plan\">{}</td>", Esc(&p.line));
+                    }
+                    None => out.push_str("<td>–</td>"),
+                }
             }
-            None => out.push_str("<td>–</td><td>–</td><td>–</td>"),
+            None => out.push_str("<td>–</td><td>–</td><td>–</td><td>–</td>"),
         }
         out.push_str("</tr>\n");
     }

@@ -18,6 +18,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
         baseline_bps: Some(1.2e9),
         burst_secs: 42.0,
         direction: "out".to_string(),
+        against_plan: None,
     });
     EpisodeReport {
         episode: Episode {
@@ -223,6 +224,7 @@ fn report(n: usize) -> Report {
         },
         series,
         flow_series,
+        right_sizing: RightSizing::default(),
     }
 }
 
@@ -508,4 +510,150 @@ fn a_measured_peak_is_a_line_over_the_mean() {
     assert_eq!(throughput.len(), 5, "{throughput:?}");
     assert!(html.contains("eth0 tx peak"));
     assert!(!html.contains("eth1 tx peak"));
+}
+
+fn baseline(tx_bps: f64, rx_bps: f64) -> crate::model::instance::Baseline {
+    crate::model::instance::Baseline {
+        instance_type: Some(format!("m5.{HOSTILE}")),
+        from: crate::model::instance::BaselineFrom::InstanceTypeFlag,
+        tx_bps,
+        rx_bps,
+        burst_bps: Some(10e9),
+        arch: Some(crate::model::instance::Arch::X86_64),
+        source: "built-in table".to_string(),
+    }
+}
+
+#[test]
+fn the_baseline_is_a_dashed_line_on_the_throughput_chart_only_when_known() {
+    let mut r = report(300);
+    let html = render(&r);
+    assert!(!svg(&html, "chart-throughput").contains("baseline-line"));
+    assert!(html.contains("No baseline known: give --instance-type TYPE"));
+
+    // Out and in the same: one line, labelled, within the y axis.
+    r.right_sizing.baseline = Some(baseline(1.5e9, 1.5e9));
+    let html = render(&r);
+    let chart = svg(&html, "chart-throughput");
+    assert_eq!(chart.matches("<line class=\"baseline-line\"").count(), 1);
+    assert!(
+        chart.contains(">baseline 1.50Gb/s (out and in)</text>"),
+        "{chart}"
+    );
+    assert!(html.contains("<i class=\"swatch baseline\"></i>baseline 1.50Gb/s (out and in)"));
+    // Without the instance's interfaces known, no sum is drawn.
+    assert!(!chart.contains("instance tx"));
+    // The other charts are not rates: no baseline on them.
+    assert!(!svg(&html, "chart-allowance").contains("baseline-line"));
+
+    // Several interfaces summed: the instance's sum out and in is drawn
+    // after the interfaces' lines (eth0 tx, rx, eth1 tx, rx), with a gap
+    // where one of them is missing (eth1 in 50..60), as eth1's own line.
+    r.right_sizing.interfaces = vec!["eth0".into(), "eth1".into()];
+    let html = render(&r);
+    let chart = svg(&html, "chart-throughput");
+    assert!(
+        chart.contains("<title>instance tx (eth0 + eth1)</title>"),
+        "{chart}"
+    );
+    assert!(chart.contains("<title>instance rx (eth0 + eth1)</title>"));
+    let d = paths(chart);
+    assert_eq!(d.len(), 6);
+    assert_eq!(d[4].matches('M').count(), d[2].matches('M').count());
+    assert_eq!(d[4].matches('M').count(), 3, "{}", d[4]);
+
+    // Out and in apart: two lines.
+    r.right_sizing.baseline = Some(baseline(1.5e9, 1e9));
+    let html = render(&r);
+    let chart = svg(&html, "chart-throughput");
+    assert_eq!(chart.matches("<line class=\"baseline-line\"").count(), 2);
+    assert!(chart.contains(">baseline out 1.50Gb/s</text>"));
+    assert!(chart.contains(">baseline in 1.00Gb/s</text>"));
+
+    // Far above the data it would squash the lines: said, not drawn.
+    r.right_sizing.baseline = Some(baseline(100e9, 100e9));
+    let html = render(&r);
+    assert!(!svg(&html, "chart-throughput").contains("baseline-line"));
+    assert!(html.contains("Not drawn, far above the data: baseline 100Gb/s (out and in)."));
+}
+
+#[test]
+fn right_sizing_section_and_the_plan_in_the_episodes_table() {
+    use crate::model::instance::Arch;
+    let mut r = report(300);
+    r.right_sizing = RightSizing {
+        baseline: Some(baseline(1.25e9, 1.25e9)),
+        interval_secs: 1.0,
+        intervals: 300,
+        interfaces: vec!["eth0".into(), HOSTILE.into()],
+        tx: DirectionSizing {
+            p50_bps: 1e9,
+            p99_bps: 2e9,
+            max_bps: 2.5e9,
+            baseline_bps: Some(1.25e9),
+            p50_pct: Some(80.0),
+            p99_pct: Some(160.0),
+            max_pct: Some(200.0),
+            above_secs: 120.0,
+            above_bytes: 9e9,
+        },
+        arch: Some(Arch::X86_64),
+        arch_from: Some("that of m5.xlarge".into()),
+        covering: vec![CoveringType {
+            instance_type: "m5.2xlarge".into(),
+            arch: Arch::X86_64,
+            vcpus: 8,
+            baseline_bps: 2.5e9,
+            burst_bps: 10e9,
+            same_arch: true,
+        }],
+        covering_total: 30,
+        table_origin: "built-in table".into(),
+        table_retrieved: Some("2026-11-25".into()),
+        ..Default::default()
+    };
+    for e in &mut r.episodes {
+        if let Some(x) = &mut e.enforcement {
+            x.against_plan = Some(PlanComparison {
+                line: format!("baseline 1.20Gb/s measured, 1.25Gb/s published {HOSTILE}"),
+                instance_type: Some("m5.xlarge".into()),
+                published: true,
+                baseline_bps: 1.25e9,
+                burst_bps: Some(10e9),
+                burst_above_secs: 960.0,
+                burst_above_bytes: 1.7e12,
+            });
+        }
+    }
+    let html = render(&r);
+    let start = html.find("<section id=\"right-sizing\">").unwrap();
+    let section = &html[start..start + html[start..].find("</section>").unwrap()];
+    assert!(
+        section.contains("1-second rates of the instance"),
+        "{section}"
+    );
+    assert!(
+        section.contains("<td class=\"num\">2.00Gb/s (160%)</td>"),
+        "{section}"
+    );
+    assert!(
+        section.contains("<td class=\"num\">2.00min</td>"),
+        "{section}"
+    );
+    assert!(section.contains("<td>m5.2xlarge</td>"), "{section}");
+    assert!(
+        section.contains("x86_64 first (that of m5.xlarge)"),
+        "{section}"
+    );
+    assert!(section.contains("and 29 more types"), "{section}");
+    assert!(
+        section.contains("built-in table, retrieved 2026-11-25"),
+        "{section}"
+    );
+    assert!(section.contains("only the baseline can be planned against"));
+    assert!(!section.contains(HOSTILE), "escaped");
+    assert!(html.contains("<th>against the plan</th>"));
+    assert!(html.contains(
+        "<td class=\"against-plan\">baseline 1.20Gb/s measured, 1.25Gb/s published &lt;script&gt;"
+    ));
 }
