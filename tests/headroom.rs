@@ -170,6 +170,53 @@ fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_pu
         (plan.burst_above_bytes - expected).abs() < 0.35 * expected,
         "{plan:?}, ceiling {ceiling}"
     );
+
+    // The report of the recording, with the lab's table (the recording
+    // names the type; the table to size against is the report's to give).
+    let report = Command::new(common::binary())
+        .args(["report", "--json", "--instance-specs", &specs, &name])
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let sizing = &r["right_sizing"];
+    // The p99 of the intervals' rates, as the live headroom saw them.
+    let mut rates: Vec<f64> = rows
+        .iter()
+        .map(|(_, a)| a.headroom.as_ref().unwrap().tx.bps)
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    let p99_live = rates[((rates.len() as f64 * 0.99).ceil() as usize).max(1) - 1];
+    let p99 = sizing["tx"]["p99_bps"].as_f64().unwrap();
+    eprintln!(
+        "right-sizing: out p99 {p99:.0} (live {p99_live:.0}): {}",
+        sizing["covering"]
+    );
+    assert!(
+        (p99 - p99_live).abs() <= p99_live * 1e-6,
+        "{p99} vs {p99_live}"
+    );
+    let covering = sizing["covering"].as_array().unwrap();
+    let first = &covering.first().expect("a type that covers the p99")["instance_type"];
+    // 300 Mbit/s offered: lab.4xlarge (400 Mb/s) is the smallest that holds it.
+    assert_eq!(first, "lab.4xlarge", "{covering:?}");
+    for c in covering {
+        assert!(c["baseline_bps"].as_f64().unwrap() >= p99, "{c}");
+    }
+    let text = Command::new(common::binary())
+        .args(["report", "--instance-specs", &specs, &name])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("against the plan: baseline "), "{text}");
+    assert!(
+        text.contains("right-sizing") && text.contains("lab.4xlarge"),
+        "{text}"
+    );
     drop(lab);
 
     // `doctor` says what it knows of this host's instance.
