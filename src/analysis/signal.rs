@@ -75,6 +75,31 @@ impl Signal {
         }
     }
 
+    /// `value` of the signal named `name`, with its unit, as every other
+    /// figure is printed (src/shared/units.rs): `302Mb/s`, `98.4%`,
+    /// `1.53x`, `4.00ms`. Names from older recordings that this build does
+    /// not know print as a plain number.
+    pub fn display(name: &str, value: f64) -> String {
+        use crate::shared::units;
+        if name.ends_with("_pct") {
+            units::pct(value)
+        } else if name.ends_with("_bps") {
+            units::rate_bits(value)
+        } else if name.ends_with("_pps") {
+            units::rate_pps(value)
+        } else if name.ends_with("_per_s") {
+            format!("{}/s", units::significant(value, 3))
+        } else if name.ends_with("_us") {
+            units::secs(value / 1e6)
+        } else if name == Signal::RttInflationP50.as_str()
+            || name == Signal::MicroburstRatio.as_str()
+        {
+            units::ratio(value)
+        } else {
+            units::significant(value, 3)
+        }
+    }
+
     /// Whether `e` is this signal's evidence.
     pub fn is(self, e: &Evidence) -> bool {
         e.signal == self.as_str()
@@ -205,5 +230,26 @@ fn unit_of(what: &str) -> &'static str {
         "x"
     } else {
         ""
+    }
+}
+
+#[cfg(test)]
+mod display_tests {
+    use super::Signal;
+
+    #[test]
+    fn every_signal_prints_with_its_unit() {
+        assert_eq!(Signal::display("tx_bps", 302_435_191.0), "302Mb/s");
+        assert_eq!(Signal::display("bw_out_allowance_pct", 98.37), "98.4%");
+        assert_eq!(Signal::display("wire_pps", 16_400.0), "16.4kpps");
+        assert_eq!(Signal::display("local_sojourn_us", 4000.0), "4.00ms");
+        assert_eq!(Signal::display("rtt_inflation_p50", 1.534), "1.53x");
+        assert_eq!(Signal::display("microburst_ratio", 12.2), "12.2x");
+        assert_eq!(
+            Signal::display("conntrack_allowance_exceeded_per_s", 12.0),
+            "12/s"
+        );
+        assert_eq!(Signal::display("tx_plateau_cv", 0.0123), "0.0123");
+        assert_eq!(Signal::display("local_backlog_packets", 250.0), "250");
     }
 }

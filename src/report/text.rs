@@ -132,14 +132,19 @@ fn episodes(out: &mut String, r: &Report) {
         let ep = &e.episode;
         let _ = writeln!(
             out,
-            "  {:<10} {} to {}  {:>4} interval{}  {} (confidence {:.0}%){}{}",
+            "  {:<10} {} to {}  {:>4} interval{}  {}{}{}{}",
             ep.iface,
             format_offset(e.start_offset_secs),
             format_offset(e.end_offset_secs),
             ep.intervals,
             if ep.intervals == 1 { " " } else { "s" },
             ep.verdict,
-            ep.mean_confidence * 100.0,
+            // None beside a calm verdict (docs/verdicts.md, "Confidence").
+            if ep.verdict.is_calm() {
+                String::new()
+            } else {
+                format!(" (confidence {:.0}%)", ep.mean_confidence * 100.0)
+            },
             match (&ep.microburst, ep.peak_rate_bps) {
                 (Some(_), Some(p)) => format!(", in microbursts (peak {})", rate_bits(p)),
                 (Some(_), None) => ", in microbursts".to_string(),

@@ -31,6 +31,15 @@ pub enum Unit {
 }
 
 impl Unit {
+    /// The finest step the axis may take: whole bytes; the others are
+    /// continuous.
+    fn smallest_step(self) -> f64 {
+        match self {
+            Unit::Bytes => 1.0,
+            Unit::BitsPerSec | Unit::Percent | Unit::Ratio => 0.0,
+        }
+    }
+
     fn tick(self, value: f64) -> String {
         match self {
             Unit::BitsPerSec => units::rate_bits(value),
@@ -172,7 +181,7 @@ fn frame<'a>(chart: &'a Chart, series: &[Prepared]) -> (Frame, Option<&'a (f64, 
         y_hi = y_hi.max(*b * THRESHOLD_HEADROOM);
     }
     let y_lo = if has_data { data_min.min(0.0) } else { 0.0 };
-    let (y_ticks, y0, y1) = y_axis(y_lo, y_hi);
+    let (y_ticks, y0, y1) = y_axis(y_lo, y_hi, chart.unit.smallest_step());
     let frame = Frame {
         x0,
         x1,
@@ -515,8 +524,10 @@ fn nice_step(span: f64, count: f64) -> f64 {
     nice * power
 }
 
-/// Y ticks and the rounded range they cover.
-fn y_axis(lo: f64, hi: f64) -> (Vec<f64>, f64, f64) {
+/// Y ticks and the rounded range they cover; no step under `smallest`
+/// (a backlog of whole bytes has no tick at 0.2 B, which printed as
+/// "0B 0B 1B 1B" on an all-zero chart).
+fn y_axis(lo: f64, hi: f64, smallest: f64) -> (Vec<f64>, f64, f64) {
     // A flat series (all zero backlog, say) gets a range above it, not one
     // centred on it: no negative bytes on the axis.
     let (lo, hi) = if lo.is_finite() && hi.is_finite() && hi - lo < 1e-12 {
@@ -524,7 +535,7 @@ fn y_axis(lo: f64, hi: f64) -> (Vec<f64>, f64, f64) {
     } else {
         widen((lo, hi))
     };
-    let step = nice_step(hi - lo, 5.0);
+    let step = nice_step(hi - lo, 5.0).max(smallest);
     let y0 = (lo / step).floor() * step;
     let y1 = (hi / step).ceil() * step;
     let count = ((y1 - y0) / step).round() as usize;
@@ -592,14 +603,28 @@ mod tests {
 
     #[test]
     fn ticks_are_round() {
-        let (ticks, y0, y1) = y_axis(0.0, 9.3e8);
+        let (ticks, y0, y1) = y_axis(0.0, 9.3e8, 0.0);
         assert_eq!(y0, 0.0);
         assert_eq!(y1, 1e9);
         assert_eq!(ticks.len(), 6);
-        let (_, y0, y1) = y_axis(0.0, 0.0);
+        let (_, y0, y1) = y_axis(0.0, 0.0, 0.0);
         assert_eq!((y0, y1), (0.0, 1.0), "flat zero series");
         assert_eq!(x_ticks(0.0, 300.0).first(), Some(&0.0));
         assert_eq!(x_ticks(0.0, 300.0).last(), Some(&300.0));
         assert_eq!(x_ticks(0.0, 300.0).len(), 7, "steps of 50 s");
+    }
+
+    /// An all-zero backlog chart: whole-byte ticks, each printed once.
+    #[test]
+    fn a_flat_byte_axis_has_whole_distinct_ticks() {
+        let (ticks, y0, y1) = y_axis(0.0, 0.0, Unit::Bytes.smallest_step());
+        assert_eq!((y0, y1), (0.0, 1.0));
+        let labels: Vec<String> = ticks.iter().map(|t| Unit::Bytes.tick(*t)).collect();
+        assert_eq!(labels, ["0B", "1B"]);
+        let (ticks, _, _) = y_axis(0.0, 3.0, Unit::Bytes.smallest_step());
+        let labels: Vec<String> = ticks.iter().map(|t| Unit::Bytes.tick(*t)).collect();
+        let mut unique = labels.clone();
+        unique.dedup();
+        assert_eq!(labels, unique, "{labels:?}");
     }
 }

@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use super::chart::{self, Band, Chart, Series, Unit};
 use super::downsample::Sample;
-use super::{format, is_banded, MAX_POINTS};
+use super::{is_banded, MAX_POINTS};
+use crate::analysis::signal::Signal;
 use crate::report::model::{InterfacePoint, IntervalPoint, Report};
 use crate::shared::clock::format_offset;
 use crate::shared::units;
@@ -184,7 +185,7 @@ pub fn render(out: &mut String, report: &Report) {
                 format_offset(e.start_offset_secs),
                 format_offset(e.end_offset_secs),
                 e.episode.peak_signal,
-                format::significant(e.episode.peak, 4)
+                Signal::display(&e.episode.peak_signal, e.episode.peak)
             ),
         })
         .collect();

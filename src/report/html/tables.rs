@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::{format, Esc};
+use crate::analysis::signal::Signal;
 use crate::analysis::{Thresholds, Verdict};
 use crate::report::model::{EpisodeReport, Report};
 use crate::shared::clock::format_offset;
@@ -42,15 +43,20 @@ pub fn episodes(out: &mut String, report: &Report) {
             "<tr class=\"episode\"><td class=\"verdict-{v}\">{v}</td><td>{iface}</td>\
              <td class=\"num\">{start}</td><td class=\"num\">{end}{open}</td>\
              <td class=\"num\">{duration}</td><td class=\"num\">{intervals}</td>\
-             <td>{signal} = {peak}</td><td class=\"num\">{confidence:.2}</td><td>",
+             <td>{signal} = {peak}</td><td class=\"num\">{confidence}</td><td>",
             iface = Esc(&ep.iface),
             start = format_offset(e.start_offset_secs),
             end = format_offset(e.end_offset_secs),
             duration = units::secs(e.end_offset_secs - e.start_offset_secs),
             intervals = ep.intervals,
             signal = Esc(&ep.peak_signal),
-            peak = format::significant(ep.peak, 4),
-            confidence = ep.mean_confidence,
+            peak = Signal::display(&ep.peak_signal, ep.peak),
+            // None beside a calm verdict (docs/verdicts.md, "Confidence").
+            confidence = if ep.verdict.is_calm() {
+                units::UNKNOWN.to_string()
+            } else {
+                format!("{:.2}", ep.mean_confidence)
+            },
         );
         if !e.held_note.is_empty() {
             let _ = write!(out, "<p class=\"held\">{}</p>", Esc(&e.held_note));
