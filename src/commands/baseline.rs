@@ -6,7 +6,9 @@
 use anyhow::Result;
 
 use crate::commands::cli::InstanceArgs;
-use crate::model::instance::{self, Baseline, BaselineRequest, HostIdentity, SpecTable};
+use crate::model::instance::{
+    self, Baseline, BaselineFrom, BaselineRequest, HostIdentity, SpecTable,
+};
 use crate::record::TraceHeader;
 use crate::shared::usage_error::UsageError;
 
@@ -80,13 +82,35 @@ pub fn for_recording(args: &InstanceArgs, header: &TraceHeader) -> Result<Plan> 
             .as_ref()
             .and_then(|b| b.instance_type.clone())
     });
-    if args.given() {
+    let only_table = args.instance_type.is_none() && args.baseline.is_none();
+    let recorded_flag = header
+        .baseline
+        .as_ref()
+        .is_some_and(|b| b.from == BaselineFrom::BaselineFlag);
+    if args.given() && !(only_table && recorded_flag) {
         let host = match &recorded_type {
             Some(t) => HostIdentity::Ec2(t.clone()),
             None => HostIdentity::Unknown("the recording names no instance type".into()),
         };
-        return plan(args, &host);
+        let mut p = plan(args, &host)?;
+        // The recorded type looked up in another table: it was found the
+        // way the recording says (DMI or --instance-type), not here.
+        if only_table {
+            match (&mut p.baseline, &header.baseline) {
+                (Some(b), Some(recorded)) => b.from = recorded.from,
+                // The new table lacks the type: the recorded baseline
+                // stands, and the table only sizes.
+                (None, Some(recorded)) => {
+                    p.baseline = Some(recorded.clone());
+                    p.note = None;
+                }
+                _ => {}
+            }
+        }
+        return Ok(p);
     }
+    // With only --instance-specs on a recording planned with --baseline,
+    // the user's baseline stays; the table is for right-sizing.
     Ok(Plan {
         table: args.table()?,
         instance_type: recorded_type,

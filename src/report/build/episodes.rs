@@ -185,7 +185,19 @@ fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> Ep
             ms(x.end_t.min(x.start_t + span as f64 / 1e9))
         }),
         evidence: extra.map(|x| x.evidence.clone()).unwrap_or_default(),
-        held_note: extra.map(|x| x.held_note.clone()).unwrap_or_default(),
+        held_note: extra
+            .map(|x| {
+                // An enforcement's senders burst under its standing queue
+                // (TCP does), but the bursts are not its cause: the
+                // episode-level call (`Episode::microburst`) says which
+                // episodes microburst, and only those keep the line.
+                if enforced(&episode) {
+                    without_microburst(&x.held_note)
+                } else {
+                    x.held_note.clone()
+                }
+            })
+            .unwrap_or_default(),
         judged_alone: extra.map(|x| judged_alone(&episode, x)).unwrap_or_default(),
         enforcement: enforcement(&episode, extra),
         episode,
@@ -205,13 +217,31 @@ fn judged_alone(episode: &Episode, x: &EpisodeExtra) -> BTreeMap<Verdict, u64> {
     m
 }
 
+/// An enforcement episode, not a microburst one.
+fn enforced(episode: &Episode) -> bool {
+    episode.verdict.is_enforcement() && episode.microburst.is_none()
+}
+
+/// `note` less its "; in microbursts: ... flows bursting: ..." part (the
+/// held verdict's note carries it from the latest microbursting interval,
+/// src/analysis/hold.rs).
+fn without_microburst(note: &str) -> String {
+    let Some(start) = note.find("; in microbursts: ") else {
+        return note.to_string();
+    };
+    let flows = note[start..]
+        .find("flows bursting: ")
+        .map_or(start, |i| start + i);
+    let end = note[flows..].find("; ").map_or(note.len(), |i| flows + i);
+    format!("{}{}", &note[..start], &note[end..])
+}
+
 /// For enforcement verdicts: the burst ceiling (only after a step down),
 /// the baseline, the burst's length and the enforced direction.
 fn enforcement(episode: &Episode, extra: Option<&EpisodeExtra>) -> Option<EnforcementSummary> {
     // A microburst episode is never an enforcement: bursts over the
     // allowance, not a burst ceiling falling to a baseline.
-    let enforced = episode.verdict.is_enforcement() && episode.microburst.is_none();
-    enforced.then(|| {
+    enforced(episode).then(|| {
         let signal = extra.map(|x| x.start_signal.as_str()).unwrap_or("");
         EnforcementSummary {
             burst_ceiling_bps: episode
@@ -246,4 +276,25 @@ fn against_plan(episode: &Episode) -> Option<PlanComparison> {
         burst_above_secs: p.burst_above_secs,
         burst_above_bytes: p.burst_above_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_microburst;
+
+    #[test]
+    fn an_enforcement_note_loses_only_its_microburst_part() {
+        let note = "hypervisor_queuing in 5 of the last 5 intervals; bw_out_allowance_pct 106.1% \
+                    over them (threshold 50.0%); in microbursts: the busiest 12 ms ran at \
+                    348Mb/s, 3.4x the interval's mean of 102Mb/s; flows bursting: a:1 at \
+                    234Mb/s, b:2 at 91.4Mb/s; ending: 1 of 3 intervals without it";
+        assert_eq!(
+            without_microburst(note),
+            "hypervisor_queuing in 5 of the last 5 intervals; bw_out_allowance_pct 106.1% over \
+             them (threshold 50.0%); ending: 1 of 3 intervals without it"
+        );
+        let at_end = "queuing; in microbursts: x; flows bursting: a at 1Mb/s, b at 2Mb/s";
+        assert_eq!(without_microburst(at_end), "queuing");
+        assert_eq!(without_microburst("plain"), "plain");
+    }
 }
