@@ -125,22 +125,14 @@ pub struct EnforcementSummary {
 }
 
 /// An enforcement set against the plan: the line
-/// [`Episode::against_plan`] says, and its numbers.
+/// [`Episode::against_plan`] says, and its numbers (the episode's own
+/// `planned`, flattened beside the line in the JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanComparison {
     /// "baseline 1.58Gb/s measured, 1.25Gb/s published (m5.xlarge); ..."
     pub line: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_type: Option<String>,
-    /// AWS's figures (false: the user's `--baseline`).
-    pub published: bool,
-    /// In the enforced direction, bits/s.
-    pub baseline_bps: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub burst_bps: Option<f64>,
-    /// The run above the baseline that led into the episode.
-    pub burst_above_secs: f64,
-    pub burst_above_bytes: f64,
+    #[serde(flatten)]
+    pub plan: crate::analysis::episodes::PlannedBaseline,
 }
 
 /// What the instance needed over the span against what it can count on
@@ -195,6 +187,16 @@ impl RightSizing {
     pub fn rates_of(&self) -> String {
         use crate::shared::units::significant;
         format!("{}-second rates", significant(self.interval_secs, 3))
+    }
+
+    /// How the covering types are ordered: "x86_64 first (that of
+    /// m5.large)", or by baseline when the architecture is unknown.
+    pub fn order(&self) -> String {
+        match (&self.arch, &self.arch_from) {
+            (Some(a), Some(from)) => format!("{} first ({from})", a.as_str()),
+            (Some(a), None) => format!("{} first", a.as_str()),
+            _ => "architecture unknown, by baseline".to_string(),
+        }
     }
 
     /// The specs table's origin and date.

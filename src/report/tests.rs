@@ -827,14 +827,14 @@ fn enforcement_is_set_against_the_plan() {
         .against_plan
         .as_ref()
         .unwrap();
-    assert!(!p.published);
-    assert_eq!(p.baseline_bps, 200e6);
-    assert_eq!(p.burst_above_secs, 5.0);
+    assert!(!p.plan.published);
+    assert_eq!(p.plan.baseline_bps, 200e6);
+    assert_eq!(p.plan.burst_above_secs, 5.0);
     // 150 Mbit/s beyond for 5 s, less the frames' rounding.
     assert!(
-        (p.burst_above_bytes - 5.0 * 150e6 / 8.0).abs() < 1e6,
+        (p.plan.burst_above_bytes - 5.0 * 150e6 / 8.0).abs() < 1e6,
         "{}",
-        p.burst_above_bytes
+        p.plan.burst_above_bytes
     );
     assert_eq!(Some(p.line.clone()), e.episode.against_plan());
     let text = crate::report::text::render(&r);
@@ -930,6 +930,6 @@ fn a_new_recording_starts_the_run_above_the_baseline_again() {
         .against_plan
         .as_ref()
         .unwrap();
-    assert_eq!(p.burst_above_secs, 2.0, "{}", p.line);
+    assert_eq!(p.plan.burst_above_secs, 2.0, "{}", p.line);
     assert_eq!(r.right_sizing.tx.above_secs, 5.0);
 }

@@ -347,11 +347,7 @@ fn right_sizing(out: &mut String, r: &Report) {
             rate_bits(s.rx.p99_bps)
         );
     } else {
-        let first = match (&s.arch, &s.arch_from) {
-            (Some(a), Some(from)) => format!("{} first ({from})", a.as_str()),
-            (Some(a), None) => format!("{} first", a.as_str()),
-            _ => "architecture unknown, by baseline".to_string(),
-        };
+        let first = s.order();
         let _ = writeln!(
             out,
             "  types whose baseline covers the p99 (out {}, in {}), {first}:",

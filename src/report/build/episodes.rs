@@ -269,12 +269,7 @@ fn against_plan(episode: &Episode) -> Option<PlanComparison> {
     let p = episode.planned.as_ref()?;
     Some(PlanComparison {
         line: episode.against_plan()?,
-        instance_type: p.instance_type.clone(),
-        published: p.published,
-        baseline_bps: p.baseline_bps,
-        burst_bps: p.burst_bps,
-        burst_above_secs: p.burst_above_secs,
-        burst_above_bytes: p.burst_above_bytes,
+        plan: p.clone(),
     })
 }
 

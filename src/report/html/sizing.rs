@@ -52,11 +52,7 @@ pub fn render(out: &mut String, report: &Report) {
             units::rate_bits(s.rx.p99_bps)
         );
     } else {
-        let first = match (&s.arch, &s.arch_from) {
-            (Some(a), Some(from)) => format!("{} first ({from})", a.as_str()),
-            (Some(a), None) => format!("{} first", a.as_str()),
-            _ => "architecture unknown, by baseline".to_string(),
-        };
+        let first = s.order();
         let _ = writeln!(
             out,
             "<p>Types whose baseline covers the p99 (out {}, in {}), {}:</p>",

@@ -579,6 +579,7 @@ fn the_baseline_is_a_dashed_line_on_the_throughput_chart_only_when_known() {
 
 #[test]
 fn right_sizing_section_and_the_plan_in_the_episodes_table() {
+    use crate::analysis::episodes::PlannedBaseline;
     use crate::model::instance::Arch;
     let mut r = report(300);
     r.right_sizing = RightSizing {
@@ -616,12 +617,14 @@ fn right_sizing_section_and_the_plan_in_the_episodes_table() {
         if let Some(x) = &mut e.enforcement {
             x.against_plan = Some(PlanComparison {
                 line: format!("baseline 1.20Gb/s measured, 1.25Gb/s published {HOSTILE}"),
-                instance_type: Some("m5.xlarge".into()),
-                published: true,
-                baseline_bps: 1.25e9,
-                burst_bps: Some(10e9),
-                burst_above_secs: 960.0,
-                burst_above_bytes: 1.7e12,
+                plan: PlannedBaseline {
+                    instance_type: Some("m5.xlarge".into()),
+                    published: true,
+                    baseline_bps: 1.25e9,
+                    burst_bps: Some(10e9),
+                    burst_above_secs: 960.0,
+                    burst_above_bytes: 1.7e12,
+                },
             });
         }
     }
