@@ -12,7 +12,7 @@ use super::outcome::Evidence;
 /// Every signal that can appear in an interval's evidence. `as_str` is the
 /// name in the evidence, exactly as it has always been written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Signal {
+pub(crate) enum Signal {
     WirePps,
     AllowanceUntrusted,
     AllowanceUnavailable,
@@ -46,7 +46,7 @@ pub enum Signal {
 }
 
 impl Signal {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Signal::WirePps => "wire_pps",
             Signal::AllowanceUntrusted => "allowance_untrusted",
@@ -76,12 +76,12 @@ impl Signal {
     }
 
     /// Whether `e` is this signal's evidence.
-    pub fn is(self, e: &Evidence) -> bool {
+    pub(crate) fn is(self, e: &Evidence) -> bool {
         e.signal == self.as_str()
     }
 
     /// A plateau: corroboration only, never a cause of its own.
-    pub fn is_plateau(self) -> bool {
+    pub(crate) fn is_plateau(self) -> bool {
         matches!(self, Signal::TxPlateauCv | Signal::RxPlateauCv)
     }
 }

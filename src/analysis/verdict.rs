@@ -29,7 +29,7 @@ const CONFIDENCE_STEPS: f64 = 1000.0;
 /// interface's throughput (bps) of the previous intervals, oldest first,
 /// then the current one. `untrusted`: why this interval's allowance read
 /// is no data (src/analysis/trust.rs); `rates` then carry no allowance part.
-pub fn judge(
+pub(crate) fn judge(
     iface: &InterfaceSample,
     rates: NormalisedRates,
     untrusted: Option<&str>,

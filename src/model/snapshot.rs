@@ -165,7 +165,7 @@ impl Default for AllowanceStatus {
 }
 
 impl AllowanceStatus {
-    pub fn sample(&self) -> Option<&AllowanceSample> {
+    pub(crate) fn sample(&self) -> Option<&AllowanceSample> {
         match self {
             AllowanceStatus::Read(s) => Some(s),
             AllowanceStatus::Unavailable { .. } => None,
@@ -303,7 +303,7 @@ pub struct Owner {
 impl Owner {
     /// `comm/pid` as the views show it, the name made inert for a
     /// terminal: any process can name itself with escape sequences.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "{}/{}",
             crate::shared::terminal_text::inert(&self.comm),
@@ -340,13 +340,13 @@ impl<T: Copy> PerCaState<T> {
 impl FlowCounters {
     /// Of the retransmits, those reported spurious (never more than the
     /// retransmits: in a delta, a D-SACK can come an interval late).
-    pub fn spurious_retransmits(&self) -> u64 {
+    pub(crate) fn spurious_retransmits(&self) -> u64 {
         self.retrans_spurious.min(self.retrans_segs)
     }
 
     /// The retransmits not reported spurious: those that may have
     /// repaired a loss. Loss verdicts and backoff count these.
-    pub fn lossy_retransmits(&self) -> u64 {
+    pub(crate) fn lossy_retransmits(&self) -> u64 {
         self.retrans_segs - self.spurious_retransmits()
     }
 }
@@ -517,7 +517,7 @@ impl FlowSample {
     /// namespace) `netns NAME`.
     /// Made inert for a terminal: pod, cgroup and namespace names come
     /// from other users.
-    pub fn workload_label(&self) -> Option<String> {
+    pub(crate) fn workload_label(&self) -> Option<String> {
         self.owner
             .as_ref()
             .and_then(|o| o.workload.as_ref())
@@ -527,7 +527,7 @@ impl FlowSample {
     }
 
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.
-    pub fn rtt_inflation(&self) -> Option<f64> {
+    pub(crate) fn rtt_inflation(&self) -> Option<f64> {
         (self.min_rtt_us > 0 && self.srtt_us > 0)
             .then(|| self.srtt_us as f64 / self.min_rtt_us as f64)
     }
@@ -701,7 +701,7 @@ impl Default for ProgramHealth {
 
 impl Health {
     /// Programs that are not running, so some figures are missing.
-    pub fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
+    pub(crate) fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
         self.programs.iter().filter(|p| !p.attached)
     }
 
@@ -709,18 +709,18 @@ impl Health {
     /// every program is attached.
     /// "1 in N" when tcp_probe's per-segment figures were sampled, for the
     /// views; None when every segment was read.
-    pub fn probe_sampling_text(&self) -> Option<String> {
+    pub(crate) fn probe_sampling_text(&self) -> Option<String> {
         (self.probe_sampling > 1).then(|| format!("1 in {}", self.probe_sampling))
     }
 
-    pub fn not_attached_text(&self) -> String {
+    pub(crate) fn not_attached_text(&self) -> String {
         self.not_attached()
             .map(|p| p.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     }
 
-    pub fn missed_total(&self) -> u64 {
+    pub(crate) fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
     }
 }

@@ -55,7 +55,7 @@ impl Workload {
     /// Reads a cgroup v2 path (relative to the hierarchy's root, with or
     /// without a leading `/`) in the layouts of the kubelet's systemd and
     /// cgroupfs drivers, Docker's two drivers and plain systemd services.
-    pub fn from_cgroup_path(path: &str) -> Workload {
+    pub(crate) fn from_cgroup_path(path: &str) -> Workload {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let mut w = Workload::default();
         if let Some(i) = parts
@@ -142,7 +142,7 @@ impl Workload {
     /// or the UID where the name is not known), (`container`, the id's
     /// first 12 digits, as `crictl ps` and `docker ps` print it) for a
     /// container outside any pod, or (`service`, the unit).
-    pub fn key(&self) -> Option<(&'static str, String)> {
+    pub(crate) fn key(&self) -> Option<(&'static str, String)> {
         if let Some(uid) = &self.pod_uid {
             let name = match (&self.pod_namespace, &self.pod_name) {
                 (Some(ns), Some(n)) => format!("{ns}/{n}"),
@@ -158,7 +158,7 @@ impl Workload {
 
     /// The short name tables show: a pod's `namespace/name` (or UID), `ctr`
     /// and the short id of a container outside pods, a service's unit.
-    pub fn label(&self) -> Option<String> {
+    pub(crate) fn label(&self) -> Option<String> {
         self.key().map(|(kind, name)| match kind {
             "container" => format!("ctr {name}"),
             _ => name,
@@ -166,7 +166,7 @@ impl Workload {
     }
 
     /// Nothing known: the path names no pod, container or service.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pod_uid.is_none() && self.container_id.is_none() && self.service.is_none()
     }
 }
@@ -195,7 +195,7 @@ fn is_container_id(s: &str) -> bool {
 
 /// A pod's namespace and name, as the kubelet's log directory shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodName {
+pub(crate) struct PodName {
     pub namespace: String,
     pub name: String,
 }
@@ -204,7 +204,7 @@ pub struct PodName {
 /// kubelet keeps under `/var/log/pods`: `<namespace>_<name>_<uid>`.
 /// Neither a namespace nor a pod name can hold `_` (DNS labels), so the
 /// split is unambiguous. Entries of any other shape are ignored.
-pub fn pod_log_dirs<I, S>(names: I) -> HashMap<String, PodName>
+pub(crate) fn pod_log_dirs<I, S>(names: I) -> HashMap<String, PodName>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
@@ -241,7 +241,11 @@ pub struct WorkloadFilter {
 
 impl WorkloadFilter {
     /// Checks each value; the errors name the option.
-    pub fn new(pods: &[String], cgroups: &[String], services: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(
+        pods: &[String],
+        cgroups: &[String],
+        services: &[String],
+    ) -> Result<Self, String> {
         let clean = |opt: &str, v: &String| -> Result<String, String> {
             let t = v.trim();
             if t.is_empty() || t.chars().any(|c| c.is_control()) {
@@ -278,11 +282,11 @@ impl WorkloadFilter {
         Ok(f)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pods.is_empty() && self.cgroups.is_empty() && self.services.is_empty()
     }
 
-    pub fn matches(&self, f: &FlowSample) -> bool {
+    pub(crate) fn matches(&self, f: &FlowSample) -> bool {
         if self.is_empty() {
             return true;
         }

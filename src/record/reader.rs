@@ -119,7 +119,10 @@ pub fn open(path: &Path) -> Result<TraceReader> {
 
 impl TraceReader {
     /// Reads a trace from any byte source; `name` is used in messages.
-    pub fn from_reader(name: impl Into<String>, mut source: impl Read + 'static) -> Result<Self> {
+    pub(crate) fn from_reader(
+        name: impl Into<String>,
+        mut source: impl Read + 'static,
+    ) -> Result<Self> {
         let name = name.into();
         let mut magic = [0u8; 4];
         let got = read_prefix(&mut source, &mut magic)
@@ -181,7 +184,7 @@ impl TraceReader {
         &self.header
     }
 
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
