@@ -33,8 +33,6 @@ pub(crate) enum Signal {
     FailedRetransmits,
     TxPlateauCv,
     RxPlateauCv,
-    /// Free flow's own line (throughput), put first when nothing fired.
-    TxBps,
     /// The hard cap's own line, put first by `hypervisor_cap`.
     BwOutCapPct,
     /// Untracked sockets carried part of the traffic: a note (value: the
@@ -68,7 +66,6 @@ impl Signal {
             Signal::FailedRetransmits => "failed_retransmits",
             Signal::TxPlateauCv => "tx_plateau_cv",
             Signal::RxPlateauCv => "rx_plateau_cv",
-            Signal::TxBps => "tx_bps",
             Signal::BwOutCapPct => "bw_out_cap_pct",
             Signal::UntrackedFlows => "untracked_flows",
             Signal::MicroburstRatio => "microburst_ratio",

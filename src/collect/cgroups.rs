@@ -73,11 +73,6 @@ impl CgroupPaths {
         }
     }
 
-    /// The hierarchy this cache walks.
-    pub(crate) fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The path of cgroup `id` (`/` for the root), or None when no
     /// directory of the hierarchy has that inode (and none had it before).
     pub(crate) fn lookup(&mut self, id: u64, generation: u64) -> Option<&str> {

@@ -179,10 +179,6 @@ impl FlowTable {
         self.known.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.known.is_empty()
-    }
-
     /// tcp_probe runs on tracked flows since start: the flows' own counts,
     /// including those of flows already closed or forgotten.
     pub(crate) fn probe_events(&self) -> u64 {

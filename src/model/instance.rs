@@ -40,15 +40,6 @@ impl Arch {
             _ => None,
         }
     }
-
-    /// The architecture this binary runs on.
-    pub(crate) fn this_host() -> Option<Self> {
-        match std::env::consts::ARCH {
-            "x86_64" => Some(Arch::X86_64),
-            "aarch64" => Some(Arch::Arm64),
-            _ => None,
-        }
-    }
 }
 
 /// One instance type's published network figures. Both apply to each

@@ -72,11 +72,6 @@ impl Continuity {
         self.last_seq = Some(seq);
     }
 
-    /// Warnings so far, taken (the continuity state is kept).
-    pub(crate) fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
-    }
-
     /// Every warning, with one about mixed recordings when there were.
     pub(crate) fn finish(mut self) -> Vec<String> {
         if self.recordings > 1 {

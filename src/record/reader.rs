@@ -184,10 +184,6 @@ impl TraceReader {
         &self.header
     }
 
-    pub(crate) fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Counts so far; complete once the iterator has returned `None`.
     pub fn summary(&self) -> ReadSummary {
         ReadSummary {

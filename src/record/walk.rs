@@ -19,12 +19,8 @@ pub(crate) enum WalkItem {
     /// The first file of a recording (not a later segment of the one
     /// before): judging starts again here.
     NewRecording(Box<TraceHeader>),
-    /// A file of the same recording follows (its header; the name is in
-    /// `file`).
-    NextFile {
-        header: Box<TraceHeader>,
-        file: String,
-    },
+    /// A file of the same recording follows (its header).
+    NextFile { header: Box<TraceHeader> },
     /// One interval of the current file.
     Interval {
         snapshot: Box<Snapshot>,
@@ -99,7 +95,6 @@ impl RecordingWalk {
                 self.pending.push_back(if same {
                     WalkItem::NextFile {
                         header: Box::new(header.clone()),
-                        file: name.clone(),
                     }
                 } else {
                     WalkItem::NewRecording(Box::new(header.clone()))

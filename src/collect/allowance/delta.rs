@@ -52,11 +52,6 @@ const fn stat(name: &'static str, kind: Kind, group: Group) -> Stat {
     Stat { name, kind, group }
 }
 
-/// The allowance stat names, in `AllowanceCounters` field order.
-pub(crate) fn allowance_stat_names() -> impl Iterator<Item = &'static str> {
-    STATS.iter().map(|s| s.name)
-}
-
 type Values = [Option<u64>; N];
 
 fn to_array(c: &AllowanceCounters) -> Values {
@@ -183,10 +178,6 @@ pub(crate) struct AllowanceTracker {
 impl AllowanceTracker {
     pub(crate) fn new() -> Self {
         Self::default()
-    }
-
-    pub(crate) fn read_failures(&self) -> u64 {
-        self.read_failures
     }
 
     /// One successful read of every statistic the device reports. `None`
@@ -445,7 +436,7 @@ mod tests {
         }
         let c = from_array(v);
         let json = serde_json::to_value(c).unwrap();
-        for (i, name) in allowance_stat_names().enumerate() {
+        for (i, name) in STATS.iter().map(|s| s.name).enumerate() {
             assert_eq!(json[name], i as u64, "{name}");
         }
         assert_eq!(to_array(&c), v);

@@ -270,10 +270,6 @@ impl Ethtool {
         })
     }
 
-    pub(crate) fn iface(&self) -> &str {
-        &self.iface
-    }
-
     /// Runs one ethtool command whose buffer starts at `cmd`.
     ///
     /// SAFETY (for callers): `cmd` must point at a writable buffer large

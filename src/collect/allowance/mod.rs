@@ -151,14 +151,6 @@ impl AllowanceReader {
         }
     }
 
-    pub(crate) fn iface(&self) -> &str {
-        &self.iface
-    }
-
-    pub(crate) fn source(&self) -> &CounterSource {
-        &self.source
-    }
-
     /// Reads the counters now. Never panics and never gives up: a failed
     /// read is counted in the sample and the next call tries again.
     pub fn read(&mut self) -> AllowanceStatus {
