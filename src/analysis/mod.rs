@@ -4,9 +4,9 @@
 //! docs/verdicts.md.
 
 pub(crate) mod attribution;
-mod collect;
 mod decide;
 pub(crate) mod episodes;
+mod gather;
 pub(crate) mod headroom;
 pub(crate) mod hold;
 pub(crate) mod judge;

@@ -1,7 +1,7 @@
 //! Every tunable number the verdict engine compares against, in one place.
 //! Numbers that are not meant to be tuned live beside the code that uses
 //! them as named consts with their reasons: the confidence weights
-//! (decide.rs), floors a threshold is never taken below (collect.rs), the
+//! (decide.rs), floors a threshold is never taken below (gather.rs), the
 //! fewest samples a share is judged on (rates.rs), the backoff score's scale
 //! (attribution.rs), the look-back (judge.rs) and counts no real counter
 //! reaches (trust.rs). They are kept out of here also because these
