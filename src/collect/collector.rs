@@ -368,7 +368,7 @@ impl Collector {
         self.workloads.resolve(&mut flows, seq);
         if filtered {
             let keep = &self.config.workloads;
-            flows.retain(|f| keep.matches(f));
+            flows.retain(|f| f.passes(keep));
         }
         flows.sort_by(|a, b| {
             b.delta

@@ -7,6 +7,11 @@
 //! flows, the allowance tracker for the ENA counters, src/collect/ifstats.rs
 //! for link counters, the host-queue probes for theirs), never by a consumer,
 //! so every consumer agrees on them.
+//!
+//! The dependency on src/model/workload.rs runs one way, from here: a flow's
+//! owner holds a [`Workload`], and [`FlowSample::passes`] applies a
+//! [`WorkloadFilter`] to it. workload.rs is text about cgroup paths and never
+//! names a snapshot type.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,7 +19,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::fold::Folded;
-use crate::model::workload::Workload;
+use crate::model::workload::{Workload, WorkloadFilter};
 
 /// One interval of observation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -474,6 +479,16 @@ pub struct FlowSample {
 }
 
 impl FlowSample {
+    /// Whether `filter` (`--pod`, `--cgroup`, `--service`) keeps this flow,
+    /// judged by its owner's cgroup path and workload.
+    pub(crate) fn passes(&self, filter: &WorkloadFilter) -> bool {
+        let owner = self.owner.as_ref();
+        filter.matches(
+            owner.and_then(|o| o.cgroup.as_deref()),
+            owner.and_then(|o| o.workload.as_ref()),
+        )
+    }
+
     /// A quiet established flow (10.0.0.1:9092 to 10.0.0.2:40000+id, no
     /// counters, owner unknown) for unit tests to change what they need
     /// with `FlowSample { field, ..FlowSample::example(id) }`.

@@ -144,7 +144,7 @@ impl ReportFilters {
     pub(crate) fn flow_matches(&self, f: &FlowSample) -> bool {
         let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
         let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
-        by_pattern && by_iface && self.workloads.matches(f)
+        by_pattern && by_iface && f.passes(&self.workloads)
     }
 
     pub(crate) fn iface_matches(&self, name: &str) -> bool {
