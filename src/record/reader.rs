@@ -119,10 +119,7 @@ pub fn open(path: &Path) -> Result<TraceReader> {
 
 impl TraceReader {
     /// Reads a trace from any byte source; `name` is used in messages.
-    pub(crate) fn from_reader(
-        name: impl Into<String>,
-        mut source: impl Read + 'static,
-    ) -> Result<Self> {
+    pub fn from_reader(name: impl Into<String>, mut source: impl Read + 'static) -> Result<Self> {
         let name = name.into();
         let mut magic = [0u8; 4];
         let got = read_prefix(&mut source, &mut magic)
