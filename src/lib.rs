@@ -26,7 +26,7 @@ macro_rules! stderr_line {
 #[cfg(feature = "collect")]
 pub mod commands;
 pub mod model;
-pub mod pipeline;
+pub(crate) mod pipeline;
 pub mod record;
 pub mod report;
 pub mod shared;

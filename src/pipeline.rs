@@ -25,7 +25,7 @@ const RECENT_EPISODES: usize = 3;
 
 /// Where a recording goes. The file is created at the first interval, so
 /// its header can name the interfaces and drivers actually observed.
-pub struct RecordTarget {
+pub(crate) struct RecordTarget {
     pub path: PathBuf,
     pub rotate: RotateOptions,
     /// The driver version of an interface, for the header: read from the
@@ -37,7 +37,7 @@ pub struct RecordTarget {
 impl RecordTarget {
     /// `path` with `{start}` and `{host}` filled in; refused when a file of
     /// that name exists (checked here, before any view takes the terminal).
-    pub fn new(
+    pub(crate) fn new(
         path: &Path,
         rotate: RotateOptions,
         driver_version: fn(&str) -> Option<String>,
@@ -116,7 +116,7 @@ impl Recorder {
 }
 
 /// Analysis plus every sink of one run.
-pub struct Pipeline {
+pub(crate) struct Pipeline {
     /// Holds the run's thresholds (`Judge::thresholds`).
     judge: Judge,
     episodes: EpisodeTracker,
@@ -128,7 +128,11 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// `baseline`: what headroom is measured against (None: no headroom).
-    pub fn new(thresholds: Thresholds, baseline: Option<Baseline>, view: Box<dyn View>) -> Self {
+    pub(crate) fn new(
+        thresholds: Thresholds,
+        baseline: Option<Baseline>,
+        view: Box<dyn View>,
+    ) -> Self {
         Pipeline {
             episodes: EpisodeTracker::new(&thresholds),
             headroom: HeadroomTracker::new(baseline),
@@ -141,7 +145,7 @@ impl Pipeline {
 
     /// Records every interval to `target`; `instance_type` is what DMI
     /// named, for the header.
-    pub fn record_to(
+    pub(crate) fn record_to(
         &mut self,
         target: RecordTarget,
         interval: Duration,
@@ -164,12 +168,12 @@ impl Pipeline {
         Ok(())
     }
 
-    pub fn serve_metrics(&mut self, server: MetricsServer) {
+    pub(crate) fn serve_metrics(&mut self, server: MetricsServer) {
         self.metrics = Some(server);
     }
 
     /// Judges `snap` against the history and hands both to every sink.
-    pub fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
+    pub(crate) fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
         let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
         analysis.headroom = self.headroom.push(&snap);
         self.episodes.push(&analysis, &snap);
@@ -186,17 +190,17 @@ impl Pipeline {
 
     /// The next intervals are another recording's: judging starts again
     /// (no look-back, no held verdicts), as `report` does at the same place.
-    pub fn start_recording(&mut self) {
+    pub(crate) fn start_recording(&mut self) {
         self.judge.restart();
         self.headroom.restart();
     }
 
-    pub fn wait(&mut self, deadline: Instant) -> Result<Control> {
+    pub(crate) fn wait(&mut self, deadline: Instant) -> Result<Control> {
         self.view.wait(deadline)
     }
 
     /// The source has no more intervals: the view may hold its last screen.
-    pub fn end_of_input(&mut self) -> Result<()> {
+    pub(crate) fn end_of_input(&mut self) -> Result<()> {
         self.view.end_of_input()
     }
 
@@ -204,7 +208,7 @@ impl Pipeline {
     /// `hangup` when the stop came from the terminal going away);
     /// `outcome` is the loop's result, kept in front of any error from
     /// closing.
-    pub fn finish(mut self, outcome: Result<()>) -> Result<Option<(PathBuf, u64)>> {
+    pub(crate) fn finish(mut self, outcome: Result<()>) -> Result<Option<(PathBuf, u64)>> {
         let view_done = self.view.finish();
         let reason = if signals::hung_up() {
             EndReason::Hangup

@@ -82,7 +82,7 @@ pub struct BackoffParts {
 impl BackoffParts {
     /// `100 x (1 - prod(1 - part))`: any one part alone can reach the top,
     /// and parts that agree push it further. One decimal.
-    pub fn score(&self) -> f64 {
+    pub(crate) fn score(&self) -> f64 {
         let kept = (1.0 - self.recovery)
             * (1.0 - self.retransmits)
             * (1.0 - self.delay)
@@ -95,7 +95,7 @@ impl BackoffParts {
 /// flow that sent no data in the interval (it cannot have paid for
 /// sending, whatever its RTT: an idle or receive-only flow's srtt is made
 /// of delayed ACKs). `added_delay_us` is srtt over the flow's base RTT.
-pub fn backoff_parts(
+pub(crate) fn backoff_parts(
     f: &FlowSample,
     added_delay_us: Option<u32>,
     interval_us: f64,
@@ -170,7 +170,7 @@ fn active(f: &FlowSample) -> bool {
 
 /// The flows of `snap` that did something, ranked by backoff score (then by
 /// bytes share, then id, so the order is stable).
-pub fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
+pub(crate) fn attribute(snap: &Snapshot, th: &Thresholds) -> Vec<FlowAttribution> {
     let interval_us = snap.interval_ns as f64 / 1e3;
     // Folded flows (src/model/fold.rs) sent part of the interval's bytes:
     // a listed flow's share is of all of them.

@@ -420,7 +420,7 @@ fn free_flow(s: &Signals, r: &NormalisedRates) -> Decision {
     let mut c = FREE.at(1.0 - closeness);
     // Blind to the hypervisor without counters, or to loss and queuing on
     // the flows when every flow that moved was untracked.
-    if !r.allowance_available || super::collect::flows_unseen(r) {
+    if !r.allowance_available || super::gather::flows_unseen(r) {
         c = c.min(FREE_BLIND_MAX);
     }
     (Verdict::FreeFlow, c, closest.unwrap_or(Signal::WirePps))

@@ -224,7 +224,7 @@ impl EpisodeTracker {
     }
 
     /// Closed episodes dropped because more than `CLOSED_KEPT` piled up.
-    pub fn forgotten(&self) -> u64 {
+    pub(crate) fn forgotten(&self) -> u64 {
         self.forgotten
     }
 
@@ -520,7 +520,7 @@ impl EpisodeTracker {
 
     /// Per interface, the episode under way and the `closed` before it,
     /// oldest first: what a live view shows as recent history.
-    pub fn recent(&self, closed: usize) -> Vec<Episode> {
+    pub(crate) fn recent(&self, closed: usize) -> Vec<Episode> {
         let mut out = Vec::new();
         for (iface, run) in &self.open {
             let mut before: Vec<Episode> = self
@@ -539,7 +539,7 @@ impl EpisodeTracker {
     }
 
     /// The episode still going on `iface`, if any.
-    pub fn current(&self, iface: &str) -> Option<&Episode> {
+    pub(crate) fn current(&self, iface: &str) -> Option<&Episode> {
         self.open.get(iface).map(|r| &r.episode)
     }
 

@@ -42,7 +42,7 @@ pub struct DirectionHeadroom {
 }
 
 impl DirectionHeadroom {
-    pub fn above(&self) -> bool {
+    pub(crate) fn above(&self) -> bool {
         self.above_secs > 0.0
     }
 }
@@ -78,7 +78,7 @@ pub struct Headroom {
 impl Headroom {
     /// Both directions' line: "out 312% of 1.25Gb/s, above for 14.0min
     /// (38.0GB beyond); in 4% of 1.25Gb/s".
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         use crate::shared::units::{bytes, pct, rate_bits, secs};
         let one = |name: &str, d: &DirectionHeadroom| {
             let mut s = format!("{name} {} of {}", pct(d.pct), rate_bits(d.baseline_bps));
@@ -149,13 +149,13 @@ impl HeadroomTracker {
         }
     }
 
-    pub fn baseline(&self) -> Option<&Baseline> {
+    pub(crate) fn baseline(&self) -> Option<&Baseline> {
         self.baseline.as_ref()
     }
 
     /// Another recording starts: runs do not continue across the gap (the
     /// totals do, as a counter would).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         for r in [&mut self.tx, &mut self.rx] {
             r.secs = 0.0;
             r.bytes = 0.0;
@@ -204,12 +204,12 @@ impl HeadroomTracker {
 
 /// Whether `iface` counts towards the instance's allowance: the ENA
 /// interfaces when `all` has any, else every interface.
-pub fn counts_for_instance(iface: &InterfaceSample, all: &[InterfaceSample]) -> bool {
+pub(crate) fn counts_for_instance(iface: &InterfaceSample, all: &[InterfaceSample]) -> bool {
     is_ena(iface) || !all.iter().any(is_ena)
 }
 
 /// Whether `iface` is an ENA interface (an ENI of the instance).
-pub fn is_ena(iface: &InterfaceSample) -> bool {
+pub(crate) fn is_ena(iface: &InterfaceSample) -> bool {
     iface.driver.as_deref() == Some(ENA_DRIVER)
 }
 

@@ -28,7 +28,7 @@
 
 use std::collections::VecDeque;
 
-pub use super::outcome::HeldVerdict;
+pub(crate) use super::outcome::HeldVerdict;
 use super::outcome::{InterfaceVerdict, Verdict};
 use super::signal::Signal;
 use super::thresholds::Thresholds;
@@ -206,7 +206,7 @@ fn fmt_pct(v: f64) -> String {
 
 /// One interface's held verdict, advanced one interval at a time.
 #[derive(Debug, Clone, Default)]
-pub struct Hold {
+pub(crate) struct Hold {
     window: VecDeque<Entry>,
     held: Option<HeldVerdict>,
     /// The last interval judged of the held verdict's kind: a held verdict
@@ -421,7 +421,7 @@ impl Hold {
 
     /// Takes this interval's own judgement (`v`, of the interval `seq`
     /// that started at `start_ns`) and returns the held verdict.
-    pub fn push(
+    pub(crate) fn push(
         &mut self,
         v: &InterfaceVerdict,
         seq: u64,

@@ -12,9 +12,9 @@ use crate::model::snapshot::{Health, Snapshot};
 
 /// Intervals of look-back the interval's own judgement may read (the
 /// throughput plateau, the zeroed-read check).
-pub const LOOK_BACK: usize = 120;
+pub(crate) const LOOK_BACK: usize = 120;
 
-pub struct Judge {
+pub(crate) struct Judge {
     thresholds: Thresholds,
     /// Past intervals, interfaces only: the analysis reads nothing else
     /// from them, and whole snapshots of thousands of flows would cost
@@ -24,7 +24,7 @@ pub struct Judge {
 }
 
 impl Judge {
-    pub fn new(thresholds: Thresholds) -> Self {
+    pub(crate) fn new(thresholds: Thresholds) -> Self {
         Judge {
             thresholds,
             history: VecDeque::with_capacity(LOOK_BACK + 1),
@@ -32,19 +32,19 @@ impl Judge {
         }
     }
 
-    pub fn thresholds(&self) -> &Thresholds {
+    pub(crate) fn thresholds(&self) -> &Thresholds {
         &self.thresholds
     }
 
     /// A new observer (the next recording of a report): no look-back, no
     /// held verdicts.
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.history.clear();
         self.holds.clear();
     }
 
     /// Judges `snap`: each interface's own verdict and the held one.
-    pub fn judge(&mut self, snap: &Snapshot) -> IntervalAnalysis {
+    pub(crate) fn judge(&mut self, snap: &Snapshot) -> IntervalAnalysis {
         let th = &self.thresholds;
         let mut a = analyze(self.history.make_contiguous(), snap, th);
         let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);

@@ -3,34 +3,36 @@
 //! which flows paid. Thresholds and the decision order are documented in
 //! docs/verdicts.md.
 
-pub mod attribution;
-mod collect;
+pub(crate) mod attribution;
 mod decide;
-pub mod episodes;
-pub mod headroom;
-pub mod hold;
-pub mod judge;
+pub(crate) mod episodes;
+mod gather;
+pub(crate) mod headroom;
+pub(crate) mod hold;
+pub(crate) mod judge;
 mod outcome;
-pub mod rates;
-pub mod signal;
-pub mod threshold_range;
-pub mod thresholds;
-pub mod trust;
-pub mod verdict;
+pub(crate) mod rates;
+pub(crate) mod signal;
+pub(crate) mod threshold_range;
+pub(crate) mod thresholds;
+pub(crate) mod trust;
+pub(crate) mod verdict;
 
 #[cfg(test)]
 mod tests;
 
 use serde::{Deserialize, Serialize};
 
-pub use attribution::{BackoffParts, FlowAttribution};
+pub(crate) use attribution::{BackoffParts, FlowAttribution};
 pub use episodes::{Episode, EpisodeTracker};
-pub use headroom::{Headroom, HeadroomTracker};
-pub use hold::HeldVerdict;
-pub use judge::Judge;
-pub use rates::NormalisedRates;
-pub use thresholds::{ThresholdInfo, Thresholds};
-pub use verdict::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
+pub(crate) use headroom::Headroom;
+pub use headroom::HeadroomTracker;
+pub(crate) use hold::HeldVerdict;
+pub(crate) use judge::Judge;
+pub(crate) use rates::NormalisedRates;
+pub use thresholds::Thresholds;
+pub(crate) use verdict::InterfaceVerdict;
+pub use verdict::{Evidence, Location, Verdict, VerdictFamily};
 
 use crate::model::snapshot::Snapshot;
 

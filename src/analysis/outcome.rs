@@ -54,7 +54,7 @@ pub enum Location {
 }
 
 impl Verdict {
-    pub const ALL: [Verdict; 11] = [
+    pub(crate) const ALL: [Verdict; 11] = [
         Verdict::Idle,
         Verdict::FreeFlow,
         Verdict::HypervisorQueuing,
@@ -100,7 +100,7 @@ impl Verdict {
     }
 
     /// Nothing holds the network back: idle or free flow.
-    pub fn is_calm(&self) -> bool {
+    pub(crate) fn is_calm(&self) -> bool {
         self.location() == Location::None
     }
 
@@ -195,7 +195,7 @@ pub struct HeldVerdict {
 impl HeldVerdict {
     /// An interval's own verdict, held by that interval alone (`seq`, which
     /// started at `start_ns`).
-    pub fn alone(v: &InterfaceVerdict, seq: u64, start_ns: u64) -> Self {
+    pub(crate) fn alone(v: &InterfaceVerdict, seq: u64, start_ns: u64) -> Self {
         let first = v.evidence.first();
         HeldVerdict {
             verdict: v.verdict,

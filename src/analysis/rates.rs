@@ -194,7 +194,7 @@ const BURSTING_FLOWS_NAMED: usize = 3;
 /// the wire count exactly when every segment is full-size (bulk transfer),
 /// with or without offload; otherwise it is a lower bound, never below the
 /// skb count. Without an MTU the skb count is used as is.
-pub fn wire_packets(skbs: u64, bytes: u64, mtu: u32) -> u64 {
+pub(crate) fn wire_packets(skbs: u64, bytes: u64, mtu: u32) -> u64 {
     if mtu == 0 {
         return skbs;
     }
@@ -289,13 +289,13 @@ impl NormalisedRates {
     }
 
     /// The retransmits not reported spurious: what loss is judged on.
-    pub fn lossy_retransmits(&self) -> u64 {
+    pub(crate) fn lossy_retransmits(&self) -> u64 {
         self.retrans_segs.saturating_sub(self.retrans_spurious)
     }
 
     /// These rates with the allowance part left out, as `normalise` gives
     /// them for an interface without counters: for a read that is no data.
-    pub fn without_allowance(self) -> Self {
+    pub(crate) fn without_allowance(self) -> Self {
         NormalisedRates {
             allowance_available: false,
             bw_out_exceeded: None,
@@ -316,10 +316,10 @@ impl NormalisedRates {
 
 /// Incoming segments below which the share with data waiting is not
 /// judged: a handful of ACKs in an interval say little about the time.
-pub const MIN_WAITING_SAMPLES: u64 = 50;
+pub(crate) const MIN_WAITING_SAMPLES: u64 = 50;
 
 /// The rates of one interface of `snap`.
-pub fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
+pub(crate) fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
     let secs = snap.interval_secs();
     let per_s = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
     let d = &iface.delta;
@@ -474,7 +474,7 @@ fn bursting_flows(snap: &Snapshot, iface: &str) -> Vec<BurstingFlow> {
 /// An interval's microburst in one direction: its peak, mean and their
 /// ratio, when the peak is at least `ratio` times the mean.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Microburst {
+pub(crate) struct Microburst {
     pub peak: f64,
     pub mean: f64,
     pub times: f64,
@@ -486,7 +486,12 @@ impl NormalisedRates {
     /// bits; pps: tx + rx packets, taken from the busier direction; else
     /// tx bits): its peak is at least `ratio` times its mean. None without
     /// a peak (not measured, recordings before format 1.9) or a mean.
-    pub fn microburst(&self, inbound: bool, packets: bool, ratio: f64) -> Option<Microburst> {
+    pub(crate) fn microburst(
+        &self,
+        inbound: bool,
+        packets: bool,
+        ratio: f64,
+    ) -> Option<Microburst> {
         let secs = self.interval_secs;
         let window_us = self.peak_window_us?;
         let (peak, mean) = if packets {
@@ -519,7 +524,7 @@ impl NormalisedRates {
     /// What a microbursting hypervisor verdict says (issue 24): "in
     /// microbursts: the busiest 12 ms ran at X, Nx the interval's mean of
     /// Y; flows bursting: ...".
-    pub fn microburst_note(&self, m: &Microburst, packets: bool) -> String {
+    pub(crate) fn microburst_note(&self, m: &Microburst, packets: bool) -> String {
         let rate = |v: f64| {
             if packets {
                 crate::shared::units::rate_pps(v)

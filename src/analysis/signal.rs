@@ -12,7 +12,7 @@ use super::outcome::Evidence;
 /// Every signal that can appear in an interval's evidence. `as_str` is the
 /// name in the evidence, exactly as it has always been written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Signal {
+pub(crate) enum Signal {
     WirePps,
     AllowanceUntrusted,
     AllowanceUnavailable,
@@ -33,8 +33,6 @@ pub enum Signal {
     FailedRetransmits,
     TxPlateauCv,
     RxPlateauCv,
-    /// Free flow's own line (throughput), put first when nothing fired.
-    TxBps,
     /// The hard cap's own line, put first by `hypervisor_cap`.
     BwOutCapPct,
     /// Untracked sockets carried part of the traffic: a note (value: the
@@ -46,7 +44,7 @@ pub enum Signal {
 }
 
 impl Signal {
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Signal::WirePps => "wire_pps",
             Signal::AllowanceUntrusted => "allowance_untrusted",
@@ -68,7 +66,6 @@ impl Signal {
             Signal::FailedRetransmits => "failed_retransmits",
             Signal::TxPlateauCv => "tx_plateau_cv",
             Signal::RxPlateauCv => "rx_plateau_cv",
-            Signal::TxBps => "tx_bps",
             Signal::BwOutCapPct => "bw_out_cap_pct",
             Signal::UntrackedFlows => "untracked_flows",
             Signal::MicroburstRatio => "microburst_ratio",
@@ -101,12 +98,12 @@ impl Signal {
     }
 
     /// Whether `e` is this signal's evidence.
-    pub fn is(self, e: &Evidence) -> bool {
+    pub(crate) fn is(self, e: &Evidence) -> bool {
         e.signal == self.as_str()
     }
 
     /// A plateau: corroboration only, never a cause of its own.
-    pub fn is_plateau(self) -> bool {
+    pub(crate) fn is_plateau(self) -> bool {
         matches!(self, Signal::TxPlateauCv | Signal::RxPlateauCv)
     }
 }

@@ -21,7 +21,7 @@ pub struct ValidRange {
 }
 
 /// `>= min`.
-pub const fn at_least(min: f64) -> ValidRange {
+pub(crate) const fn at_least(min: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: false,
@@ -32,7 +32,7 @@ pub const fn at_least(min: f64) -> ValidRange {
 
 /// `> min`: a threshold a signal is divided by, or at which 0 would make
 /// every interval past it.
-pub const fn above(min: f64) -> ValidRange {
+pub(crate) const fn above(min: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: true,
@@ -43,7 +43,7 @@ pub const fn above(min: f64) -> ValidRange {
 
 /// `> min` and `<= max`: a share (a percentage of a whole that cannot be
 /// passed, a fraction) where 0 would make every interval past it.
-pub const fn above_up_to(min: f64, max: f64) -> ValidRange {
+pub(crate) const fn above_up_to(min: f64, max: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: true,
@@ -53,7 +53,7 @@ pub const fn above_up_to(min: f64, max: f64) -> ValidRange {
 }
 
 /// `min..=max`.
-pub const fn within(min: f64, max: f64) -> ValidRange {
+pub(crate) const fn within(min: f64, max: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: false,
@@ -63,7 +63,7 @@ pub const fn within(min: f64, max: f64) -> ValidRange {
 }
 
 /// A whole number `>= min`.
-pub const fn count_from(min: f64) -> ValidRange {
+pub(crate) const fn count_from(min: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: false,
@@ -73,7 +73,7 @@ pub const fn count_from(min: f64) -> ValidRange {
 }
 
 /// A whole number in `min..=max`.
-pub const fn count_within(min: f64, max: f64) -> ValidRange {
+pub(crate) const fn count_within(min: f64, max: f64) -> ValidRange {
     ValidRange {
         min,
         min_excluded: false,
@@ -83,7 +83,7 @@ pub const fn count_within(min: f64, max: f64) -> ValidRange {
 }
 
 impl ValidRange {
-    pub fn contains(&self, v: f64) -> bool {
+    pub(crate) fn contains(&self, v: f64) -> bool {
         v.is_finite()
             && (if self.min_excluded {
                 v > self.min

@@ -1,7 +1,7 @@
 //! Every tunable number the verdict engine compares against, in one place.
 //! Numbers that are not meant to be tuned live beside the code that uses
 //! them as named consts with their reasons: the confidence weights
-//! (decide.rs), floors a threshold is never taken below (collect.rs), the
+//! (decide.rs), floors a threshold is never taken below (gather.rs), the
 //! fewest samples a share is judged on (rates.rs), the backoff score's scale
 //! (attribution.rs), the look-back (judge.rs) and counts no real counter
 //! reaches (trust.rs). They are kept out of here also because these
@@ -39,7 +39,7 @@ macro_rules! thresholds {
 
         impl Thresholds {
             /// Every threshold: name, default and what it means.
-            pub fn describe() -> Vec<ThresholdInfo> {
+            pub(crate) fn describe() -> Vec<ThresholdInfo> {
                 vec![$( ThresholdInfo {
                     name: stringify!($name),
                     default: $default,
@@ -209,7 +209,7 @@ impl Thresholds {
     /// are refused with a message that lists the valid names, values out of
     /// the threshold's range with one that names the range. Limits between
     /// thresholds are checked by [`Thresholds::validate`], once all are set.
-    pub fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
+    pub(crate) fn set(&mut self, name: &str, value: f64) -> Result<(), String> {
         if let Some(t) = Self::describe().into_iter().find(|t| t.name == name) {
             if !t.range.contains(value) {
                 return Err(out_of_range(name, value, &t.range.to_string()));
@@ -228,7 +228,7 @@ impl Thresholds {
     }
 
     /// Parse and apply `NAME=VALUE`.
-    pub fn set_assignment(&mut self, assignment: &str) -> Result<(), String> {
+    pub(crate) fn set_assignment(&mut self, assignment: &str) -> Result<(), String> {
         let (name, value) = assignment
             .split_once('=')
             .ok_or_else(|| format!("{assignment:?}: expected NAME=VALUE"))?;
@@ -242,7 +242,7 @@ impl Thresholds {
     /// These thresholds with `--threshold NAME=VALUE` assignments applied in
     /// order, then checked together; the error names the option that was
     /// refused, or the threshold whose limit another one set breaks.
-    pub fn with_assignments(mut self, assignments: &[String]) -> Result<Self, String> {
+    pub(crate) fn with_assignments(mut self, assignments: &[String]) -> Result<Self, String> {
         for a in assignments {
             self.set_assignment(a)
                 .map_err(|e| format!("--threshold {a}: {e}"))?;
@@ -257,7 +257,7 @@ impl Thresholds {
     /// threshold at the bandwidth threshold never judges a cap). The error is
     /// one line naming the first threshold out of range, its value and what
     /// it may be.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         for (name, value, range) in self.values() {
             if !range.contains(value) {
                 return Err(out_of_range(name, value, &range.to_string()));
@@ -320,7 +320,7 @@ impl Thresholds {
         Ok(())
     }
 
-    pub fn names() -> Vec<&'static str> {
+    pub(crate) fn names() -> Vec<&'static str> {
         Self::describe().into_iter().map(|t| t.name).collect()
     }
 

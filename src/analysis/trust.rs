@@ -15,7 +15,7 @@ use super::thresholds::Thresholds;
 use crate::model::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
 
 /// Evidence signal of an interval whose allowance read was no data.
-pub const UNTRUSTED_SIGNAL: &str = Signal::AllowanceUntrusted.as_str();
+pub(crate) const UNTRUSTED_SIGNAL: &str = Signal::AllowanceUntrusted.as_str();
 
 /// A cumulative allowance counter at or above this cannot be real: 2^48
 /// packets is nine years at a million packets per second. Uninitialised
@@ -70,7 +70,7 @@ fn own_gap(now: &AllowanceSample, before: Option<&AllowanceSample>) -> Option<St
 /// the read itself and the two snapshots before it (`prev`, oldest first),
 /// before any rate is computed: its own failure, or one of the read before,
 /// whose missed growth this interval's delta then holds.
-pub fn read_gap(prev: &[Snapshot], iface: &InterfaceSample) -> Option<String> {
+pub(crate) fn read_gap(prev: &[Snapshot], iface: &InterfaceSample) -> Option<String> {
     let now = iface.allowance.sample()?;
     let before = prev.last().and_then(|s| sample_of(s, &iface.name));
     if let Some(why) = own_gap(now, before) {
@@ -106,7 +106,7 @@ fn totals(c: &AllowanceCounters) -> [(&'static str, Option<u64>); 5] {
 
 /// Why the deltas in `r` cannot be real, if they cannot: an exceeded count
 /// far above the packets it is a share of, or a total no counter reaches.
-pub fn implausible(
+pub(crate) fn implausible(
     iface: &InterfaceSample,
     r: &NormalisedRates,
     th: &Thresholds,

@@ -3,14 +3,14 @@
 //! The decision is a fixed order of questions (docs/verdicts.md, "Decision
 //! order"); the first that says yes wins. Every signal that could be judged
 //! is kept as evidence, the winning one first, so a reader can check the
-//! verdict against the numbers. The signals are gathered in collect.rs, the
+//! verdict against the numbers. The signals are gathered in gather.rs, the
 //! questions asked in decide.rs; here they meet, and the verdicts that say
 //! more than their deciding signal get their first line.
 
 pub use super::outcome::{Evidence, InterfaceVerdict, Location, Verdict, VerdictFamily};
 
-use super::collect::{collect, plateau_window};
 use super::decide::decide;
+use super::gather::{gather_signals, plateau_window};
 use super::outcome::HeldVerdict;
 use super::rates::NormalisedRates;
 use super::signal::{fmt_num, Signal};
@@ -29,7 +29,7 @@ const CONFIDENCE_STEPS: f64 = 1000.0;
 /// interface's throughput (bps) of the previous intervals, oldest first,
 /// then the current one. `untrusted`: why this interval's allowance read
 /// is no data (src/analysis/trust.rs); `rates` then carry no allowance part.
-pub fn judge(
+pub(crate) fn judge(
     iface: &InterfaceSample,
     rates: NormalisedRates,
     untrusted: Option<&str>,
@@ -37,7 +37,7 @@ pub fn judge(
     rx_history: &[f64],
     th: &Thresholds,
 ) -> InterfaceVerdict {
-    let s = collect(&rates, iface, untrusted, tx_history, rx_history, th);
+    let s = gather_signals(&rates, iface, untrusted, tx_history, rx_history, th);
     let (verdict, confidence, primary) = decide(&s, &rates, th);
     let mut evidence = s.ordered(primary);
     match verdict {
@@ -135,7 +135,7 @@ fn free_flow_line(rates: &NormalisedRates, evidence: &[Evidence]) -> Evidence {
             },
             // The held free flow shows this line alone: it must not read
             // as "no loss" when the flows could not be looked at.
-            if super::collect::flows_unseen(rates) {
+            if super::gather::flows_unseen(rates) {
                 "; but the flows were not seen (every TCP byte of the interval went \
                  through untracked sockets): loss on them is not excluded"
             } else {

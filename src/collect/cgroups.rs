@@ -52,7 +52,7 @@ fn unescape_mount_path(s: &str) -> String {
 /// cgroup removed since it was seen keeps its last path: a flow whose
 /// container exited is still named after it.
 #[derive(Debug)]
-pub struct CgroupPaths {
+pub(crate) struct CgroupPaths {
     root: PathBuf,
     by_id: HashMap<u64, String>,
     scanned_at: Option<u64>,
@@ -63,7 +63,7 @@ pub struct CgroupPaths {
 }
 
 impl CgroupPaths {
-    pub fn new(root: PathBuf) -> Self {
+    pub(crate) fn new(root: PathBuf) -> Self {
         CgroupPaths {
             root,
             by_id: HashMap::new(),
@@ -73,14 +73,9 @@ impl CgroupPaths {
         }
     }
 
-    /// The hierarchy this cache walks.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// The path of cgroup `id` (`/` for the root), or None when no
     /// directory of the hierarchy has that inode (and none had it before).
-    pub fn lookup(&mut self, id: u64, generation: u64) -> Option<&str> {
+    pub(crate) fn lookup(&mut self, id: u64, generation: u64) -> Option<&str> {
         if id == 0 {
             return None;
         }
@@ -161,7 +156,7 @@ impl WorkloadResolver {
     /// one of pid 1's mount namespace reached through /proc/1/root (`ip
     /// netns exec` gives its command a fresh /sys without the cgroup
     /// mounts); and `pod_logs`.
-    pub fn for_host(pod_logs: PathBuf) -> Self {
+    pub(crate) fn for_host(pod_logs: PathBuf) -> Self {
         let own = fs::read_to_string("/proc/self/mounts")
             .ok()
             .and_then(|m| cgroup2_mount(&m))
@@ -244,7 +239,7 @@ fn read_pod_log_dirs(dir: &Path) -> HashMap<String, PodName> {
 
 /// The cgroup v2 path of a process, from `/proc/<pid>/cgroup`'s `0::` line:
 /// how flows whose owner was found through /proc (not by the probe) get one.
-pub fn proc_cgroup_path(proc_pid_cgroup: &str) -> Option<String> {
+pub(crate) fn proc_cgroup_path(proc_pid_cgroup: &str) -> Option<String> {
     proc_pid_cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))

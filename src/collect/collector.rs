@@ -71,12 +71,12 @@ pub struct CollectorConfig {
 /// The default of `CollectorConfig::peak_window_us`: 10 ms, short enough
 /// to see a burst that fills a shaper's bucket, long enough for a few
 /// ticks of the kernel's clock (docs/verdicts.md "Microbursts").
-pub const DEFAULT_PEAK_WINDOW_US: u32 = 10_000;
+pub(crate) const DEFAULT_PEAK_WINDOW_US: u32 = 10_000;
 
 /// The default of `CollectorConfig::probe_sampling` (`--probe-sampling`):
 /// one segment in 8 keeps `on_tcp_probe` within 1.5 times an empty program
 /// on the same tracepoint (docs/performance.md).
-pub const DEFAULT_PROBE_SAMPLING: u32 = 8;
+pub(crate) const DEFAULT_PROBE_SAMPLING: u32 = 8;
 
 impl Default for CollectorConfig {
     fn default() -> Self {
@@ -167,7 +167,7 @@ impl Growth {
 impl Collector {
     /// Optional programs this kernel lacks or rejected (flow and host-queue
     /// probes), with why: their figures are missing or degraded.
-    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+    pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
         let mut out = self.probes.not_loaded();
         if let Some(hq) = &self.host_queue {
             out.extend(hq.not_loaded());
@@ -280,7 +280,7 @@ impl Collector {
     /// caller's loop could not keep up. Judged at that moment, so a stall
     /// anywhere before it (waiting, draining, dumping) lengthens and marks
     /// the same interval, and one after it the next.
-    pub fn due_by(&mut self, due: Instant) {
+    pub(crate) fn due_by(&mut self, due: Instant) {
         let left = due.saturating_duration_since(Instant::now());
         self.due_ns = Some(monotonic_ns() + left.as_nanos() as u64);
     }
@@ -368,7 +368,7 @@ impl Collector {
         self.workloads.resolve(&mut flows, seq);
         if filtered {
             let keep = &self.config.workloads;
-            flows.retain(|f| keep.matches(f));
+            flows.retain(|f| f.passes(keep));
         }
         flows.sort_by(|a, b| {
             b.delta

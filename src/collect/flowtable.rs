@@ -31,7 +31,7 @@ impl Known {
 
 /// What the last [`FlowTable::update`] did with the flows it tracks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UpdateCounts {
+pub(crate) struct UpdateCounts {
     /// Built from a kernel record of this interval.
     pub read: u64,
     /// Not read (they did not move): carried from their last record.
@@ -43,7 +43,7 @@ pub struct UpdateCounts {
 
 /// Flow state across intervals.
 #[derive(Debug, Default)]
-pub struct FlowTable {
+pub(crate) struct FlowTable {
     /// Boxed: the table's slots stay 16 bytes, so its spare capacity (up to
     /// half of them after it grows past a power of two) costs no records.
     /// At 30,000 flows that was 24 MB of slots against 12 MB now.
@@ -61,7 +61,7 @@ pub struct FlowTable {
 }
 
 impl FlowTable {
-    pub fn new(start_ns: u64) -> Self {
+    pub(crate) fn new(start_ns: u64) -> Self {
         FlowTable {
             start_ns,
             ..FlowTable::default()
@@ -87,7 +87,7 @@ impl FlowTable {
     /// congestion state, which runs to `now_ns` (bpf_ktime, i.e.
     /// CLOCK_MONOTONIC, taken when `live` was read); its growth when it is
     /// next read covers the one interval since the call before.
-    pub fn update(
+    pub(crate) fn update(
         &mut self,
         live: &[ts_flow_record],
         closed: &[ts_flow_record],
@@ -115,7 +115,7 @@ impl FlowTable {
     /// flows costs 50,000 counter sums, not 50,000 samples (about 1.1 KB
     /// each with their names) held at once.
     #[allow(clippy::too_many_arguments)]
-    pub fn update_listing(
+    pub(crate) fn update_listing(
         &mut self,
         live: &[ts_flow_record],
         closed: &[&ts_flow_record],
@@ -170,22 +170,18 @@ impl FlowTable {
     }
 
     /// The network namespaces of the flows tracked now.
-    pub fn netns_in_use(&self) -> HashSet<u32> {
+    pub(crate) fn netns_in_use(&self) -> HashSet<u32> {
         self.known.values().map(|k| k.last.netns).collect()
     }
 
     /// Flows tracked now (open, listed or idle).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.known.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.known.is_empty()
     }
 
     /// tcp_probe runs on tracked flows since start: the flows' own counts,
     /// including those of flows already closed or forgotten.
-    pub fn probe_events(&self) -> u64 {
+    pub(crate) fn probe_events(&self) -> u64 {
         self.probe_events
     }
 
@@ -380,7 +376,7 @@ const HZ_CHOICES: [f64; 4] = [100.0, 250.0, 300.0, 1000.0];
 /// in) while bpf_ktime counts from boot, so jiffies - 2^32 = HZ * (t - 300 s).
 /// None near t = 300 s (too little to divide by), and when the result is not
 /// within 5% of a rate a kernel can have.
-pub fn kernel_hz(now_ns: u64, now_jiffies: u64) -> Option<f64> {
+pub(crate) fn kernel_hz(now_ns: u64, now_jiffies: u64) -> Option<f64> {
     let since_wrap_s = now_ns as f64 / 1e9 - 300.0;
     if since_wrap_s.abs() < 20.0 {
         return None;
@@ -398,7 +394,7 @@ fn jiffies_us(jiffies: u32, hz: Option<f64>) -> u64 {
 /// Growth from `prev` to `now`. The kernel's 32-bit counters (segs_out,
 /// total_retrans, delivered) wrap; a wrapped u32 is corrected, anything else
 /// that went backwards counts as zero growth, never as a huge bogus delta.
-pub fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
+pub(crate) fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
     let d = |a: u64, b: u64| a.saturating_sub(b);
     let d32 = |a: u64, b: u64| {
         if a >= b {
@@ -456,7 +452,7 @@ fn c_string(bytes: &[u8]) -> String {
 }
 
 /// TCP state names as `ss` prints them.
-pub fn tcp_state_name(state: u8) -> &'static str {
+pub(crate) fn tcp_state_name(state: u8) -> &'static str {
     match state {
         1 => "ESTAB",
         2 => "SYN-SENT",
@@ -474,7 +470,7 @@ pub fn tcp_state_name(state: u8) -> &'static str {
     }
 }
 
-pub fn ca_state_name(state: u32) -> &'static str {
+pub(crate) fn ca_state_name(state: u32) -> &'static str {
     match state {
         0 => "open",
         1 => "disorder",

@@ -14,7 +14,7 @@ const SNMP: &str = "/proc/thread-self/net/snmp";
 
 /// The `FragCreates` total of /proc/net/snmp text: the `Ip:` header line
 /// names the columns, the next `Ip:` line holds the values.
-pub fn parse_frag_creates(snmp: &str) -> Result<u64, String> {
+pub(crate) fn parse_frag_creates(snmp: &str) -> Result<u64, String> {
     let mut ip = snmp.lines().filter(|l| l.starts_with("Ip:"));
     let (names, values) = match (ip.next(), ip.next()) {
         (Some(n), Some(v)) => (n, v),
@@ -33,7 +33,7 @@ pub fn parse_frag_creates(snmp: &str) -> Result<u64, String> {
 }
 
 /// The namespace's FragCreates total now.
-pub fn read_frag_creates() -> Result<u64, String> {
+pub(crate) fn read_frag_creates() -> Result<u64, String> {
     let text = fs::read_to_string(SNMP).map_err(|e| format!("{SNMP}: {e}"))?;
     parse_frag_creates(&text).map_err(|e| format!("{SNMP}: {e}"))
 }

@@ -46,7 +46,7 @@ impl IfIndexNames {
 
     /// The name of `ifindex` in interval `interval` (0 or an index that
     /// does not exist: None).
-    pub fn name(&mut self, ifindex: u32, interval: u64) -> Option<String> {
+    pub(crate) fn name(&mut self, ifindex: u32, interval: u64) -> Option<String> {
         if interval != self.interval {
             self.names.clear();
             self.interval = interval;

@@ -17,7 +17,7 @@ const SYS_NET: &str = "/sys/class/net";
 
 /// Interface names of this namespace, sorted; `lo` is left out unless
 /// `wanted` names it. A non-empty `wanted` keeps only those names.
-pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
+pub(crate) fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
     let (names, missing) = present(wanted)?;
     // An asked-for interface that does not exist is a typo or the wrong
     // namespace: say so rather than report nothing.
@@ -39,7 +39,7 @@ pub fn interfaces(wanted: &[String]) -> Result<Vec<String>> {
 /// The interfaces to watch that exist now (all but `lo` when `wanted` is
 /// empty), sorted, and the wanted ones that do not: an interface deleted
 /// while watching is reported missing while the others go on.
-pub fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
+pub(crate) fn present(wanted: &[String]) -> Result<(Vec<String>, Vec<String>)> {
     let names: Vec<String> = listed()?
         .into_iter()
         .filter(|n| {
@@ -74,7 +74,7 @@ fn listed() -> Result<Vec<String>> {
 }
 
 /// The counters of one interface, now.
-pub fn read_counters(iface: &str) -> Result<LinkCounters> {
+pub(crate) fn read_counters(iface: &str) -> Result<LinkCounters> {
     let dir = Path::new(SYS_NET).join(iface).join("statistics");
     let read = |name: &str| -> Result<u64> {
         let p = dir.join(name);
@@ -96,7 +96,7 @@ pub fn read_counters(iface: &str) -> Result<LinkCounters> {
 }
 
 /// The interface MTU.
-pub fn mtu(iface: &str) -> Option<u32> {
+pub(crate) fn mtu(iface: &str) -> Option<u32> {
     fs::read_to_string(Path::new(SYS_NET).join(iface).join("mtu"))
         .ok()?
         .trim()
@@ -106,21 +106,21 @@ pub fn mtu(iface: &str) -> Option<u32> {
 
 /// The interface's driver: ETHTOOL_GDRVINFO (veth, ena, virtio_net...),
 /// else the sysfs `device/driver` link.
-pub fn driver(iface: &str) -> Option<String> {
+pub(crate) fn driver(iface: &str) -> Option<String> {
     crate::collect::allowance::ethtool::driver_name(iface)
         .ok()
         .or_else(|| sysfs_driver(iface))
 }
 
 /// The driver bound to a physical device (`device/driver` link), if any.
-pub fn sysfs_driver(iface: &str) -> Option<String> {
+pub(crate) fn sysfs_driver(iface: &str) -> Option<String> {
     let link = fs::read_link(Path::new(SYS_NET).join(iface).join("device/driver")).ok()?;
     link.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
 /// Growth of each counter; a counter that went backwards (device reset)
 /// counts as zero growth for this interval.
-pub fn counter_delta(now: &LinkCounters, prev: &LinkCounters) -> LinkCounters {
+pub(crate) fn counter_delta(now: &LinkCounters, prev: &LinkCounters) -> LinkCounters {
     let d = |a: u64, b: u64| a.saturating_sub(b);
     LinkCounters {
         tx_packets: d(now.tx_packets, prev.tx_packets),

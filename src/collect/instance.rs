@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::model::instance::HostIdentity;
 
 /// Where the kernel exposes DMI.
-pub const DMI_DIR: &str = "/sys/devices/virtual/dmi/id";
+pub(crate) const DMI_DIR: &str = "/sys/devices/virtual/dmi/id";
 
 /// The vendor string of EC2 instances (Nitro). Xen-based instances of
 /// older generations say "Xen" and are not recognised: their network
@@ -16,7 +16,7 @@ pub const DMI_DIR: &str = "/sys/devices/virtual/dmi/id";
 const EC2_VENDOR: &str = "Amazon EC2";
 
 /// What `dir` (a DMI id directory, [`DMI_DIR`] on a live host) says.
-pub fn identify(dir: &Path) -> HostIdentity {
+pub(crate) fn identify(dir: &Path) -> HostIdentity {
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).map(|s| s.trim().to_string());
     let vendor = match read("sys_vendor") {
         Ok(v) => v,
@@ -45,7 +45,7 @@ fn looks_like_type(s: &str) -> bool {
 }
 
 /// This host.
-pub fn this_host() -> HostIdentity {
+pub(crate) fn this_host() -> HostIdentity {
     identify(Path::new(DMI_DIR))
 }
 

@@ -10,26 +10,26 @@ use std::path::{Path, PathBuf};
 
 /// The namespace inode behind `path` (a `/proc/PID/ns/net` link or an
 /// `ip netns` bind mount).
-pub fn inode_of(path: &Path) -> io::Result<u64> {
+pub(crate) fn inode_of(path: &Path) -> io::Result<u64> {
     Ok(fs::metadata(path)?.ino())
 }
 
 /// Inode of the calling thread's network namespace.
-pub fn own() -> io::Result<u32> {
+pub(crate) fn own() -> io::Result<u32> {
     inode_of(Path::new("/proc/thread-self/ns/net")).map(|i| i as u32)
 }
 
 /// netns inode -> `ip netns` name, re-read from the directory when an
 /// inode is not in it, at most once per `generation` (interval).
 #[derive(Debug)]
-pub struct NetnsNames {
+pub(crate) struct NetnsNames {
     dir: PathBuf,
     by_inode: HashMap<u32, String>,
     read_at: Option<u64>,
 }
 
 impl NetnsNames {
-    pub fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf) -> Self {
         NetnsNames {
             dir,
             by_inode: HashMap::new(),
@@ -38,11 +38,11 @@ impl NetnsNames {
     }
 
     /// `ip netns`'s directory, /run/netns.
-    pub fn for_host() -> Self {
+    pub(crate) fn for_host() -> Self {
         NetnsNames::new(PathBuf::from("/run/netns"))
     }
 
-    pub fn name(&mut self, inode: u32, generation: u64) -> Option<String> {
+    pub(crate) fn name(&mut self, inode: u32, generation: u64) -> Option<String> {
         if !self.by_inode.contains_key(&inode) && self.read_at != Some(generation) {
             self.read_at = Some(generation);
             self.by_inode = fs::read_dir(&self.dir)

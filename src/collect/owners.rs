@@ -9,7 +9,7 @@ use crate::model::snapshot::Owner;
 
 /// Socket inode -> owner, rebuilt from /proc on demand.
 #[derive(Debug, Default)]
-pub struct OwnerIndex {
+pub(crate) struct OwnerIndex {
     by_inode: HashMap<u64, Owner>,
     /// Inodes already looked for and not found since the last rebuild.
     missing: std::collections::HashSet<u64>,
@@ -18,7 +18,7 @@ pub struct OwnerIndex {
 
 impl OwnerIndex {
     /// The owner of `inode`; rescans /proc at most once per interval `seq`.
-    pub fn lookup(&mut self, inode: u64, seq: u64) -> Option<Owner> {
+    pub(crate) fn lookup(&mut self, inode: u64, seq: u64) -> Option<Owner> {
         if inode == 0 {
             return None;
         }

@@ -31,13 +31,13 @@ const RTA_HDR: usize = 4;
 const STATS64_USED: usize = 8 * 8;
 
 /// A netlink socket on the link group, read without blocking.
-pub struct RemovedLinks {
+pub(crate) struct RemovedLinks {
     fd: OwnedFd,
 }
 
 impl RemovedLinks {
     /// Opens the socket in the calling thread's network namespace.
-    pub fn open() -> io::Result<Self> {
+    pub(crate) fn open() -> io::Result<Self> {
         // SAFETY: plain socket(2); the fd is owned below.
         let raw = unsafe {
             libc::socket(
@@ -72,7 +72,7 @@ impl RemovedLinks {
     /// The interfaces removed since the last call, by name, with their
     /// counters at removal, and whether notices were lost (the socket's
     /// buffer overflowed: ENOBUFS; the caller counts a failed read).
-    pub fn drain(&self) -> (HashMap<String, LinkCounters>, bool) {
+    pub(crate) fn drain(&self) -> (HashMap<String, LinkCounters>, bool) {
         let mut out = HashMap::new();
         let mut lost = false;
         let mut buf = vec![0u8; 64 * 1024];

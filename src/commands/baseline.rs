@@ -44,7 +44,7 @@ impl InstanceArgs {
 }
 
 /// Live: the flags, else the instance type from this host's DMI.
-pub fn for_live(args: &InstanceArgs) -> Result<Plan> {
+pub(crate) fn for_live(args: &InstanceArgs) -> Result<Plan> {
     plan(args, &crate::collect::instance::this_host())
 }
 
@@ -125,7 +125,7 @@ pub fn for_recording(args: &InstanceArgs, header: &TraceHeader) -> Result<Plan> 
 
 impl Plan {
     /// The line to print at start: the baseline, or why there is none.
-    pub fn say(&self) {
+    pub(crate) fn say(&self) {
         let line = match (&self.baseline, &self.note) {
             (Some(b), _) => b.describe(),
             (None, Some(why)) => why.clone(),

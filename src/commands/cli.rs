@@ -100,7 +100,7 @@ pub struct ManArgs {
 /// The command line as clap sees it, with the long `--version` text
 /// (commit and BPF object hashes) that only exists at run time. Parsing,
 /// the man page and the completions all start from here, so they agree.
-pub fn command() -> clap::Command {
+pub(crate) fn command() -> clap::Command {
     use clap::CommandFactory;
     // Leaked once per process: clap keeps `&'static str`s, and this runs
     // once (at parse, or once per generated page set).
@@ -254,7 +254,7 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
-    pub fn filter(&self) -> anyhow::Result<crate::model::workload::WorkloadFilter> {
+    pub(crate) fn filter(&self) -> anyhow::Result<crate::model::workload::WorkloadFilter> {
         crate::model::workload::WorkloadFilter::new(&self.pods, &self.cgroups, &self.services)
             .map_err(anyhow::Error::msg)
     }

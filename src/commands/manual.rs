@@ -39,7 +39,7 @@ pub fn man(dir: Option<&Path>) -> Result<()> {
 
 /// The page for `throttlescope` itself (it lists the subcommands; each has
 /// its own page with `--dir`).
-pub fn main_page(out: &mut dyn Write) -> Result<()> {
+pub(crate) fn main_page(out: &mut dyn Write) -> Result<()> {
     clap_mangen::Man::new(cli::command())
         .manual("throttlescope manual")
         .render(out)

@@ -20,7 +20,7 @@ use cli::ViewArgs;
 /// The view `args` ask for: JSON, plain tables, or the full-screen view
 /// when stdout is a terminal. (Here, not in sinks/view.rs, so the full-screen
 /// view depends on the trait and not the other way round.)
-pub fn choose_view(args: &ViewArgs) -> Result<Box<dyn View>> {
+pub(crate) fn choose_view(args: &ViewArgs) -> Result<Box<dyn View>> {
     if args.json {
         return Ok(Box::new(JsonView));
     }

@@ -20,8 +20,6 @@ use crate::sinks::metrics::MetricsServer;
 use crate::sinks::view::SilentView;
 use crate::sinks::view::{Control, View};
 
-pub use crate::sinks::view::WatchLine;
-
 pub fn run(args: &WatchArgs) -> Result<()> {
     // Refuse bad options before taking over the terminal.
     let thresholds = Thresholds::default()
@@ -119,7 +117,7 @@ fn record_target(path: &Path, rotate: &RotateArgs) -> Result<RecordTarget> {
 }
 
 /// Observes live until the duration ends, the view quits or a signal.
-pub fn run_live(
+pub(crate) fn run_live(
     observe: &ObserveArgs,
     thresholds: Thresholds,
     plan: crate::commands::baseline::Plan,

@@ -18,10 +18,10 @@ use super::snapshot::{FlowCounters, FlowEvent, FlowSample, PerCaState, Snapshot}
 pub const DEFAULT_LISTED_FLOWS: usize = 10_000;
 /// The most `--list-flows` allows: at a generous 2.5 KB per encoded flow
 /// (long cgroup paths and pod names) an interval stays under 64 MiB.
-pub const MAX_LISTED_FLOWS: usize = 25_000;
+pub(crate) const MAX_LISTED_FLOWS: usize = 25_000;
 /// Events listed per interval; the rest are counted in `Folded::events`.
 /// About 100 bytes each once encoded.
-pub const MAX_LISTED_EVENTS: usize = 100_000;
+pub(crate) const MAX_LISTED_EVENTS: usize = 100_000;
 
 /// Flows of one interface summed, for an interval that had more to list
 /// than the limit.
@@ -56,19 +56,19 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Folded {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.flows.is_empty() && self.events == 0
     }
 
     /// Flows folded, over every interface.
-    pub fn flow_count(&self) -> u64 {
+    pub(crate) fn flow_count(&self) -> u64 {
         self.flows.iter().map(|f| f.flows).sum()
     }
 }
 
 impl FlowCounters {
     /// Adds `other` to these counters, field by field.
-    pub fn add(&mut self, other: &FlowCounters) {
+    pub(crate) fn add(&mut self, other: &FlowCounters) {
         self.bytes_sent += other.bytes_sent;
         self.bytes_acked += other.bytes_acked;
         self.bytes_retrans += other.bytes_retrans;
@@ -115,7 +115,7 @@ fn traffic(d: &FlowCounters) -> u64 {
 /// Of `n` flows, which `max` to list (true) and which to fold: those that
 /// showed trouble first, then the busiest, then the lowest id (a stable
 /// order). `flow(i)`: flow i's id and growth over the interval.
-pub fn choose_listed<'a>(
+pub(crate) fn choose_listed<'a>(
     n: usize,
     max: usize,
     flow: impl Fn(usize) -> (u64, &'a FlowCounters),
@@ -142,7 +142,7 @@ impl Snapshot {
     /// Lists at most `max_flows` flows and `max_events` events; folds the
     /// rest into `self.folded` (added to what is already folded there). See
     /// [`fold`].
-    pub fn fold(&mut self, max_flows: usize, max_events: usize) -> usize {
+    pub(crate) fn fold(&mut self, max_flows: usize, max_events: usize) -> usize {
         fold(
             &mut self.flows,
             &mut self.events,
@@ -159,7 +159,7 @@ impl Snapshot {
 /// order; the events kept are the first. Returns how many flows were
 /// folded. A free function so that the collector can fold before it names
 /// the flows' workloads and namespaces, work a folded flow does not need.
-pub fn fold(
+pub(crate) fn fold(
     flows: &mut Vec<FlowSample>,
     events: &mut Vec<FlowEvent>,
     folded: &mut Folded,
@@ -193,7 +193,7 @@ pub fn fold(
 /// reader can read: owner and pod names longer than anyone measured must
 /// not make an interval unreadable. Returns the bytes and the flows folded
 /// here.
-pub fn encode_within<E>(
+pub(crate) fn encode_within<E>(
     snap: &Snapshot,
     limit: usize,
     mut encode: impl FnMut(&Snapshot) -> Result<Vec<u8>, E>,
@@ -217,7 +217,7 @@ pub fn encode_within<E>(
 impl Snapshot {
     /// "N flows folded (past --list-flows: summed per interface), M events
     /// not listed", or None when the interval listed everything.
-    pub fn folded_text(&self) -> Option<String> {
+    pub(crate) fn folded_text(&self) -> Option<String> {
         let flows = self.folded.flow_count();
         let parts: Vec<String> = [
             (flows > 0).then(|| {
@@ -235,7 +235,7 @@ impl Snapshot {
 impl Folded {
     /// Adds one flow (its interface, whether it opened or closed, its
     /// growth) to its interface's sums.
-    pub fn add_counters(
+    pub(crate) fn add_counters(
         &mut self,
         iface: Option<String>,
         opened: bool,

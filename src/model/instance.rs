@@ -11,10 +11,10 @@
 use serde::{Deserialize, Serialize};
 
 /// The table shipped with the binary (format in docs/headroom.md).
-pub const BUILT_IN_SPECS: &str = include_str!("ec2_network_specs.tsv");
+pub(crate) const BUILT_IN_SPECS: &str = include_str!("ec2_network_specs.tsv");
 
 /// Where the built-in table says it came from, when a file is not given.
-pub const BUILT_IN_NAME: &str = "built-in table";
+pub(crate) const BUILT_IN_NAME: &str = "built-in table";
 
 /// The CPU architecture of an instance type: right-sizing offers the same
 /// architecture first (moving a broker to another one is a migration).
@@ -26,7 +26,7 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64",
             Arch::Arm64 => "arm64",
@@ -37,15 +37,6 @@ impl Arch {
         match s {
             "x86_64" => Some(Arch::X86_64),
             "arm64" => Some(Arch::Arm64),
-            _ => None,
-        }
-    }
-
-    /// The architecture this binary runs on.
-    pub fn this_host() -> Option<Self> {
-        match std::env::consts::ARCH {
-            "x86_64" => Some(Arch::X86_64),
-            "aarch64" => Some(Arch::Arm64),
             _ => None,
         }
     }
@@ -78,7 +69,7 @@ pub struct SpecTable {
 
 impl SpecTable {
     /// The table shipped with the binary.
-    pub fn built_in() -> Self {
+    pub(crate) fn built_in() -> Self {
         // The shipped file is checked by a unit test: it always parses.
         SpecTable::parse(BUILT_IN_SPECS, BUILT_IN_NAME).expect("the built-in table parses")
     }
@@ -87,7 +78,7 @@ impl SpecTable {
     /// `# retrieved: DATE` are kept), blank lines, and rows of five
     /// tab- or space-separated fields: type, arch, vCPUs, baseline Gb/s,
     /// burst Gb/s. Any other line is an error naming its line number.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Self, String> {
         let mut table = SpecTable {
             origin: origin.to_string(),
             sources: Vec::new(),
@@ -159,13 +150,13 @@ impl SpecTable {
     }
 
     /// Reads and parses FILE (`--instance-specs`).
-    pub fn read(path: &std::path::Path) -> Result<Self, String> {
+    pub(crate) fn read(path: &std::path::Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--instance-specs {}: {e}", path.display()))?;
         SpecTable::parse(&text, &path.display().to_string())
     }
 
-    pub fn get(&self, instance_type: &str) -> Option<&InstanceSpec> {
+    pub(crate) fn get(&self, instance_type: &str) -> Option<&InstanceSpec> {
         self.specs
             .iter()
             .find(|s| s.instance_type.eq_ignore_ascii_case(instance_type))
@@ -173,7 +164,7 @@ impl SpecTable {
 
     /// "source (retrieved DATE)", for a line that says where a figure
     /// came from.
-    pub fn provenance(&self) -> String {
+    pub(crate) fn provenance(&self) -> String {
         match &self.retrieved {
             Some(d) => format!("{}, retrieved {d}", self.origin),
             None => self.origin.clone(),
@@ -184,7 +175,12 @@ impl SpecTable {
     /// direction has its own baseline), those of `arch` first, then the
     /// others, each group by baseline, smallest first (the table has no
     /// prices: the smallest baseline that covers is the nearest size).
-    pub fn covering(&self, tx_bps: f64, rx_bps: f64, arch: Option<Arch>) -> Vec<&InstanceSpec> {
+    pub(crate) fn covering(
+        &self,
+        tx_bps: f64,
+        rx_bps: f64,
+        arch: Option<Arch>,
+    ) -> Vec<&InstanceSpec> {
         let need = tx_bps.max(rx_bps);
         let mut out: Vec<&InstanceSpec> = self
             .specs
@@ -254,12 +250,12 @@ pub struct Baseline {
 impl Baseline {
     /// Whether the figures are AWS's published ones (from the table), as
     /// opposed to the user's.
-    pub fn published(&self) -> bool {
+    pub(crate) fn published(&self) -> bool {
         self.from != BaselineFrom::BaselineFlag
     }
 
     /// One line naming the baseline and where it came from.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         use crate::shared::units::rate_bits;
         let rate = if self.tx_bps == self.rx_bps {
             format!("{} each way", rate_bits(self.tx_bps))
@@ -291,7 +287,7 @@ impl Baseline {
 
 /// What the host said about itself (collect/instance.rs reads it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostIdentity {
+pub(crate) enum HostIdentity {
     /// An EC2 instance of this type.
     Ec2(String),
     /// Not EC2: the DMI vendor and product, as read (may be empty).
@@ -303,7 +299,7 @@ pub enum HostIdentity {
 
 /// What the user gave on the command line.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct BaselineRequest {
+pub(crate) struct BaselineRequest {
     pub instance_type: Option<String>,
     /// `--baseline OUT[/IN]`, bits/s.
     pub baseline: Option<(f64, f64)>,
@@ -312,7 +308,7 @@ pub struct BaselineRequest {
 /// The baseline to plan against, or why there is none (a line to say
 /// once). An `--instance-type` not in the table is an error (a typo must
 /// not pass for "no baseline"); a DMI type not in it is said, not fatal.
-pub fn resolve(
+pub(crate) fn resolve(
     host: &HostIdentity,
     req: &BaselineRequest,
     table: &SpecTable,
@@ -373,7 +369,7 @@ pub fn resolve(
 /// Parses `--baseline RATE[/RATE]`: outbound, then inbound (the same when
 /// one rate is given). A rate is bits/s with an optional k, M or G prefix
 /// (decimal) and an optional `b/s`, `bit` or `bps`: `1.25G`, `800Mb/s`.
-pub fn parse_baseline(s: &str) -> Result<(f64, f64), String> {
+pub(crate) fn parse_baseline(s: &str) -> Result<(f64, f64), String> {
     // `/s` ends a unit (`800Mb/s`); any other `/` separates the two rates.
     let plain = s.replace("/s", "").replace("/S", "");
     match plain.split_once('/') {
@@ -386,7 +382,7 @@ pub fn parse_baseline(s: &str) -> Result<(f64, f64), String> {
 }
 
 /// One rate in bits/s: `1.25G`, `1250M`, `800Mb/s`, `2.5Gbit`, `100000000`.
-pub fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

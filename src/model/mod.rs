@@ -5,4 +5,4 @@
 pub mod fold;
 pub mod instance;
 pub mod snapshot;
-pub mod workload;
+pub(crate) mod workload;

@@ -7,6 +7,11 @@
 //! flows, the allowance tracker for the ENA counters, src/collect/ifstats.rs
 //! for link counters, the host-queue probes for theirs), never by a consumer,
 //! so every consumer agrees on them.
+//!
+//! The dependency on src/model/workload.rs runs one way, from here: a flow's
+//! owner holds a [`Workload`], and [`FlowSample::passes`] applies a
+//! [`WorkloadFilter`] to it. workload.rs is text about cgroup paths and never
+//! names a snapshot type.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,7 +19,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use crate::model::fold::Folded;
-use crate::model::workload::Workload;
+use crate::model::workload::{Workload, WorkloadFilter};
 
 /// One interval of observation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,7 +170,7 @@ impl Default for AllowanceStatus {
 }
 
 impl AllowanceStatus {
-    pub fn sample(&self) -> Option<&AllowanceSample> {
+    pub(crate) fn sample(&self) -> Option<&AllowanceSample> {
         match self {
             AllowanceStatus::Read(s) => Some(s),
             AllowanceStatus::Unavailable { .. } => None,
@@ -303,7 +308,7 @@ pub struct Owner {
 impl Owner {
     /// `comm/pid` as the views show it, the name made inert for a
     /// terminal: any process can name itself with escape sequences.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!(
             "{}/{}",
             crate::shared::terminal_text::inert(&self.comm),
@@ -340,13 +345,13 @@ impl<T: Copy> PerCaState<T> {
 impl FlowCounters {
     /// Of the retransmits, those reported spurious (never more than the
     /// retransmits: in a delta, a D-SACK can come an interval late).
-    pub fn spurious_retransmits(&self) -> u64 {
+    pub(crate) fn spurious_retransmits(&self) -> u64 {
         self.retrans_spurious.min(self.retrans_segs)
     }
 
     /// The retransmits not reported spurious: those that may have
     /// repaired a loss. Loss verdicts and backoff count these.
-    pub fn lossy_retransmits(&self) -> u64 {
+    pub(crate) fn lossy_retransmits(&self) -> u64 {
         self.retrans_segs - self.spurious_retransmits()
     }
 }
@@ -474,6 +479,16 @@ pub struct FlowSample {
 }
 
 impl FlowSample {
+    /// Whether `filter` (`--pod`, `--cgroup`, `--service`) keeps this flow,
+    /// judged by its owner's cgroup path and workload.
+    pub(crate) fn passes(&self, filter: &WorkloadFilter) -> bool {
+        let owner = self.owner.as_ref();
+        filter.matches(
+            owner.and_then(|o| o.cgroup.as_deref()),
+            owner.and_then(|o| o.workload.as_ref()),
+        )
+    }
+
     /// A quiet established flow (10.0.0.1:9092 to 10.0.0.2:40000+id, no
     /// counters, owner unknown) for unit tests to change what they need
     /// with `FlowSample { field, ..FlowSample::example(id) }`.
@@ -517,7 +532,7 @@ impl FlowSample {
     /// namespace) `netns NAME`.
     /// Made inert for a terminal: pod, cgroup and namespace names come
     /// from other users.
-    pub fn workload_label(&self) -> Option<String> {
+    pub(crate) fn workload_label(&self) -> Option<String> {
         self.owner
             .as_ref()
             .and_then(|o| o.workload.as_ref())
@@ -527,7 +542,7 @@ impl FlowSample {
     }
 
     /// srtt / min_rtt: 1.0 means no queueing delay on the path.
-    pub fn rtt_inflation(&self) -> Option<f64> {
+    pub(crate) fn rtt_inflation(&self) -> Option<f64> {
         (self.min_rtt_us > 0 && self.srtt_us > 0)
             .then(|| self.srtt_us as f64 / self.min_rtt_us as f64)
     }
@@ -701,7 +716,7 @@ impl Default for ProgramHealth {
 
 impl Health {
     /// Programs that are not running, so some figures are missing.
-    pub fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
+    pub(crate) fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
         self.programs.iter().filter(|p| !p.attached)
     }
 
@@ -709,18 +724,18 @@ impl Health {
     /// every program is attached.
     /// "1 in N" when tcp_probe's per-segment figures were sampled, for the
     /// views; None when every segment was read.
-    pub fn probe_sampling_text(&self) -> Option<String> {
+    pub(crate) fn probe_sampling_text(&self) -> Option<String> {
         (self.probe_sampling > 1).then(|| format!("1 in {}", self.probe_sampling))
     }
 
-    pub fn not_attached_text(&self) -> String {
+    pub(crate) fn not_attached_text(&self) -> String {
         self.not_attached()
             .map(|p| p.name.as_str())
             .collect::<Vec<_>>()
             .join(", ")
     }
 
-    pub fn missed_total(&self) -> u64 {
+    pub(crate) fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
     }
 }

@@ -7,12 +7,15 @@
 //! [`pod_log_dirs`] names pods from the kubelet's `/var/log/pods` directory,
 //! without any API access. Reading the host (cgroup ids to paths, /proc) is
 //! collection's: src/collect/cgroups.rs.
+//!
+//! The snapshot depends on this module (a flow's owner holds a
+//! [`Workload`]), never the other way: [`WorkloadFilter::matches`] takes an
+//! owner's cgroup path and workload, not a flow, and `FlowSample::passes`
+//! in src/model/snapshot.rs applies it to a flow.
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-
-use crate::model::snapshot::FlowSample;
 
 /// The container runtime that named a container's cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,7 +58,7 @@ impl Workload {
     /// Reads a cgroup v2 path (relative to the hierarchy's root, with or
     /// without a leading `/`) in the layouts of the kubelet's systemd and
     /// cgroupfs drivers, Docker's two drivers and plain systemd services.
-    pub fn from_cgroup_path(path: &str) -> Workload {
+    pub(crate) fn from_cgroup_path(path: &str) -> Workload {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let mut w = Workload::default();
         if let Some(i) = parts
@@ -142,7 +145,7 @@ impl Workload {
     /// or the UID where the name is not known), (`container`, the id's
     /// first 12 digits, as `crictl ps` and `docker ps` print it) for a
     /// container outside any pod, or (`service`, the unit).
-    pub fn key(&self) -> Option<(&'static str, String)> {
+    pub(crate) fn key(&self) -> Option<(&'static str, String)> {
         if let Some(uid) = &self.pod_uid {
             let name = match (&self.pod_namespace, &self.pod_name) {
                 (Some(ns), Some(n)) => format!("{ns}/{n}"),
@@ -158,7 +161,7 @@ impl Workload {
 
     /// The short name tables show: a pod's `namespace/name` (or UID), `ctr`
     /// and the short id of a container outside pods, a service's unit.
-    pub fn label(&self) -> Option<String> {
+    pub(crate) fn label(&self) -> Option<String> {
         self.key().map(|(kind, name)| match kind {
             "container" => format!("ctr {name}"),
             _ => name,
@@ -166,7 +169,7 @@ impl Workload {
     }
 
     /// Nothing known: the path names no pod, container or service.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pod_uid.is_none() && self.container_id.is_none() && self.service.is_none()
     }
 }
@@ -195,7 +198,7 @@ fn is_container_id(s: &str) -> bool {
 
 /// A pod's namespace and name, as the kubelet's log directory shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodName {
+pub(crate) struct PodName {
     pub namespace: String,
     pub name: String,
 }
@@ -204,7 +207,7 @@ pub struct PodName {
 /// kubelet keeps under `/var/log/pods`: `<namespace>_<name>_<uid>`.
 /// Neither a namespace nor a pod name can hold `_` (DNS labels), so the
 /// split is unambiguous. Entries of any other shape are ignored.
-pub fn pod_log_dirs<I, S>(names: I) -> HashMap<String, PodName>
+pub(crate) fn pod_log_dirs<I, S>(names: I) -> HashMap<String, PodName>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<str>,
@@ -241,7 +244,11 @@ pub struct WorkloadFilter {
 
 impl WorkloadFilter {
     /// Checks each value; the errors name the option.
-    pub fn new(pods: &[String], cgroups: &[String], services: &[String]) -> Result<Self, String> {
+    pub(crate) fn new(
+        pods: &[String],
+        cgroups: &[String],
+        services: &[String],
+    ) -> Result<Self, String> {
         let clean = |opt: &str, v: &String| -> Result<String, String> {
             let t = v.trim();
             if t.is_empty() || t.chars().any(|c| c.is_control()) {
@@ -278,18 +285,19 @@ impl WorkloadFilter {
         Ok(f)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pods.is_empty() && self.cgroups.is_empty() && self.services.is_empty()
     }
 
-    pub fn matches(&self, f: &FlowSample) -> bool {
+    /// Whether a flow whose owner has cgroup path `cgroup` and names
+    /// `workload` passes; a flow without an owner has neither. It takes the
+    /// owner's parts rather than the flow so that this module never needs
+    /// the snapshot's types (see `FlowSample::passes`).
+    pub(crate) fn matches(&self, cgroup: Option<&str>, workload: Option<&Workload>) -> bool {
         if self.is_empty() {
             return true;
         }
-        let Some(owner) = &f.owner else {
-            return false;
-        };
-        let w = owner.workload.as_ref();
+        let w = workload;
         let pod = |p: &String| {
             w.is_some_and(|w| {
                 w.pod_uid.as_ref() == Some(p)
@@ -299,7 +307,7 @@ impl WorkloadFilter {
             })
         };
         let cgroup = |c: &String| {
-            owner.cgroup.as_deref().is_some_and(|path| {
+            cgroup.is_some_and(|path| {
                 c == "/"
                     || path == c
                     || path
@@ -437,18 +445,16 @@ mod tests {
         );
     }
 
-    fn owned(cgroup: &str, w: Workload) -> FlowSample {
-        FlowSample {
-            owner: Some(crate::model::snapshot::Owner {
-                pid: 1,
-                comm: "java".into(),
-                thread: None,
-                cgroup_id: 0,
-                cgroup: Some(cgroup.into()),
-                workload: Some(w),
-            }),
-            ..FlowSample::example(1)
-        }
+    /// An owner's cgroup path and workload, as `WorkloadFilter::matches`
+    /// takes them.
+    type OwnerParts = (Option<String>, Option<Workload>);
+
+    fn owned(cgroup: &str, w: Workload) -> OwnerParts {
+        (Some(cgroup.into()), Some(w))
+    }
+
+    fn keeps(filter: &WorkloadFilter, owner: &OwnerParts) -> bool {
+        filter.matches(owner.0.as_deref(), owner.1.as_ref())
     }
 
     #[test]
@@ -465,7 +471,7 @@ mod tests {
             "/system.slice/kafka.service",
             Workload::from_cgroup_path("/system.slice/kafka.service"),
         );
-        let nobody = FlowSample::example(3);
+        let nobody: OwnerParts = (None, None);
         let f = |p: &[&str], c: &[&str], s: &[&str]| {
             let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
             WorkloadFilter::new(&v(p), &v(c), &v(s)).unwrap()
@@ -473,24 +479,24 @@ mod tests {
 
         for by in ["broker-0", "kafka/broker-0", UID] {
             let only = f(&[by], &[], &[]);
-            assert!(only.matches(&in_pod), "{by}");
-            assert!(!only.matches(&svc) && !only.matches(&nobody), "{by}");
+            assert!(keeps(&only, &in_pod), "{by}");
+            assert!(!keeps(&only, &svc) && !keeps(&only, &nobody), "{by}");
         }
-        assert!(!f(&["kafka/broker-1"], &[], &[]).matches(&in_pod));
-        assert!(f(&[], &["/kubepods.slice"], &[]).matches(&in_pod));
+        assert!(!keeps(&f(&["kafka/broker-1"], &[], &[]), &in_pod));
+        assert!(keeps(&f(&[], &["/kubepods.slice"], &[]), &in_pod));
         assert!(
-            !f(&[], &["/kubepods.sl"], &[]).matches(&in_pod),
+            !keeps(&f(&[], &["/kubepods.sl"], &[]), &in_pod),
             "whole components only"
         );
-        assert!(f(&[], &["/system.slice/kafka.service/"], &[]).matches(&svc));
+        assert!(keeps(&f(&[], &["/system.slice/kafka.service/"], &[]), &svc));
         for unit in ["kafka", "kafka.service"] {
-            assert!(f(&[], &[], &[unit]).matches(&svc));
-            assert!(!f(&[], &[], &[unit]).matches(&in_pod));
+            assert!(keeps(&f(&[], &[], &[unit]), &svc));
+            assert!(!keeps(&f(&[], &[], &[unit]), &in_pod));
         }
         // Any one matching option keeps a flow; none given keeps all.
         let either = f(&["broker-0"], &[], &["kafka"]);
-        assert!(either.matches(&in_pod) && either.matches(&svc) && !either.matches(&nobody));
-        assert!(WorkloadFilter::default().matches(&nobody));
+        assert!(keeps(&either, &in_pod) && keeps(&either, &svc) && !keeps(&either, &nobody));
+        assert!(keeps(&WorkloadFilter::default(), &nobody));
 
         let s = |a: &str| vec![a.to_string()];
         assert!(WorkloadFilter::new(&s(""), &[], &[]).is_err());

@@ -8,7 +8,7 @@ use super::format::TraceHeader;
 /// Feed it the files in recording order (`start_file`) and each file's
 /// interval seqs (`interval`); `finish` returns the warnings.
 #[derive(Default)]
-pub struct Continuity {
+pub(crate) struct Continuity {
     warnings: Vec<String>,
     recordings: usize,
     /// The previous file: header, name, and the last seq of its recording
@@ -19,12 +19,12 @@ pub struct Continuity {
 }
 
 impl Continuity {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The next file, in recording order.
-    pub fn start_file(&mut self, header: &TraceHeader, name: &str) {
+    pub(crate) fn start_file(&mut self, header: &TraceHeader, name: &str) {
         let same = self
             .prev
             .as_ref()
@@ -58,7 +58,7 @@ impl Continuity {
     }
 
     /// The next interval of the current file.
-    pub fn interval(&mut self, seq: u64) {
+    pub(crate) fn interval(&mut self, seq: u64) {
         if let Some(l) = self.last_seq {
             if seq > l + 1 {
                 self.warnings.push(format!(
@@ -72,13 +72,8 @@ impl Continuity {
         self.last_seq = Some(seq);
     }
 
-    /// Warnings so far, taken (the continuity state is kept).
-    pub fn take_warnings(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.warnings)
-    }
-
     /// Every warning, with one about mixed recordings when there were.
-    pub fn finish(mut self) -> Vec<String> {
+    pub(crate) fn finish(mut self) -> Vec<String> {
         if self.recordings > 1 {
             self.warnings.push(format!(
                 "the files hold {} different recordings: their intervals follow one another in start order",

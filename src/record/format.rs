@@ -132,7 +132,7 @@ impl TraceHeader {
     }
 
     /// True when both headers belong to the same recording.
-    pub fn same_recording(&self, other: &TraceHeader) -> bool {
+    pub(crate) fn same_recording(&self, other: &TraceHeader) -> bool {
         self.host == other.host
             && self.start_unix_ms == other.start_unix_ms
             && self.start_mono_ns == other.start_mono_ns
@@ -140,7 +140,7 @@ impl TraceHeader {
 }
 
 /// This machine's host name, as a header records it.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     read_proc_line("/proc/sys/kernel/hostname")
 }
 
@@ -164,7 +164,7 @@ pub struct EndRecord {
 
 /// Why a segment was closed on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
+pub(crate) enum EndReason {
     /// The duration ended, the person quit, or SIGINT/SIGTERM (since 1.0).
     Stopped,
     /// The next segment took over (since 1.0).
@@ -174,7 +174,7 @@ pub enum EndReason {
 }
 
 impl EndReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EndReason::Stopped => "stopped",
             EndReason::Rotated => "rotated",
@@ -196,7 +196,7 @@ pub enum TraceRecord {
 
 /// Why a first line is not a header this build can use.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderProblem {
+pub(crate) enum HeaderProblem {
     NotATrace(String),
     NewerMajor(FormatVersion),
 }
@@ -219,7 +219,7 @@ impl std::fmt::Display for HeaderProblem {
 /// Parses a header line: the format name and the major version are checked
 /// before the rest, so a newer major gets the version message, not a field
 /// error from a layout this build does not know.
-pub fn parse_header(line: &[u8]) -> Result<TraceHeader, HeaderProblem> {
+pub(crate) fn parse_header(line: &[u8]) -> Result<TraceHeader, HeaderProblem> {
     let value: serde_json::Value = serde_json::from_slice(line)
         .map_err(|e| HeaderProblem::NotATrace(format!("not JSON: {e}")))?;
     if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {

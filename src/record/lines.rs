@@ -4,10 +4,10 @@
 use std::io::{self, BufRead};
 
 /// Longest record line accepted: a snapshot of some 50 000 flows.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 64 << 20;
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum Line {
+pub(crate) enum Line {
     /// No more data.
     Eof,
     /// A line in `buf`, without its newline; `terminated` is false for a
@@ -19,7 +19,11 @@ pub enum Line {
 
 /// Reads the next line into `buf` (cleared first). On an I/O error, `buf`
 /// holds the part of the line read before it.
-pub fn read_line(input: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Line> {
+pub(crate) fn read_line(
+    input: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Line> {
     buf.clear();
     let mut too_long = false;
     let mut any = false;

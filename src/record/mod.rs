@@ -2,22 +2,21 @@
 //! zstd-compressed and rotated, and read back for a later report. The file
 //! format and its compatibility rule are in docs/trace-format.md.
 
-pub mod continuity;
-pub mod format;
+pub(crate) mod continuity;
+pub(crate) mod format;
 mod lines;
-pub mod reader;
-pub mod recording;
+pub(crate) mod reader;
+pub(crate) mod recording;
 pub mod segments;
-pub mod walk;
-pub mod writer;
+pub(crate) mod walk;
+pub(crate) mod writer;
 
-pub use continuity::Continuity;
+pub(crate) use format::EndReason;
 pub use format::{
-    EndReason, EndRecord, FormatVersion, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION,
-    FORMAT_NAME,
+    EndRecord, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION, FORMAT_NAME,
 };
-pub use lines::MAX_LINE_BYTES;
-pub use reader::{open, read_all, ProblemKind, ReadProblem, ReadSummary, TraceReader};
-pub use recording::{headers_in_order, recorded_thresholds, SegmentFile};
-pub use walk::{walk, RecordingWalk, WalkItem};
+pub(crate) use lines::MAX_LINE_BYTES;
+pub use reader::{open, read_all, ProblemKind, TraceReader};
+pub(crate) use recording::recorded_thresholds;
+pub(crate) use walk::{walk, WalkItem};
 pub use writer::{RotateOptions, TraceWriter};

@@ -181,10 +181,6 @@ impl TraceReader {
         &self.header
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Counts so far; complete once the iterator has returned `None`.
     pub fn summary(&self) -> ReadSummary {
         ReadSummary {

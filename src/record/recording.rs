@@ -11,13 +11,13 @@ use crate::analysis::Thresholds;
 
 /// One file of a recording, with its header.
 #[derive(Debug, Clone)]
-pub struct SegmentFile {
+pub(crate) struct SegmentFile {
     pub path: PathBuf,
     pub header: TraceHeader,
 }
 
 impl SegmentFile {
-    pub fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         self.path.display().to_string()
     }
 
@@ -35,7 +35,7 @@ fn order_key(h: &TraceHeader) -> (u64, u64, u32) {
 /// segments cost no more memory than one), and orders the files as one
 /// recording: by start, then segment. Files that cannot be opened or are
 /// not traces come back as errors, each naming its file, in the order given.
-pub fn headers_in_order(paths: &[PathBuf]) -> (Vec<SegmentFile>, Vec<anyhow::Error>) {
+pub(crate) fn headers_in_order(paths: &[PathBuf]) -> (Vec<SegmentFile>, Vec<anyhow::Error>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for path in paths {
@@ -53,7 +53,10 @@ pub fn headers_in_order(paths: &[PathBuf]) -> (Vec<SegmentFile>, Vec<anyhow::Err
 
 /// The thresholds a recording was judged with live (its header), or the
 /// defaults with a warning when the header holds none it can use.
-pub fn recorded_thresholds(header: &TraceHeader, name: &str) -> (Thresholds, Option<String>) {
+pub(crate) fn recorded_thresholds(
+    header: &TraceHeader,
+    name: &str,
+) -> (Thresholds, Option<String>) {
     if header.thresholds.is_null() {
         return (
             Thresholds::default(),

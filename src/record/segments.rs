@@ -22,7 +22,7 @@ pub fn segment_path(base: &Path, n: usize) -> PathBuf {
 /// go past `FILE.<keep>`. With `keep == 0` the closed segment is removed.
 /// Stops at the first error, naming the file: renames already done leave
 /// every segment under some name, nothing is deleted that should be kept.
-pub fn shift(base: &Path, keep: usize) -> io::Result<()> {
+pub(crate) fn shift(base: &Path, keep: usize) -> io::Result<()> {
     let oldest = segment_path(base, keep);
     match std::fs::remove_file(&oldest) {
         Ok(()) => {}
@@ -49,7 +49,7 @@ fn named(path: &Path, doing: &str, e: io::Error) -> io::Error {
 /// `20261121T030405Z`) and `{host}` filled in, so a service can start a
 /// new recording on every start without a shell (a recording is never
 /// overwritten, so a fixed name would fail the second start).
-pub fn expand_name(path: &Path, start_unix_ms: u64, host: &str) -> PathBuf {
+pub(crate) fn expand_name(path: &Path, start_unix_ms: u64, host: &str) -> PathBuf {
     let text = path.to_string_lossy();
     if !text.contains("{start}") && !text.contains("{host}") {
         return path.to_path_buf();

@@ -15,16 +15,12 @@ use crate::model::snapshot::Snapshot;
 
 /// What the walk finds next.
 #[derive(Debug)]
-pub enum WalkItem {
+pub(crate) enum WalkItem {
     /// The first file of a recording (not a later segment of the one
     /// before): judging starts again here.
     NewRecording(Box<TraceHeader>),
-    /// A file of the same recording follows (its header; the name is in
-    /// `file`).
-    NextFile {
-        header: Box<TraceHeader>,
-        file: String,
-    },
+    /// A file of the same recording follows (its header).
+    NextFile { header: Box<TraceHeader> },
     /// One interval of the current file.
     Interval {
         snapshot: Box<Snapshot>,
@@ -35,7 +31,7 @@ pub enum WalkItem {
 }
 
 /// The walk: see the module's text. Built by [`walk`].
-pub struct RecordingWalk {
+pub(crate) struct RecordingWalk {
     files: std::vec::IntoIter<SegmentFile>,
     pending: std::collections::VecDeque<WalkItem>,
     current: Option<(TraceReader, String)>,
@@ -48,7 +44,7 @@ pub struct RecordingWalk {
 
 /// Orders `paths` as recordings (by start, then segment); a file that
 /// cannot be opened is a warning at the start of the walk, not an error.
-pub fn walk(paths: &[PathBuf]) -> RecordingWalk {
+pub(crate) fn walk(paths: &[PathBuf]) -> RecordingWalk {
     let (files, errors) = headers_in_order(paths);
     let pending = errors
         .into_iter()
@@ -68,13 +64,13 @@ pub fn walk(paths: &[PathBuf]) -> RecordingWalk {
 impl RecordingWalk {
     /// The readable files in recording order (their headers were read when
     /// the walk was made); empty when none could be opened.
-    pub fn files(&self) -> &[SegmentFile] {
+    pub(crate) fn files(&self) -> &[SegmentFile] {
         &self.ordered
     }
 
     /// Every warning left in the walk, the rest dropped: why nothing could
     /// be read when [`Self::files`] is empty.
-    pub fn into_warnings(self) -> Vec<String> {
+    pub(crate) fn into_warnings(self) -> Vec<String> {
         self.filter_map(|item| match item {
             WalkItem::Warning(w) => Some(w),
             _ => None,
@@ -99,7 +95,6 @@ impl RecordingWalk {
                 self.pending.push_back(if same {
                     WalkItem::NextFile {
                         header: Box::new(header.clone()),
-                        file: name.clone(),
                     }
                 } else {
                     WalkItem::NewRecording(Box::new(header.clone()))

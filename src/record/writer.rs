@@ -38,7 +38,7 @@ pub struct RotateOptions {
 /// A recording is never overwritten by accident: an existing `path` is an
 /// error. (`record` checks before it starts observing, the writer again
 /// when it creates the file.)
-pub fn refuse_existing(path: &Path, opts: &RotateOptions) -> Result<()> {
+pub(crate) fn refuse_existing(path: &Path, opts: &RotateOptions) -> Result<()> {
     if path.exists() {
         bail!(
             "{}: already exists; refusing to overwrite a recording (remove it, choose another \
@@ -67,7 +67,7 @@ pub fn refuse_existing(path: &Path, opts: &RotateOptions) -> Result<()> {
 
 impl RotateOptions {
     /// Segments are closed and renamed at all.
-    pub fn rotates(&self) -> bool {
+    pub(crate) fn rotates(&self) -> bool {
         self.max_bytes.is_some() || self.max_age.is_some()
     }
 }
@@ -130,7 +130,7 @@ impl TraceWriter {
     }
 
     /// The live segment's path (what the user asked for).
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.base
     }
 
@@ -195,7 +195,7 @@ impl TraceWriter {
     }
 
     /// [`Self::finish`], saying why the recording stopped.
-    pub fn finish_with(mut self, reason: EndReason) -> Result<()> {
+    pub(crate) fn finish_with(mut self, reason: EndReason) -> Result<()> {
         self.close_segment(reason)
     }
 

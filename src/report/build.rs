@@ -43,7 +43,6 @@ use crate::model::snapshot::Snapshot;
 use crate::record::TraceHeader;
 use crate::shared::clock::format_utc;
 use episodes::EpisodeNotes;
-pub use flows::SERIES_FLOWS;
 use flows::{FlowParts, Flows};
 use health::HealthAcc;
 use interfaces::{IfaceAcc, Interfaces};
@@ -162,7 +161,7 @@ impl ReportBuilder {
     /// The intervals that follow come from the file with `header`. A new
     /// recording means a new observer: its look-back and counters start
     /// empty, as they did live.
-    pub fn start_file(&mut self, header: &TraceHeader) {
+    pub(crate) fn start_file(&mut self, header: &TraceHeader) {
         if !header.same_recording(&self.header) {
             self.judge.restart();
             self.headroom.restart();
@@ -174,7 +173,7 @@ impl ReportBuilder {
     }
 
     /// Something the reader skipped or found missing: shown with the report.
-    pub fn warn(&mut self, warning: String) {
+    pub(crate) fn warn(&mut self, warning: String) {
         self.warnings.push(warning);
     }
 

@@ -31,7 +31,7 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 }
 
 impl FlowPattern {
-    pub fn parse(s: &str) -> Result<FlowPattern, String> {
+    pub(crate) fn parse(s: &str) -> Result<FlowPattern, String> {
         let t = s.trim();
         if t.is_empty() {
             return Err("--flow \"\": empty pattern: give a peer address, addr:port, :localport or a process name".into());
@@ -69,7 +69,7 @@ impl FlowPattern {
         Ok(FlowPattern::Comm(t.to_string()))
     }
 
-    pub fn matches(&self, f: &FlowSample) -> bool {
+    pub(crate) fn matches(&self, f: &FlowSample) -> bool {
         match self {
             FlowPattern::Peer(ip) => same_ip(f.peer.ip(), *ip),
             FlowPattern::PeerPort(sa) => {
@@ -97,7 +97,7 @@ pub struct ReportFilters {
 impl ReportFilters {
     /// Filters from the option texts (`--flow`, `--iface`, `--since`,
     /// `--until`); the error names the option that was refused.
-    pub fn parse(
+    pub(crate) fn parse(
         flow_texts: &[String],
         interface_names: &[String],
         since: Option<&str>,
@@ -141,13 +141,13 @@ impl ReportFilters {
     /// and, with `--iface`, when it uses one of those interfaces (a flow
     /// whose interface is unknown, as in recordings before format 1.2, is
     /// kept: it may be on any of them).
-    pub fn flow_matches(&self, f: &FlowSample) -> bool {
+    pub(crate) fn flow_matches(&self, f: &FlowSample) -> bool {
         let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
         let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
-        by_pattern && by_iface && self.workloads.matches(f)
+        by_pattern && by_iface && f.passes(&self.workloads)
     }
 
-    pub fn iface_matches(&self, name: &str) -> bool {
+    pub(crate) fn iface_matches(&self, name: &str) -> bool {
         self.interfaces.is_empty() || self.interfaces.iter().any(|i| i == name)
     }
 }

@@ -20,7 +20,7 @@ use crate::analysis::Verdict;
 use crate::shared::units;
 
 /// Points per series and chart at most; more are reduced min/max-preserving.
-pub const MAX_POINTS: usize = 1500;
+pub(crate) const MAX_POINTS: usize = 1500;
 
 /// One colour per verdict, for bands, legends and table cells.
 pub const VERDICT_COLOURS: [(Verdict, &str); 11] = [

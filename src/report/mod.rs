@@ -3,12 +3,12 @@
 //! or `--html`. The model (model.rs) is the contract between the builder
 //! and the renderers.
 
-pub mod build;
-pub mod filters;
+pub(crate) mod build;
+pub(crate) mod filters;
 pub mod html;
 pub mod model;
-pub mod text;
-pub mod workloads;
+pub(crate) mod text;
+pub(crate) mod workloads;
 
 #[cfg(test)]
 mod tests;
@@ -21,10 +21,10 @@ use crate::commands::cli::InstanceArgs;
 use crate::record::{recorded_thresholds, walk, WalkItem};
 pub use build::ReportBuilder;
 pub use filters::ReportFilters;
-pub use model::Report;
+pub(crate) use model::Report;
 
 /// What a report reads and how it judges.
-pub struct ReportRequest<'a> {
+pub(crate) struct ReportRequest<'a> {
     /// The recording's files, in any order.
     pub files: &'a [PathBuf],
     /// `NAME=VALUE` thresholds over the recorded ones.
@@ -39,7 +39,7 @@ pub struct ReportRequest<'a> {
 /// Reads the files and builds the report; warnings (skipped lines, cut
 /// tails, missing segments) are in `report.health.read_warnings`. Fails,
 /// naming the files, when no interval could be read.
-pub fn build(req: ReportRequest) -> Result<Report> {
+pub(crate) fn build(req: ReportRequest) -> Result<Report> {
     let ReportRequest {
         files: paths,
         thresholds: assignments,

@@ -12,7 +12,7 @@ use crate::model::instance::{Arch, Baseline};
 use crate::model::snapshot::Owner;
 use crate::record::InterfaceInfo;
 
-pub use super::workloads::WorkloadSummary;
+pub(crate) use super::workloads::WorkloadSummary;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -172,19 +172,20 @@ pub struct RightSizing {
 }
 
 /// Why the types are sized on the baseline alone, said with the section.
-pub const WHY_BASELINE: &str = "Sized on the baseline alone: burst is best effort and how long \
+pub(crate) const WHY_BASELINE: &str =
+    "Sized on the baseline alone: burst is best effort and how long \
 it lasts cannot be predicted (the same instance under the same load was enforced after about \
 16 minutes in one run and never in another), so only the baseline can be planned against.";
 
 /// How to give a baseline when none is known.
-pub const GIVE_A_BASELINE: &str =
+pub(crate) const GIVE_A_BASELINE: &str =
     "give --instance-type TYPE (its published baseline) or --baseline RATE[/RATE] \
      to size against one";
 
 impl RightSizing {
     /// What the rates are: "1-second rates", "5-second rates" (the
     /// recording's interval).
-    pub fn rates_of(&self) -> String {
+    pub(crate) fn rates_of(&self) -> String {
         use crate::shared::units::significant;
         format!("{}-second rates", significant(self.interval_secs, 3))
     }
@@ -200,7 +201,7 @@ impl RightSizing {
     }
 
     /// The specs table's origin and date.
-    pub fn table_provenance(&self) -> String {
+    pub(crate) fn table_provenance(&self) -> String {
         match &self.table_retrieved {
             Some(d) => format!("{}, retrieved {d}", self.table_origin),
             None => self.table_origin.clone(),

@@ -18,7 +18,7 @@ const EPISODES_LISTED: usize = 50;
 /// past their thresholds.
 const EVIDENCE_LISTED: usize = 3;
 
-pub fn render(r: &Report) -> String {
+pub(crate) fn render(r: &Report) -> String {
     let mut out = String::new();
     header(&mut out, r);
     episodes(&mut out, r);

@@ -25,18 +25,24 @@ pub struct WorkloadSummary {
 
 /// What a flow owner's workload is called in the summary; None when the
 /// owner names no pod, container or service.
-pub fn workload_key(owner: Option<&Owner>) -> Option<(&'static str, String)> {
+pub(crate) fn workload_key(owner: Option<&Owner>) -> Option<(&'static str, String)> {
     owner?.workload.as_ref()?.key()
 }
 
 /// Adds up flows by workload, most backoff first.
 #[derive(Debug, Default)]
-pub struct WorkloadTotals {
+pub(crate) struct WorkloadTotals {
     by_key: HashMap<(&'static str, String), WorkloadSummary>,
 }
 
 impl WorkloadTotals {
-    pub fn add(&mut self, owner: Option<&Owner>, bytes_sent: u64, retransmits: u64, backoff: f64) {
+    pub(crate) fn add(
+        &mut self,
+        owner: Option<&Owner>,
+        bytes_sent: u64,
+        retransmits: u64,
+        backoff: f64,
+    ) {
         let Some((kind, name)) = workload_key(owner) else {
             return;
         };
@@ -57,7 +63,7 @@ impl WorkloadTotals {
         s.backoff_total += backoff;
     }
 
-    pub fn finish(self) -> Vec<WorkloadSummary> {
+    pub(crate) fn finish(self) -> Vec<WorkloadSummary> {
         let mut v: Vec<WorkloadSummary> = self
             .by_key
             .into_values()

@@ -4,19 +4,19 @@
 //! programs that ran, not only a version number that many builds share.
 
 /// The crate version (Cargo.toml).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The commit's short hash, with `-dirty` when a file the binary is built
 /// from (src/, bpf/, build.rs, Cargo.toml, Cargo.lock) differed from it, or
 /// `unknown` when built outside a git checkout (e.g. from a tarball).
-pub const GIT_COMMIT: &str = env!("THROTTLESCOPE_GIT_COMMIT");
+pub(crate) const GIT_COMMIT: &str = env!("THROTTLESCOPE_GIT_COMMIT");
 
 /// `name=sha256` pairs, comma-separated; empty without the `collect`
 /// feature (nothing embedded).
 const BPF_OBJECTS: &str = env!("THROTTLESCOPE_BPF_OBJECTS");
 
 /// Each embedded BPF object with the first 12 hex digits of its SHA-256.
-pub fn bpf_objects() -> Vec<(String, String)> {
+pub(crate) fn bpf_objects() -> Vec<(String, String)> {
     BPF_OBJECTS
         .split(',')
         .filter_map(|pair| pair.split_once('='))
@@ -26,7 +26,7 @@ pub fn bpf_objects() -> Vec<(String, String)> {
 
 /// The `--version` text after the program name: the version on the first
 /// line, then the commit and one line per BPF object.
-pub fn long_version() -> String {
+pub(crate) fn long_version() -> String {
     let mut s = format!("{VERSION}\ncommit {GIT_COMMIT}");
     let objects = bpf_objects();
     if objects.is_empty() {

@@ -5,7 +5,7 @@
 const MS_PER_DAY: i64 = 86_400_000;
 
 /// Days since 1970-01-01 of a civil date.
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     // Years start in March, so the leap day is the last day of the year.
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
@@ -17,7 +17,7 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 }
 
 /// The civil date (year, month, day) of a day count since 1970-01-01.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
@@ -46,7 +46,7 @@ fn days_in_month(year: i64, month: u32) -> u32 {
 
 /// The wall clock now, in ms since the Unix epoch (0 if the clock is set
 /// before 1970).
-pub fn now_unix_ms() -> u64 {
+pub(crate) fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -54,7 +54,7 @@ pub fn now_unix_ms() -> u64 {
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -66,7 +66,7 @@ pub fn monotonic_ns() -> u64 {
 
 /// A UTC instant split into its fields (year, month, day, hour, minute,
 /// second, millisecond): what every printed form below is made of.
-pub struct UtcFields {
+pub(crate) struct UtcFields {
     pub year: i64,
     pub month: u32,
     pub day: u32,
@@ -76,7 +76,7 @@ pub struct UtcFields {
     pub milli: u64,
 }
 
-pub fn utc_fields(unix_ms: u64) -> UtcFields {
+pub(crate) fn utc_fields(unix_ms: u64) -> UtcFields {
     let ms = unix_ms as i64;
     let (year, month, day) = civil_from_days(ms.div_euclid(MS_PER_DAY));
     let in_day = ms.rem_euclid(MS_PER_DAY) as u64;
@@ -93,7 +93,7 @@ pub fn utc_fields(unix_ms: u64) -> UtcFields {
 }
 
 /// `20261121T030405Z`: a UTC time for file names (sorts as it reads).
-pub fn compact_utc(unix_ms: u64) -> String {
+pub(crate) fn compact_utc(unix_ms: u64) -> String {
     let t = utc_fields(unix_ms);
     format!(
         "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
@@ -102,7 +102,7 @@ pub fn compact_utc(unix_ms: u64) -> String {
 }
 
 /// `2026-11-21 03:04:05 UTC` (ms dropped).
-pub fn format_utc(unix_ms: u64) -> String {
+pub(crate) fn format_utc(unix_ms: u64) -> String {
     let t = utc_fields(unix_ms);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
@@ -111,13 +111,13 @@ pub fn format_utc(unix_ms: u64) -> String {
 }
 
 /// `03:04:05` (UTC time of day).
-pub fn format_time_of_day(unix_ms: u64) -> String {
+pub(crate) fn format_time_of_day(unix_ms: u64) -> String {
     let s = (unix_ms as i64).rem_euclid(MS_PER_DAY) / 1000;
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// `+HH:MM:SS` from seconds.
-pub fn format_offset(secs: f64) -> String {
+pub(crate) fn format_offset(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
     format!("+{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
@@ -136,7 +136,7 @@ pub enum TimeSpec {
 impl TimeSpec {
     /// Milliseconds since the epoch, for a recording that started at
     /// `start_unix_ms`.
-    pub fn resolve(&self, start_unix_ms: u64) -> u64 {
+    pub(crate) fn resolve(&self, start_unix_ms: u64) -> u64 {
         match *self {
             TimeSpec::Offset(ms) => start_unix_ms.saturating_add(ms),
             TimeSpec::Wall(ms) => ms,
@@ -205,7 +205,7 @@ fn date(s: &str) -> Option<i64> {
 }
 
 /// Parses a `--since`/`--until` value; `what` names the option in errors.
-pub fn parse_time(what: &str, s: &str) -> Result<TimeSpec, String> {
+pub(crate) fn parse_time(what: &str, s: &str) -> Result<TimeSpec, String> {
     let t = s.trim();
     let bad = || format!("{what} {s:?}: not a time: {TIME_HELP}");
     if t.is_empty() {

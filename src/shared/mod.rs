@@ -2,8 +2,8 @@
 //! quantities printed and parsed (units), process signals, and the
 //! sanitiser for text from the observed system before it reaches a terminal.
 
-pub mod build_info;
-pub mod clock;
+pub(crate) mod build_info;
+pub(crate) mod clock;
 pub mod signals;
 pub mod terminal_text;
 pub mod units;

@@ -23,7 +23,7 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 /// How long a clean stop may take before the watchdog ends the process.
-pub const STOP_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(1);
 
 /// The first cause of a stop: its signal number (SIGHUP for a terminal
 /// that went away), 0 while none.
@@ -122,7 +122,7 @@ pub fn install() {
 }
 
 /// Whether a stop was asked for (a signal, or the terminal went away).
-pub fn stop_requested() -> bool {
+pub(crate) fn stop_requested() -> bool {
     CAUSE.load(Ordering::SeqCst) != 0
 }
 
@@ -133,7 +133,7 @@ pub fn hung_up() -> bool {
 
 /// The terminal went away (EOF, EIO or a hangup seen on it, a failed
 /// write): a stop like SIGHUP's, with the same watchdog behind it.
-pub fn terminal_lost() {
+pub(crate) fn terminal_lost() {
     if CAUSE
         .compare_exchange(0, libc::SIGHUP, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
@@ -145,14 +145,14 @@ pub fn terminal_lost() {
 /// `hook` runs (on the watchdog's thread) before a forced exit: it must
 /// give back what the process changed outside itself (the terminal) without
 /// taking a lock the stuck thread may hold, such as stdout's.
-pub fn on_forced_exit(hook: fn()) {
+pub(crate) fn on_forced_exit(hook: fn()) {
     FORCED_EXIT_HOOK.store(hook as usize, Ordering::SeqCst);
 }
 
 /// Catches SIGTSTP and SIGCONT (`on`) for a view that must give the
 /// terminal back before it stops and take it again after, or restores their
 /// default actions.
-pub fn take_job_control(on: bool) {
+pub(crate) fn take_job_control(on: bool) {
     let handler = if on {
         on_job_control as *const () as usize
     } else {
@@ -163,18 +163,18 @@ pub fn take_job_control(on: bool) {
 }
 
 /// SIGTSTP arrived since the last call.
-pub fn take_suspend() -> bool {
+pub(crate) fn take_suspend() -> bool {
     SUSPEND.swap(0, Ordering::SeqCst) > 0
 }
 
 /// SIGCONT arrived since the last call.
-pub fn take_continued() -> bool {
+pub(crate) fn take_continued() -> bool {
     CONTINUED.swap(0, Ordering::SeqCst) > 0
 }
 
 /// Stops this process as Ctrl-Z would, with SIGTSTP's default action, and
 /// returns when it is continued.
-pub fn stop_self() {
+pub(crate) fn stop_self() {
     set_handler(libc::SIGTSTP, libc::SIG_DFL, false);
     // SAFETY: raise(3) on this process.
     unsafe { libc::raise(libc::SIGTSTP) };
@@ -268,7 +268,7 @@ fn force_exit(why: &str) -> ! {
 
 /// Writes `bytes` to `fd` only when it can take them now: a forced exit
 /// must not block on the very terminal or pipe that held the stop up.
-pub fn write_if_ready(fd: libc::c_int, bytes: &[u8]) {
+pub(crate) fn write_if_ready(fd: libc::c_int, bytes: &[u8]) {
     let mut pfd = libc::pollfd {
         fd,
         events: libc::POLLOUT,

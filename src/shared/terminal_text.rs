@@ -14,7 +14,7 @@ use std::borrow::Cow;
 use std::fmt::Write;
 
 /// Characters that must not reach a terminal as they are.
-pub fn is_hostile(c: char) -> bool {
+pub(crate) fn is_hostile(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
@@ -56,7 +56,7 @@ fn escape(s: &str, keep: impl Fn(char) -> bool) -> Cow<'_, str> {
 
 /// One field (a process name, a pod name): every control character
 /// escaped, newlines included, so it stays on its row.
-pub fn inert(s: &str) -> Cow<'_, str> {
+pub(crate) fn inert(s: &str) -> Cow<'_, str> {
     escape(s, |_| false)
 }
 

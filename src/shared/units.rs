@@ -33,10 +33,10 @@
 use std::time::Duration;
 
 /// What stands for a value that is unknown or could not be computed.
-pub const UNKNOWN: &str = "-";
+pub(crate) const UNKNOWN: &str = "-";
 
 /// A byte count: `7B`, `512B`, `18.0kB`, `3.20MB`, `1.25GB`.
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     // Below a kilobyte the count is exact and whole; `7.00B` would claim
     // a precision of hundredths of a byte.
     if n < 1000 {
@@ -46,28 +46,28 @@ pub fn bytes(n: u64) -> String {
 }
 
 /// Bits per second: `950b/s`, `196Mb/s`, `16.0Gb/s`.
-pub fn rate_bits(bps: f64) -> String {
+pub(crate) fn rate_bits(bps: f64) -> String {
     scaled(bps, BITS)
 }
 
 /// Packets per second: `950pps`, `16.4kpps`, `1.20Mpps`.
-pub fn rate_pps(pps: f64) -> String {
+pub(crate) fn rate_pps(pps: f64) -> String {
     scaled(pps, PACKETS)
 }
 
 /// A percentage: `98.2%`, `2.50%`, `0.00380%`, `0%`.
-pub fn pct(p: f64) -> String {
+pub(crate) fn pct(p: f64) -> String {
     scaled(p, PERCENT)
 }
 
 /// [`pct`], or [`UNKNOWN`] when it could not be computed (no packets, no
 /// allowance counters).
-pub fn opt_pct(p: Option<f64>) -> String {
+pub(crate) fn opt_pct(p: Option<f64>) -> String {
     p.map_or_else(|| UNKNOWN.to_string(), pct)
 }
 
 /// A duration in seconds: `250us`, `1.10ms`, `42.0s`, `2.50min`, `1.50h`.
-pub fn secs(s: f64) -> String {
+pub(crate) fn secs(s: f64) -> String {
     if !s.is_finite() {
         return UNKNOWN.to_string();
     }
@@ -89,7 +89,7 @@ pub fn secs(s: f64) -> String {
 /// `value` with at most `digits` significant digits and no trailing zeros
 /// after the point (`0.000123`, `12.3`, `26900` for 26,949.8 at 3): a
 /// printed figure claims no more precision than it has.
-pub fn significant(value: f64, digits: usize) -> String {
+pub(crate) fn significant(value: f64, digits: usize) -> String {
     if value == 0.0 {
         return "0".to_string();
     }
@@ -114,14 +114,14 @@ pub fn significant(value: f64, digits: usize) -> String {
 /// srtt against min_rtt, as `12.3x`: three significant digits at most
 /// (on a path whose base RTT is microseconds the ratio runs to thousands,
 /// and its digits past the third say nothing).
-pub fn ratio(x: f64) -> String {
+pub(crate) fn ratio(x: f64) -> String {
     format!("{}x", significant(x, 3))
 }
 
 /// The queuing delay a flow's RTT carries over its base, srtt - min_rtt,
 /// as `+3.2ms`: what a ratio means in time, the same at any base RTT.
 /// Unknown when either is not measured.
-pub fn added_delay(srtt_us: u32, min_rtt_us: u32) -> String {
+pub(crate) fn added_delay(srtt_us: u32, min_rtt_us: u32) -> String {
     if srtt_us == 0 || min_rtt_us == 0 {
         return UNKNOWN.to_string();
     }
@@ -131,7 +131,7 @@ pub fn added_delay(srtt_us: u32, min_rtt_us: u32) -> String {
 /// A flow's retransmits as the views show them: `12`, `12+3f` with 3
 /// attempts that failed in the host, `12/9d` when the receiver reported 9
 /// of the 12 as duplicates (D-SACK: spurious, nothing was lost).
-pub fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
+pub(crate) fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
     let mut s = total.to_string();
     if spurious > 0 {
         s.push_str(&format!("/{spurious}d"));
@@ -144,7 +144,7 @@ pub fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
 
 /// After the retransmit rate (which leaves them out): the retransmits the
 /// receivers reported as duplicates, when there were any.
-pub fn spurious_note(spurious: u64) -> String {
+pub(crate) fn spurious_note(spurious: u64) -> String {
     if spurious > 0 {
         format!(" (+{spurious} spurious)")
     } else {
@@ -155,7 +155,7 @@ pub fn spurious_note(spurious: u64) -> String {
 /// A duration the kernel gives in microseconds (srtt, min_rtt), where 0
 /// means not measured yet: [`UNKNOWN`] then, else as [`secs`] (`250us`,
 /// `1.10ms`, `25.0ms`).
-pub fn micros(us: u32) -> String {
+pub(crate) fn micros(us: u32) -> String {
     if us == 0 {
         UNKNOWN.to_string()
     } else {
@@ -277,11 +277,11 @@ const MAX_SECS: f64 = 100.0 * 365.25 * 86400.0;
 /// The shortest and longest interval: below 10 ms the collection itself
 /// (one pass over every socket) is most of the interval, and an interval
 /// longer than an hour averages away anything worth seeing.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
-pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Parses `--interval`: a duration from 10ms to 1h.
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
     if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&d) {
         return Err(format!("{s:?}: an interval must be from 10ms to 1h"));
@@ -290,7 +290,7 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 }
 
 /// Parses a byte size; suffixes K, M, G (powers of 1024), a bare number is bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

@@ -11,7 +11,7 @@ pub const USAGE_EXIT_STATUS: u8 = 2;
 
 /// A usage error: one line, shown as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
+pub(crate) struct UsageError(pub String);
 
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

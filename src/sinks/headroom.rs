@@ -19,14 +19,14 @@ fn whose(h: &Headroom) -> String {
 
 /// The instance's line: "headroom m5.xlarge: out 312% of 1.25Gb/s, above
 /// for 14.0min (38.0GB beyond); in 4.00% of 1.25Gb/s".
-pub fn line(h: &Headroom) -> String {
+pub(crate) fn line(h: &Headroom) -> String {
     format!("headroom {}: {}", whose(h), h.summary())
 }
 
 /// The same in fewer columns, for a narrow screen: both directions'
 /// shares and the run above the baseline, without the baseline's figure:
 /// "headroom m5.xlarge: out 312%, above 14.0min (38.0GB); in 4.00%".
-pub fn short_line(h: &Headroom) -> String {
+pub(crate) fn short_line(h: &Headroom) -> String {
     let one = |name: &str, d: &DirectionHeadroom| {
         let mut s = format!("{name} {}", units::pct(d.pct));
         if d.above() {
@@ -47,7 +47,7 @@ pub fn short_line(h: &Headroom) -> String {
 }
 
 /// The interval's headroom line, when a baseline is known.
-pub fn of(a: &IntervalAnalysis) -> Option<String> {
+pub(crate) fn of(a: &IntervalAnalysis) -> Option<String> {
     a.headroom.as_ref().map(line)
 }
 
@@ -55,7 +55,7 @@ pub fn of(a: &IntervalAnalysis) -> Option<String> {
 /// the baseline". An interface not summed into the instance (a veth beside
 /// the ENA ones) says so, so its share is not read as more of the baseline
 /// spent (its traffic mostly crosses an ENA interface as well).
-pub fn share_text(i: &InterfaceHeadroom) -> String {
+pub(crate) fn share_text(i: &InterfaceHeadroom) -> String {
     let unsummed = if i.summed {
         ""
     } else {
@@ -70,7 +70,7 @@ pub fn share_text(i: &InterfaceHeadroom) -> String {
 
 /// The same in the columns a full-screen rates line has left at 80:
 /// "194%/4.22% of baseline" (out/in, as the line gives tx then rx).
-pub fn short_share_text(i: &InterfaceHeadroom) -> String {
+pub(crate) fn short_share_text(i: &InterfaceHeadroom) -> String {
     let unsummed = if i.summed { "" } else { " (not summed)" };
     format!(
         "{}/{} of baseline{unsummed}",
@@ -80,7 +80,7 @@ pub fn short_share_text(i: &InterfaceHeadroom) -> String {
 }
 
 /// `iface`'s share of the baseline this interval, when a baseline is known.
-pub fn interface<'a>(a: &'a IntervalAnalysis, iface: &str) -> Option<&'a InterfaceHeadroom> {
+pub(crate) fn interface<'a>(a: &'a IntervalAnalysis, iface: &str) -> Option<&'a InterfaceHeadroom> {
     a.headroom
         .as_ref()?
         .interfaces
@@ -89,7 +89,7 @@ pub fn interface<'a>(a: &'a IntervalAnalysis, iface: &str) -> Option<&'a Interfa
 }
 
 /// [`share_text`] of `iface`, when a baseline is known.
-pub fn share(a: &IntervalAnalysis, iface: &str) -> Option<String> {
+pub(crate) fn share(a: &IntervalAnalysis, iface: &str) -> Option<String> {
     interface(a, iface).map(share_text)
 }
 
@@ -98,7 +98,7 @@ pub fn share(a: &IntervalAnalysis, iface: &str) -> Option<String> {
 /// instance was planned on: "hypervisor_queuing 16.1min (under way):
 /// baseline 1.58Gb/s measured, 1.25Gb/s published (m5.xlarge); ...".
 /// Empty without a baseline (no episode then carries a plan).
-pub fn against_plan(a: &IntervalAnalysis, iface: &str) -> Vec<String> {
+pub(crate) fn against_plan(a: &IntervalAnalysis, iface: &str) -> Vec<String> {
     a.episodes
         .iter()
         .filter(|e| e.iface == iface)

@@ -7,7 +7,7 @@ use crate::shared::units;
 /// The episodes before the current one on `iface`, oldest first, as
 /// "free_flow 14.0s, hypervisor_queuing 3.00s" (the live pipeline carries the
 /// last few in each interval's analysis); None when there were none.
-pub fn earlier_episodes(a: &IntervalAnalysis, iface: &str) -> Option<String> {
+pub(crate) fn earlier_episodes(a: &IntervalAnalysis, iface: &str) -> Option<String> {
     let eps: Vec<String> = a
         .episodes
         .iter()
@@ -22,14 +22,14 @@ pub fn earlier_episodes(a: &IntervalAnalysis, iface: &str) -> Option<String> {
 
 /// This interval's own verdict where it differs from the held one and the
 /// held note does not already name it (a verdict seen but not held).
-pub fn own_verdict_unsaid(v: &InterfaceVerdict) -> Option<Verdict> {
+pub(crate) fn own_verdict_unsaid(v: &InterfaceVerdict) -> Option<Verdict> {
     (v.verdict != v.held.verdict && !v.held.note.starts_with(v.verdict.as_str()))
         .then_some(v.verdict)
 }
 
 /// The held verdict in one line: how long it has held, confidence, why,
 /// and this interval's own judgement where it differs.
-pub fn one_line(v: &InterfaceVerdict) -> String {
+pub(crate) fn one_line(v: &InterfaceVerdict) -> String {
     let h = &v.held;
     let age = if h.intervals > 1 {
         format!(", {} intervals", h.intervals)

@@ -1,9 +1,9 @@
 //! Sinks only render: they take snapshots and their analysis and never
 //! change them.
 
-pub mod headroom;
-pub mod held;
+pub(crate) mod headroom;
+pub(crate) mod held;
 pub mod metrics;
-pub mod table;
-pub mod tui;
-pub mod view;
+pub(crate) mod table;
+pub(crate) mod tui;
+pub(crate) mod view;

@@ -10,7 +10,7 @@ use crate::sinks::{headroom, held};
 /// The interval's peak rates beside its means (issue 24): `peak 12 ms: tx
 /// 348Mb/s 30.1kpps (5.2x the mean)  rx ...`; None when not measured.
 /// Shared by the plain tables and the full-screen view.
-pub fn peak_text(i: &InterfaceSample, secs: f64) -> Option<String> {
+pub(crate) fn peak_text(i: &InterfaceSample, secs: f64) -> Option<String> {
     let window = i.peak_window_us?;
     let side = |bps: Option<u64>, pps: Option<u64>, bytes: u64| {
         let bps = bps? as f64;
@@ -42,7 +42,7 @@ pub fn peak_text(i: &InterfaceSample, secs: f64) -> Option<String> {
 
 /// Renders one snapshot (and its analysis, when given) as text; `top`
 /// flows at most.
-pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) -> String {
+pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) -> String {
     let secs = snap.interval_secs().max(1e-9);
     let mut out = String::new();
     let _ = writeln!(
@@ -254,7 +254,7 @@ pub fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: usize) 
 /// its reason, for every view: the read failed (counted, the last good totals
 /// shown), it worked but its counters are not trusted, or lines of the
 /// counter file were skipped. Empty when nothing is.
-pub fn allowance_problems(status: &AllowanceStatus) -> Vec<String> {
+pub(crate) fn allowance_problems(status: &AllowanceStatus) -> Vec<String> {
     let Some(a) = status.sample() else {
         return Vec::new();
     };
@@ -275,7 +275,7 @@ pub fn allowance_problems(status: &AllowanceStatus) -> Vec<String> {
 }
 
 /// Flows by bytes sent in the interval, then by id for a stable order.
-pub fn busiest(flows: &[FlowSample]) -> Vec<&FlowSample> {
+pub(crate) fn busiest(flows: &[FlowSample]) -> Vec<&FlowSample> {
     let mut v: Vec<&FlowSample> = flows.iter().collect();
     v.sort_by(|a, b| {
         (b.delta.bytes_sent + b.delta.bytes_received)

@@ -17,7 +17,7 @@ use crate::sinks::table;
 
 /// What the view wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
+pub(crate) enum Control {
     Continue,
     /// The user quit (key, Ctrl-C, closed pipe): stop observing cleanly.
     Quit,
@@ -25,7 +25,7 @@ pub enum Control {
 
 /// A sink that shows intervals and owns the wait between them (so a
 /// full-screen view can react to keys while nothing new arrives).
-pub trait View {
+pub(crate) trait View {
     /// Shows one interval; `source` says where it came from (`live`, or the
     /// recording and its time for a replay).
     fn show(
@@ -63,22 +63,22 @@ pub trait View {
 /// One line of `--json`: the snapshot's fields, plus its analysis. A
 /// reader that only knows [`Snapshot`] can still parse it.
 #[derive(Debug, Serialize)]
-pub struct WatchLine<'a> {
+pub(crate) struct WatchLine<'a> {
     #[serde(flatten)]
     pub snapshot: &'a Snapshot,
     pub analysis: &'a IntervalAnalysis,
 }
 
 /// `--json`: one object per interval on stdout.
-pub struct JsonView;
+pub(crate) struct JsonView;
 
 /// Plain tables on stdout: `--plain`, or stdout is not a terminal.
-pub struct PlainView {
+pub(crate) struct PlainView {
     pub top: usize,
 }
 
 /// Nothing per interval (`record`): the loop still runs the other sinks.
-pub struct SilentView;
+pub(crate) struct SilentView;
 
 fn write_stdout(bytes: &[u8]) -> Result<Control> {
     let stdout = std::io::stdout();

@@ -52,11 +52,6 @@ const fn stat(name: &'static str, kind: Kind, group: Group) -> Stat {
     Stat { name, kind, group }
 }
 
-/// The allowance stat names, in `AllowanceCounters` field order.
-pub fn allowance_stat_names() -> impl Iterator<Item = &'static str> {
-    STATS.iter().map(|s| s.name)
-}
-
 type Values = [Option<u64>; N];
 
 fn to_array(c: &AllowanceCounters) -> Values {
@@ -106,7 +101,7 @@ fn admin_failures(stats: &[(String, u64)]) -> Option<u64> {
 
 /// Picks the allowance stats out of everything a device reports. Matching
 /// is by exact name; a name reported twice counts once (the first).
-pub fn extract(stats: &[(String, u64)]) -> AllowanceCounters {
+pub(crate) fn extract(stats: &[(String, u64)]) -> AllowanceCounters {
     let mut v: Values = [None; N];
     for (name, value) in stats {
         if let Some(i) = STATS.iter().position(|s| s.name == name) {
@@ -146,7 +141,7 @@ fn is_reset_to_near_zero(old: u64, new: u64, largest_growth: u64) -> bool {
 
 /// Delta state of one interface's allowance counters.
 #[derive(Debug, Default)]
-pub struct AllowanceTracker {
+pub(crate) struct AllowanceTracker {
     /// The last accepted value of each stat: what the next delta is taken
     /// from. `None` while the device does not report the stat.
     baseline: Values,
@@ -181,18 +176,18 @@ pub struct AllowanceTracker {
 }
 
 impl AllowanceTracker {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
-    }
-
-    pub fn read_failures(&self) -> u64 {
-        self.read_failures
     }
 
     /// One successful read of every statistic the device reports. `None`
     /// when none of them is an allowance stat (the state is forgotten, so
     /// stats that come back later start a fresh baseline).
-    pub fn observe(&mut self, stats: &[(String, u64)], source: &str) -> Option<AllowanceSample> {
+    pub(crate) fn observe(
+        &mut self,
+        stats: &[(String, u64)],
+        source: &str,
+    ) -> Option<AllowanceSample> {
         let now = to_array(&extract(stats));
         if now.iter().all(Option::is_none) {
             self.forget();
@@ -364,7 +359,7 @@ impl AllowanceTracker {
 
     /// A read that failed: counted, and the last good totals reported with
     /// zero growth (gauges keep their last value) so observing continues.
-    pub fn failed(&mut self, error: String, source: &str) -> AllowanceSample {
+    pub(crate) fn failed(&mut self, error: String, source: &str) -> AllowanceSample {
         self.read_failures += 1;
         self.previous_was_data = false;
         let totals = self.baseline;
@@ -379,7 +374,7 @@ impl AllowanceTracker {
     }
 
     /// The device reports no allowance stats (any more).
-    pub fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.baseline = [None; N];
         self.zero_pending = [false; 2];
         self.largest_growth = [None; N];
@@ -441,7 +436,7 @@ mod tests {
         }
         let c = from_array(v);
         let json = serde_json::to_value(c).unwrap();
-        for (i, name) in allowance_stat_names().enumerate() {
+        for (i, name) in STATS.iter().map(|s| s.name).enumerate() {
             assert_eq!(json[name], i as u64, "{name}");
         }
         assert_eq!(to_array(&c), v);

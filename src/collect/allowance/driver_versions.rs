@@ -8,7 +8,7 @@
 /// A release's version as three numbers, from `ethtool -i`'s `version`
 /// ("2.13.2g", "2.16.0"); None when it is not an out-of-tree ENA release
 /// number (the in-tree driver reports the kernel's version or nothing).
-pub fn ena_release(version: &str) -> Option<(u32, u32, u32)> {
+pub(crate) fn ena_release(version: &str) -> Option<(u32, u32, u32)> {
     let digits: String = version
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
@@ -25,7 +25,7 @@ pub fn ena_release(version: &str) -> Option<(u32, u32, u32)> {
 
 /// How far `version` of driver `driver` can be trusted when a counter read
 /// fails: `(known_bad, text)`; None for drivers other than ENA.
-pub fn ena_failed_read_behaviour(driver: &str, version: &str) -> Option<(bool, String)> {
+pub(crate) fn ena_failed_read_behaviour(driver: &str, version: &str) -> Option<(bool, String)> {
     if driver != "ena" {
         return None;
     }

@@ -144,12 +144,12 @@ pub struct EthtoolError {
 
 impl EthtoolError {
     /// The errno, if the kernel gave one.
-    pub fn errno(&self) -> Option<i32> {
+    pub(crate) fn errno(&self) -> Option<i32> {
         self.error.raw_os_error()
     }
 
     /// The driver does not implement this command.
-    pub fn is_unsupported(&self) -> bool {
+    pub(crate) fn is_unsupported(&self) -> bool {
         self.errno() == Some(libc::EOPNOTSUPP)
     }
 }
@@ -270,10 +270,6 @@ impl Ethtool {
         })
     }
 
-    pub fn iface(&self) -> &str {
-        &self.iface
-    }
-
     /// Runs one ethtool command whose buffer starts at `cmd`.
     ///
     /// SAFETY (for callers): `cmd` must point at a writable buffer large
@@ -303,7 +299,7 @@ impl Ethtool {
 
     /// How many ETH_SS_STATS entries the driver reports now; `None` when it
     /// has no such string set (e.g. `lo`).
-    pub fn stats_count(&self) -> Result<Option<usize>, EthtoolError> {
+    pub(crate) fn stats_count(&self) -> Result<Option<usize>, EthtoolError> {
         let mut info = SsetInfoOne {
             cmd: ETHTOOL_GSSET_INFO,
             reserved: 0,
@@ -439,7 +435,7 @@ impl Ethtool {
     }
 
     /// The driver's name and version (`ethtool -i`: `driver`, `version`).
-    pub fn driver_info(&self) -> Result<(String, String), EthtoolError> {
+    pub(crate) fn driver_info(&self) -> Result<(String, String), EthtoolError> {
         // SAFETY: an all-zero DrvInfo is valid (integers and byte arrays).
         let mut info: DrvInfo = unsafe { std::mem::zeroed() };
         info.cmd = ETHTOOL_GDRVINFO;
@@ -474,19 +470,19 @@ impl Ethtool {
 }
 
 /// The driver name of `iface` in this thread's namespace (one-shot).
-pub fn driver_name(iface: &str) -> Result<String, EthtoolError> {
+pub(crate) fn driver_name(iface: &str) -> Result<String, EthtoolError> {
     Ethtool::open(iface)?.driver()
 }
 
 /// The driver version of `iface` in this thread's namespace (one-shot);
 /// None when unknown or empty.
-pub fn driver_version(iface: &str) -> Option<String> {
+pub(crate) fn driver_version(iface: &str) -> Option<String> {
     let (_, v) = Ethtool::open(iface).ok()?.driver_info().ok()?;
     (!v.is_empty()).then_some(v)
 }
 
 /// The offload state of `iface` in this thread's namespace (one-shot).
-pub fn offloads(iface: &str) -> Result<Offloads, EthtoolError> {
+pub(crate) fn offloads(iface: &str) -> Result<Offloads, EthtoolError> {
     Ethtool::open(iface)?.offloads()
 }
 

@@ -6,8 +6,8 @@
 //! ([`ethtool`]), or a file in `ethtool -S` format ([`parse`]) written by an
 //! emulated device. Both go through the same delta logic ([`delta`]).
 
-pub mod delta;
-pub mod driver_versions;
+pub(crate) mod delta;
+pub(crate) mod driver_versions;
 pub mod ethtool;
 pub mod parse;
 
@@ -42,7 +42,7 @@ pub enum CounterSource {
 
 impl CounterSource {
     /// As `AllowanceSample::source` shows it: `ioctl` or `file:<path>`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match self {
             CounterSource::Ioctl => "ioctl".into(),
             CounterSource::File(p) => format!("file:{}", p.display()),
@@ -51,7 +51,7 @@ impl CounterSource {
 }
 
 /// Parses the value of `--counters IFACE=PATH`.
-pub fn parse_counters_arg(s: &str) -> Result<(String, PathBuf), String> {
+pub(crate) fn parse_counters_arg(s: &str) -> Result<(String, PathBuf), String> {
     let Some((iface, path)) = s.split_once('=') else {
         return Err(format!("expected IFACE=PATH, found {s:?}"));
     };
@@ -67,7 +67,7 @@ pub fn parse_counters_arg(s: &str) -> Result<(String, PathBuf), String> {
 /// /dev/zero, a FIFO, a socket). Each of these is a mistake in the command
 /// line, not a read that may work next interval; a file that exists but is
 /// malformed or goes missing later is a failed read, counted and shown.
-pub fn counter_path_problem(path: &Path) -> Option<String> {
+pub(crate) fn counter_path_problem(path: &Path) -> Option<String> {
     let shown = path.display();
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
@@ -149,14 +149,6 @@ impl AllowanceReader {
             tracker: AllowanceTracker::new(),
             skipped_lines: 0,
         }
-    }
-
-    pub fn iface(&self) -> &str {
-        &self.iface
-    }
-
-    pub fn source(&self) -> &CounterSource {
-        &self.source
     }
 
     /// Reads the counters now. Never panics and never gives up: a failed

@@ -13,7 +13,7 @@ use std::fmt;
 use std::path::Path;
 
 /// The first line `ethtool -S` prints.
-pub const HEADER: &str = "NIC statistics:";
+pub(crate) const HEADER: &str = "NIC statistics:";
 
 /// What is wrong with a statistics text, and where: `path:line: message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,7 @@ pub fn parse_stats(text: &str, origin: &str) -> Result<Vec<(String, u64)>, Parse
 /// What [`parse_stats_skipping`] read: the statistics, and the lines it
 /// skipped with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedStats {
+pub(crate) struct ParsedStats {
     pub stats: Vec<(String, u64)>,
     pub skipped: Vec<ParseError>,
 }
@@ -59,7 +59,7 @@ pub struct ParsedStats {
 /// counter file (a driver printing a stat of its own kind, a stray line)
 /// must not hide every other counter. An empty text or a missing header is
 /// still an error: then the text is not `ethtool -S` output at all.
-pub fn parse_stats_skipping(text: &str, origin: &str) -> Result<ParsedStats, ParseError> {
+pub(crate) fn parse_stats_skipping(text: &str, origin: &str) -> Result<ParsedStats, ParseError> {
     let fail = |line: usize, message: String| ParseError {
         origin: origin.to_string(),
         line,
@@ -120,7 +120,7 @@ fn parse_line(line: &str) -> Result<(String, u64), String> {
 
 /// A counter file larger than this is not `ethtool -S` output (a real ENA
 /// prints ~10 KiB with 32 queues): refused, never read whole.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// At most this much of a line is quoted in an error: a 10 MB line of NULs
 /// would otherwise be repeated in every interval's evidence.
@@ -179,7 +179,7 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 /// ([`parse_stats_skipping`]). A file that cannot be read is an error naming
 /// the file (there is no line to name); so is one without the header, and
 /// one of which no line could be read (the first bad line is the error).
-pub fn parse_file(path: &Path) -> Result<ParsedStats, String> {
+pub(crate) fn parse_file(path: &Path) -> Result<ParsedStats, String> {
     let text = read_bounded(path)?;
     let parsed =
         parse_stats_skipping(&text, &path.display().to_string()).map_err(|e| e.to_string())?;

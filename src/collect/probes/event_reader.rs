@@ -25,11 +25,11 @@ use super::flows_skel::types::ts_event_reader;
 /// busy (each ~100 bytes here, more once encoded). Past it they are counted,
 /// not kept. Close records are always kept: each carries a flow's final
 /// counters, and there are at most as many as sockets closed.
-pub const MAX_PENDING_PLAIN: usize = 100_000;
+pub(crate) const MAX_PENDING_PLAIN: usize = 100_000;
 
 /// What the thread has read and not yet handed over.
 #[derive(Debug, Default)]
-pub struct Pending {
+pub(crate) struct Pending {
     pub events: Vec<RawEvent>,
     plain: usize,
     /// Plain events dropped because `MAX_PENDING_PLAIN` were waiting.
@@ -40,7 +40,7 @@ pub struct Pending {
 
 impl Pending {
     /// Keeps `ev` unless it is a plain event past the cap.
-    pub fn push(&mut self, ev: RawEvent) {
+    pub(crate) fn push(&mut self, ev: RawEvent) {
         if matches!(ev, RawEvent::Plain(_)) {
             if self.plain >= MAX_PENDING_PLAIN {
                 self.over_cap += 1;
@@ -52,7 +52,7 @@ impl Pending {
     }
 
     /// The events read so far; the counts stay (they are cumulative).
-    pub fn take(&mut self) -> Vec<RawEvent> {
+    pub(crate) fn take(&mut self) -> Vec<RawEvent> {
         self.plain = 0;
         std::mem::take(&mut self.events)
     }
@@ -60,7 +60,7 @@ impl Pending {
 
 /// The reader thread. Dropping it stops the thread and waits for it (at
 /// most one poll period).
-pub struct EventReader {
+pub(crate) struct EventReader {
     ring: Arc<Mutex<RingBuffer<'static>>>,
     pending: Arc<Mutex<Pending>>,
     stop: Arc<AtomicBool>,
@@ -73,7 +73,10 @@ const POLL_PERIOD: Duration = Duration::from_millis(ts_event_reader::TS_EVENTS_P
 
 impl EventReader {
     /// Starts the thread on `ring`, whose callbacks push into `pending`.
-    pub fn start(ring: RingBuffer<'static>, pending: Arc<Mutex<Pending>>) -> std::io::Result<Self> {
+    pub(crate) fn start(
+        ring: RingBuffer<'static>,
+        pending: Arc<Mutex<Pending>>,
+    ) -> std::io::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let epoll_fd = ring.epoll_fd();
         let ring = Arc::new(Mutex::new(ring));
@@ -93,20 +96,20 @@ impl EventReader {
 
     /// Every event in the ring now, and those read before, in ring order:
     /// what is there when the interval ends belongs to it.
-    pub fn take(&self) -> Vec<RawEvent> {
+    pub(crate) fn take(&self) -> Vec<RawEvent> {
         consume(&self.ring);
         self.lock().take()
     }
 
     /// Plain events dropped past the cap, and undecodable messages, since
     /// start.
-    pub fn lost(&self) -> (u64, u64) {
+    pub(crate) fn lost(&self) -> (u64, u64) {
         let p = self.lock();
         (p.over_cap, p.malformed)
     }
 
     /// A message read elsewhere (the overflow map) that could not be decoded.
-    pub fn count_malformed(&self) {
+    pub(crate) fn count_malformed(&self) {
         self.lock().malformed += 1;
     }
 

@@ -33,17 +33,17 @@ pub enum NetnsFilter {
 
 /// A raw event as the ring buffer delivered it.
 #[derive(Debug, Clone)]
-pub enum RawEvent {
+pub(crate) enum RawEvent {
     Plain(ts_event),
     Close(Box<ts_close_event>),
 }
 
 /// Cumulative counters of the `health` array.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ProbeCounters(pub [u64; ts_health_counter::TS_H_MAX.0 as usize]);
+pub(crate) struct ProbeCounters(pub [u64; ts_health_counter::TS_H_MAX.0 as usize]);
 
 impl ProbeCounters {
-    pub fn get(&self, c: ts_health_counter) -> u64 {
+    pub(crate) fn get(&self, c: ts_health_counter) -> u64 {
         self.0[c.0 as usize]
     }
 }
@@ -62,7 +62,7 @@ enum FlowDump {
 }
 
 /// The attached flow probes. Dropping it detaches every program.
-pub struct FlowProbes {
+pub(crate) struct FlowProbes {
     skel: FlowsSkel<'static>,
     dump: RefCell<FlowDump>,
     events: EventReader,
@@ -77,7 +77,7 @@ pub struct FlowProbes {
 /// stand on (RTT/cwnd, retransmits, open/close, the iterators that seed and
 /// read the flows) and which exist on every supported kernel. Optional: those
 /// whose tracepoint is recent and whose figures have a fallback.
-pub const FLOW_PROGRAMS: &[ProgramSpec] = &[
+pub(crate) const FLOW_PROGRAMS: &[ProgramSpec] = &[
     ProgramSpec {
         name: "on_tcp_probe",
         tracepoint: Some("tcp_probe"),
@@ -188,7 +188,7 @@ impl FlowProbes {
     /// sockets tracked at once, the rest counted as untracked (0: no cap).
     /// `CollectorConfig::probe_sampling`. `peak_window_us`: each flow's
     /// peak rate over windows of at least this (0: none).
-    pub fn attach(
+    pub(crate) fn attach(
         filter: NetnsFilter,
         emit_events: bool,
         probe_sampling: u32,
@@ -332,7 +332,7 @@ impl FlowProbes {
     /// `all`, one per tracked socket. The dump generation goes up by one
     /// per call (the rule is in bpf/flows.h, `moved_gen`). `expected`: how
     /// many records to make room for at once (0: grow as they come).
-    pub fn read_flows(&mut self, all: bool, expected: usize) -> Result<Vec<ts_flow_record>> {
+    pub(crate) fn read_flows(&mut self, all: bool, expected: usize) -> Result<Vec<ts_flow_record>> {
         let data = self
             .skel
             .maps
@@ -366,7 +366,7 @@ impl FlowProbes {
     /// Every event read from the ring buffer since the last call, then the
     /// close records that found it full and waited in `closed_overflow`
     /// (bpf/flows.h), taken out of that map.
-    pub fn drain_events(&self) -> Result<Vec<RawEvent>> {
+    pub(crate) fn drain_events(&self) -> Result<Vec<RawEvent>> {
         let mut events = self.events.take();
         self.take_deferred_closes(&mut events)?;
         Ok(events)
@@ -405,13 +405,13 @@ impl FlowProbes {
 
     /// Events lost in user space: plain events past the reader's cap, and
     /// messages that could not be decoded (never expected).
-    pub fn lost_in_reader(&self) -> u64 {
+    pub(crate) fn lost_in_reader(&self) -> u64 {
         let (over_cap, malformed) = self.events.lost();
         over_cap + malformed
     }
 
     /// The `health` array summed over CPUs.
-    pub fn counters(&self) -> Result<ProbeCounters> {
+    pub(crate) fn counters(&self) -> Result<ProbeCounters> {
         let mut out = ProbeCounters::default();
         for (i, slot) in out.0.iter_mut().enumerate() {
             let key = (i as u32).to_ne_bytes();
@@ -432,18 +432,18 @@ impl FlowProbes {
     }
 
     /// Optional programs this kernel lacks or rejected, with why.
-    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+    pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
         not_loaded(FLOW_PROGRAMS, &self.dropped)
     }
 
     /// One tcp_probe run in this many updates the per-segment figures (1:
     /// every run).
-    pub fn probe_sampling(&self) -> u32 {
+    pub(crate) fn probe_sampling(&self) -> u32 {
         self.probe_sampling
     }
 
     /// The `--max-flows` cap the loaded object applies (0: none).
-    pub fn max_flows(&self) -> u32 {
+    pub(crate) fn max_flows(&self) -> u32 {
         self.skel.maps.rodata_data.map_or(0, |r| r.max_flows)
     }
 
@@ -452,7 +452,7 @@ impl FlowProbes {
     /// estimate when sampled), recursion misses and,
     /// when `kernel.bpf_stats_enabled` is on, run count and time; for a
     /// program not attached, why and what is missing.
-    pub fn program_health(
+    pub(crate) fn program_health(
         &self,
         counters: &ProbeCounters,
         probe_events: u64,
@@ -484,7 +484,7 @@ impl FlowProbes {
 }
 
 /// The dropped programs of `specs`, in the specs' order.
-pub fn not_loaded<'d>(
+pub(crate) fn not_loaded<'d>(
     specs: &'static [ProgramSpec],
     dropped: &'d load::Dropped,
 ) -> Vec<(&'static ProgramSpec, &'d NotLoaded)> {
@@ -496,7 +496,7 @@ pub fn not_loaded<'d>(
 
 /// A program's health: its stats when attached; when dropped, why and what
 /// is missing.
-pub fn health_of(
+pub(crate) fn health_of(
     object: &libbpf_rs::Object,
     specs: &[ProgramSpec],
     dropped: &load::Dropped,
@@ -517,7 +517,7 @@ pub fn health_of(
 
 /// One program's health: `events` as the program counted them, plus the
 /// kernel's recursion misses and (with `kernel.bpf_stats_enabled`) run stats.
-pub fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> ProgramHealth {
+pub(crate) fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> ProgramHealth {
     let info = object
         .progs()
         .find(|p| p.name() == name)

@@ -32,7 +32,7 @@ const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
 /// Every program of hostq.bpf.c. All optional: the host queue adds to the
 /// verdicts (host queuing is not blamed on the hypervisor) but observing
 /// flows and allowance counters works without it; each one missing is shown.
-pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
+pub(crate) const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
     ProgramSpec {
         name: "on_qdisc_enqueue",
         tracepoint: Some("qdisc_enqueue"),
@@ -77,7 +77,7 @@ pub const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
 ];
 
 /// Key under which drops with no device (attributed by socket) are reported.
-pub const NO_DEVICE: &str = "(no device)";
+pub(crate) const NO_DEVICE: &str = "(no device)";
 
 /// What the host-queue programs could not do, cumulative since attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -170,14 +170,14 @@ struct QueueFold {
 /// several an upper bound, as the backlog peak: each may peak at another
 /// moment).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Peak {
+pub(crate) struct Peak {
     pub bps: u64,
     pub pps: u64,
     pub window_us: u64,
 }
 
 /// An interface's peak rates: (tx, rx), each when measured.
-pub type Peaks = (Option<Peak>, Option<Peak>);
+pub(crate) type Peaks = (Option<Peak>, Option<Peak>);
 
 /// Buckets a window is cut in at most (HQ_RATE_BUCKETS, hostq.h).
 const RATE_BUCKETS: u64 = 16;
@@ -471,7 +471,7 @@ impl HostQueueProbes {
     /// The peak rates of the last read, by interface name: the busiest
     /// window of the interval that read closed (none for an interface
     /// without a qdisc, or before the window is known).
-    pub fn peaks(&self) -> &HashMap<String, Peaks> {
+    pub(crate) fn peaks(&self) -> &HashMap<String, Peaks> {
         &self.peaks
     }
 
@@ -623,7 +623,7 @@ impl HostQueueProbes {
     }
 
     /// Programs this kernel lacks or rejected, with why.
-    pub fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
+    pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
         not_loaded(HOSTQ_PROGRAMS, &self.dropped)
     }
 }
@@ -712,7 +712,7 @@ fn if_name(
 
 /// `enum skb_drop_reason` of the running kernel: value -> name without the
 /// `SKB_DROP_REASON_` (or `SKB_`) prefix. The numbers differ between kernels.
-pub fn drop_reason_names() -> Result<HashMap<u32, String>> {
+pub(crate) fn drop_reason_names() -> Result<HashMap<u32, String>> {
     let btf = Btf::from_vmlinux().context("reading the kernel BTF")?;
     let en: Enum<'_> = btf
         .type_by_name("skb_drop_reason")

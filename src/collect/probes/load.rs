@@ -17,7 +17,7 @@ use libbpf_rs::{OpenObject, PrintLevel};
 
 /// One BPF program and what depends on it.
 #[derive(Debug, Clone, Copy)]
-pub struct ProgramSpec {
+pub(crate) struct ProgramSpec {
     /// The program's function name in bpf/*.bpf.c.
     pub name: &'static str,
     /// The tracepoint it attaches to (`tp_btf/<tracepoint>`); None for
@@ -39,18 +39,19 @@ pub struct ProgramSpec {
 /// The oldest kernel the required programs load on, and why: tracing
 /// programs call `bpf_sk_storage_get` (5.11) and the flow iterators call
 /// `bpf_get_socket_cookie` (5.12). Tested: 6.1, 6.12, 6.18 (docs/kernels.md).
-pub const KERNEL_FLOOR: (u32, u32) = (5, 12);
-pub const KERNEL_FLOOR_WHY: &str = "tracing programs cannot call bpf_sk_storage_get before 5.11, \
+pub(crate) const KERNEL_FLOOR: (u32, u32) = (5, 12);
+pub(crate) const KERNEL_FLOOR_WHY: &str =
+    "tracing programs cannot call bpf_sk_storage_get before 5.11, \
      and BPF iterators cannot call bpf_get_socket_cookie before 5.12";
 
 /// `major.minor` of a kernel release string (`6.1.0-28-amd64` -> (6, 1)).
-pub fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_kernel_version(release: &str) -> Option<(u32, u32)> {
     let mut it = release.split(|c: char| !c.is_ascii_digit());
     Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
 }
 
 /// The running kernel's release string.
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
@@ -58,7 +59,7 @@ pub fn kernel_release() -> String {
 
 /// Refuses, with the missing features named, a kernel below the floor:
 /// better than libbpf's rejection of a helper call without context.
-pub fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
+pub(crate) fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
     match parse_kernel_version(release) {
         Some(v) if v < KERNEL_FLOOR => anyhow::bail!(
             "kernel {release} is too old: throttlescope needs Linux {}.{} or newer ({KERNEL_FLOOR_WHY})",
@@ -76,7 +77,7 @@ pub fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
 pub const TEST_FAIL_ENV: &str = "THROTTLESCOPE_TEST_FAIL_PROGRAM";
 
 /// The programs named by [`TEST_FAIL_ENV`] (none when unset).
-pub fn test_fail_programs() -> Vec<String> {
+pub(crate) fn test_fail_programs() -> Vec<String> {
     std::env::var(TEST_FAIL_ENV)
         .unwrap_or_default()
         .split(',')
@@ -94,7 +95,7 @@ pub fn test_fail_programs() -> Vec<String> {
 
 /// The `test_reject` bitmask of a BPF object: bit N for each program in
 /// `fail` whose health counter (in `counters`) is N.
-pub fn test_reject_mask(fail: &[String], counters: &[(&str, u32)]) -> u32 {
+pub(crate) fn test_reject_mask(fail: &[String], counters: &[(&str, u32)]) -> u32 {
     counters
         .iter()
         // Iterators have no `on_` prefix; the names given always get one.
@@ -107,7 +108,7 @@ pub fn test_reject_mask(fail: &[String], counters: &[(&str, u32)]) -> u32 {
 
 /// Why a program is not attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotLoaded {
+pub(crate) enum NotLoaded {
     /// The running kernel has no such tracepoint.
     TracepointAbsent,
     /// The kernel refused the program; the verifier's (or libbpf's) last lines.
@@ -115,7 +116,7 @@ pub enum NotLoaded {
 }
 
 impl NotLoaded {
-    pub fn describe(&self, spec: &ProgramSpec) -> String {
+    pub(crate) fn describe(&self, spec: &ProgramSpec) -> String {
         match self {
             NotLoaded::TracepointAbsent => format!(
                 "tracepoint {} does not exist in this kernel",
@@ -127,20 +128,20 @@ impl NotLoaded {
 }
 
 /// The programs one load left out, by name.
-pub type Dropped = BTreeMap<&'static str, NotLoaded>;
+pub(crate) type Dropped = BTreeMap<&'static str, NotLoaded>;
 
 /// How the current attempt is to be opened: the programs left out so far.
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     pub dropped: &'a Dropped,
 }
 
 impl Plan<'_> {
-    pub fn is_dropped(&self, name: &str) -> bool {
+    pub(crate) fn is_dropped(&self, name: &str) -> bool {
         self.dropped.contains_key(name)
     }
 
     /// Autoload off for every dropped program.
-    pub fn apply(&self, object: &mut OpenObject) {
+    pub(crate) fn apply(&self, object: &mut OpenObject) {
         for mut prog in object.progs_mut() {
             let name = prog.name().to_string_lossy().into_owned();
             if self.dropped.contains_key(name.as_str()) {
@@ -151,14 +152,14 @@ impl Plan<'_> {
 }
 
 /// Whether the kernel's BTF has the tracepoint (`btf_trace_<tp>`).
-pub fn tracepoint_exists(btf: &Btf<'_>, tp: &str) -> bool {
+pub(crate) fn tracepoint_exists(btf: &Btf<'_>, tp: &str) -> bool {
     btf.type_by_name::<Typedef<'_>>(&format!("btf_trace_{tp}"))
         .is_some()
 }
 
 /// The number of arguments the kernel passes to the tracepoint's programs
 /// (the `btf_trace_<tp>` prototype's parameters, less its leading `void *`).
-pub fn tracepoint_args(btf: &Btf<'_>, tp: &str) -> Option<usize> {
+pub(crate) fn tracepoint_args(btf: &Btf<'_>, tp: &str) -> Option<usize> {
     let td = btf.type_by_name::<Typedef<'_>>(&format!("btf_trace_{tp}"))?;
     let ptr: BtfType<'_> = td.next_type()?;
     let proto = ptr.next_type()?.skip_mods_and_typedefs();
@@ -169,7 +170,7 @@ pub fn tracepoint_args(btf: &Btf<'_>, tp: &str) -> Option<usize> {
 /// Loads with `load`, leaving out optional programs the kernel lacks or
 /// rejects. `load` opens the skeleton afresh, applies the plan (and its own
 /// settings), and loads. Returns the loaded skeleton and what was left out.
-pub fn load_with_fallback<L>(
+pub(crate) fn load_with_fallback<L>(
     what: &str,
     specs: &[ProgramSpec],
     btf: Option<&Btf<'_>>,
@@ -275,7 +276,7 @@ fn with_captured_log<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
 }
 
 /// The first program libbpf names in a failure line (`prog 'NAME': ...`).
-pub fn failed_program(log: &[String]) -> Option<String> {
+pub(crate) fn failed_program(log: &[String]) -> Option<String> {
     log.iter().find_map(|l| {
         let rest = &l[l.find("prog '")? + 6..];
         let name = &rest[..rest.find('\'')?];
@@ -286,7 +287,7 @@ pub fn failed_program(log: &[String]) -> Option<String> {
 
 /// The verifier's own last lines for `prog` (between libbpf's BEGIN/END
 /// PROG LOAD LOG markers); without a verifier log, libbpf's failure lines.
-pub fn verifier_tail(log: &[String], prog: Option<&str>) -> String {
+pub(crate) fn verifier_tail(log: &[String], prog: Option<&str>) -> String {
     const KEEP: usize = 4;
     let begin = log.iter().position(|l| {
         l.contains("BEGIN PROG LOAD LOG") && prog.is_none_or(|p| l.contains(&format!("'{p}'")))

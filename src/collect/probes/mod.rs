@@ -1,18 +1,18 @@
 //! The BPF programs, as libbpf-cargo skeletons.
 
 #[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
-pub mod flows_skel {
+pub(crate) mod flows_skel {
     include!(concat!(env!("OUT_DIR"), "/flows.skel.rs"));
 }
 
 #[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
-pub mod hostq_skel {
+pub(crate) mod hostq_skel {
     include!(concat!(env!("OUT_DIR"), "/hostq.skel.rs"));
 }
 
-pub mod event_reader;
+pub(crate) mod event_reader;
 pub mod flows;
 pub mod hostq;
 pub mod load;
-pub mod netns_dump;
-pub mod records;
+pub(crate) mod netns_dump;
+pub(crate) mod records;

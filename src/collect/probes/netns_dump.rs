@@ -21,7 +21,7 @@ use super::records::read_record;
 
 /// Network namespaces other than this thread's, open by inode.
 #[derive(Default)]
-pub struct OtherNamespaces {
+pub(crate) struct OtherNamespaces {
     open: HashMap<u64, File>,
 }
 
@@ -65,7 +65,7 @@ impl OtherNamespaces {
 
     /// Appends the records of every other namespace to `out`, reading the
     /// iterator link `link_fd` from inside each.
-    pub fn read(&mut self, link_fd: RawFd, out: &mut Vec<ts_flow_record>) -> Result<()> {
+    pub(crate) fn read(&mut self, link_fd: RawFd, out: &mut Vec<ts_flow_record>) -> Result<()> {
         self.refresh();
         let fds: Vec<(u64, RawFd)> = self
             .open
@@ -112,7 +112,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Creates an iterator fd from `link_fd` in this thread's namespace, reads
 /// it to the end (for the TCP iterator: that namespace's sockets) and
 /// appends its flow records to `out`.
-pub fn read_iter(link_fd: RawFd, out: &mut Vec<ts_flow_record>) -> Result<()> {
+pub(crate) fn read_iter(link_fd: RawFd, out: &mut Vec<ts_flow_record>) -> Result<()> {
     // SAFETY: a plain syscall wrapper on a valid link fd.
     let fd = unsafe { libbpf_sys::bpf_iter_create(link_fd) };
     if fd < 0 {

@@ -17,7 +17,7 @@ use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate};
 /// # Safety
 /// Every bit pattern of the type's size must be a valid value: no `bool`,
 /// no enum, no reference or pointer, no padding read as a field.
-pub unsafe trait KernelRecord: Copy {}
+pub(crate) unsafe trait KernelRecord: Copy {}
 
 // SAFETY: each is a generated struct of integer fields and integer arrays
 // (bpf/flows.h, bpf/hostq.h); the ABI enums travel as plain integers.
@@ -31,7 +31,7 @@ unsafe impl KernelRecord for hq_rate {}
 
 /// The record at the start of `bytes`, or None when they are too short.
 /// Extra bytes are ignored (a ring-buffer event may be a longer kind).
-pub fn read_record<T: KernelRecord>(bytes: &[u8]) -> Option<T> {
+pub(crate) fn read_record<T: KernelRecord>(bytes: &[u8]) -> Option<T> {
     if bytes.len() < size_of::<T>() {
         return None;
     }

@@ -12,7 +12,7 @@ use crate::report::model::{FlowSeries, FlowSummary};
 use crate::report::workloads::WorkloadTotals;
 
 /// Flows whose RTT inflation is charted.
-pub const SERIES_FLOWS: usize = 5;
+pub(crate) const SERIES_FLOWS: usize = 5;
 
 /// One flow over the span: sums, and its RTT inflation as compact points.
 #[derive(Debug, Clone)]

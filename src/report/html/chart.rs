@@ -13,8 +13,8 @@ use super::Esc;
 use crate::analysis::Verdict;
 use crate::shared::units;
 
-pub const WIDTH: f64 = 1200.0;
-pub const HEIGHT: f64 = 280.0;
+pub(crate) const WIDTH: f64 = 1200.0;
+pub(crate) const HEIGHT: f64 = 280.0;
 const LEFT: f64 = 80.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 12.0;
@@ -22,7 +22,7 @@ const BOTTOM: f64 = 44.0;
 
 /// What the y values are: decides tick labels and the axis title.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Unit {
+pub(crate) enum Unit {
     BitsPerSec,
     Percent,
     /// srtt / min_rtt.
@@ -53,14 +53,14 @@ impl Unit {
     }
 }
 
-pub struct Series {
+pub(crate) struct Series {
     pub label: String,
     pub samples: Vec<Sample>,
 }
 
 /// A verdict episode drawn as a background band from `start` to `end`
 /// (seconds since the recording's start).
-pub struct Band {
+pub(crate) struct Band {
     pub verdict: Verdict,
     pub start: f64,
     pub end: f64,
@@ -68,7 +68,7 @@ pub struct Band {
     pub title: String,
 }
 
-pub struct Chart<'a> {
+pub(crate) struct Chart<'a> {
     /// Stable id suffix: the svg is `chart-{id}`.
     pub id: &'static str,
     pub title: &'static str,
@@ -196,7 +196,7 @@ fn frame<'a>(chart: &'a Chart, series: &[Prepared]) -> (Frame, Option<&'a (f64, 
 }
 
 /// The chart as a `<figure>`: heading, svg, legend and caption.
-pub fn render(chart: &Chart, max_points: usize) -> String {
+pub(crate) fn render(chart: &Chart, max_points: usize) -> String {
     let mut out = String::new();
     let series = prepare(chart, max_points);
     let (f, threshold) = frame(chart, &series);
@@ -482,7 +482,7 @@ fn caption(
 }
 
 /// Series colours (CSS classes `series-0` .. `series-11`).
-pub const PALETTE: [&str; 12] = [
+pub(crate) const PALETTE: [&str; 12] = [
     "#1f5fa8", "#c2410c", "#15803d", "#7c3aed", "#0e7490", "#b91c1c", "#4d7c0f", "#a21caf",
     "#334155", "#b45309", "#0369a1", "#9f1239",
 ];

@@ -9,11 +9,11 @@
 
 /// One sample of a series: a point, or a gap (a missing value or missing
 /// intervals) that breaks the line.
-pub type Sample = Option<(f64, f64)>;
+pub(crate) type Sample = Option<(f64, f64)>;
 
 /// Reduce `samples` to at most `max_points` points (gaps are not counted:
 /// they draw nothing). Returns the samples unchanged when they already fit.
-pub fn min_max(samples: &[Sample], max_points: usize) -> Vec<Sample> {
+pub(crate) fn min_max(samples: &[Sample], max_points: usize) -> Vec<Sample> {
     let max_points = max_points.max(4);
     if points(samples) <= max_points {
         return samples.to_vec();
@@ -33,7 +33,7 @@ pub fn min_max(samples: &[Sample], max_points: usize) -> Vec<Sample> {
 }
 
 /// How many drawn points (not gaps) `samples` holds.
-pub fn points(samples: &[Sample]) -> usize {
+pub(crate) fn points(samples: &[Sample]) -> usize {
     samples.iter().filter(|s| s.is_some()).count()
 }
 

@@ -9,12 +9,12 @@ use crate::shared::units;
 /// terminal outputs keep to ASCII.
 const DASH: &str = "–";
 
-pub fn opt_bps(value: Option<f64>) -> String {
+pub(crate) fn opt_bps(value: Option<f64>) -> String {
     value.map_or_else(|| DASH.to_string(), units::rate_bits)
 }
 
 /// A count with thousands separated: `90,000,000`.
-pub fn count(value: u64) -> String {
+pub(crate) fn count(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
@@ -26,25 +26,25 @@ pub fn count(value: u64) -> String {
     out
 }
 
-pub fn opt_pct(value: Option<f64>) -> String {
+pub(crate) fn opt_pct(value: Option<f64>) -> String {
     value.map_or_else(|| DASH.to_string(), units::pct)
 }
 
-pub use crate::shared::units::significant;
+pub(crate) use crate::shared::units::significant;
 
-pub fn ratio(value: f64) -> String {
+pub(crate) fn ratio(value: f64) -> String {
     if !value.is_finite() {
         return DASH.to_string();
     }
     format!("{}×", units::significant(value, 3))
 }
 
-pub fn opt_ratio(value: Option<f64>) -> String {
+pub(crate) fn opt_ratio(value: Option<f64>) -> String {
     value.map(ratio).unwrap_or_else(|| DASH.to_string())
 }
 
 /// Milliseconds since the Unix epoch as `YYYY-MM-DD HH:MM:SS.mmm UTC`.
-pub fn utc(unix_ms: u64) -> String {
+pub(crate) fn utc(unix_ms: u64) -> String {
     let t = crate::shared::clock::utc_fields(unix_ms);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:03} UTC",

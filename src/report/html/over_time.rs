@@ -169,7 +169,7 @@ fn x_range(report: &Report, bands: &[Band]) -> (f64, f64) {
     }
 }
 
-pub fn render(out: &mut String, report: &Report) {
+pub(crate) fn render(out: &mut String, report: &Report) {
     let bands: Vec<Band> = report
         .episodes
         .iter()

@@ -8,7 +8,7 @@ use super::{format, Esc};
 use crate::report::model::{DirectionSizing, Report, GIVE_A_BASELINE, WHY_BASELINE};
 use crate::shared::units;
 
-pub fn render(out: &mut String, report: &Report) {
+pub(crate) fn render(out: &mut String, report: &Report) {
     let s = &report.right_sizing;
     out.push_str("<section id=\"right-sizing\">\n<h2>Right-sizing</h2>\n");
     let _ = writeln!(

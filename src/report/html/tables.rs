@@ -11,7 +11,7 @@ use crate::report::model::{EpisodeReport, Report};
 use crate::shared::clock::format_offset;
 use crate::shared::units;
 
-pub fn episodes(out: &mut String, report: &Report) {
+pub(crate) fn episodes(out: &mut String, report: &Report) {
     let shown: Vec<&EpisodeReport> = report
         .episodes
         .iter()
@@ -98,7 +98,7 @@ pub fn episodes(out: &mut String, report: &Report) {
     out.push_str("</table>\n</section>\n");
 }
 
-pub fn interfaces(out: &mut String, report: &Report) {
+pub(crate) fn interfaces(out: &mut String, report: &Report) {
     out.push_str("<section id=\"interfaces\">\n<h2>Interfaces</h2>\n");
     if report.interfaces.is_empty() {
         out.push_str("<p class=\"note\">No interface in the report.</p>\n</section>\n");
@@ -196,7 +196,7 @@ pub fn interfaces(out: &mut String, report: &Report) {
     out.push_str("</table>\n</section>\n");
 }
 
-pub fn flows(out: &mut String, report: &Report) {
+pub(crate) fn flows(out: &mut String, report: &Report) {
     out.push_str("<section id=\"flows\">\n<h2>Flows</h2>\n");
     if report.flows.is_empty() {
         out.push_str("<p class=\"note\">No flow in the report.</p>\n</section>\n");
@@ -259,7 +259,7 @@ pub fn flows(out: &mut String, report: &Report) {
 }
 
 /// Backoff by pod, container or service; absent when no owner had one.
-pub fn workloads(out: &mut String, report: &Report) {
+pub(crate) fn workloads(out: &mut String, report: &Report) {
     if report.workloads.is_empty() {
         return;
     }
@@ -296,7 +296,7 @@ fn counts(map: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-pub fn health(out: &mut String, report: &Report) {
+pub(crate) fn health(out: &mut String, report: &Report) {
     let h = &report.health;
     out.push_str("<section id=\"health\">\n<h2>Health</h2>\n");
     if !h.programs.is_empty() {
@@ -364,7 +364,7 @@ pub fn health(out: &mut String, report: &Report) {
     out.push_str("</section>\n");
 }
 
-pub fn recording(out: &mut String, report: &Report) {
+pub(crate) fn recording(out: &mut String, report: &Report) {
     let r = &report.recording;
     let s = &report.span;
     out.push_str("<section id=\"recording\">\n<h2>Recording</h2>\n<table class=\"recording\">\n");
@@ -446,7 +446,7 @@ pub fn recording(out: &mut String, report: &Report) {
     out.push_str("</table>\n</section>\n");
 }
 
-pub fn thresholds(out: &mut String, report: &Report) {
+pub(crate) fn thresholds(out: &mut String, report: &Report) {
     out.push_str("<section id=\"thresholds\">\n<h2>Thresholds</h2>\n");
     if !report.thresholds_changed.is_empty() {
         let _ = writeln!(

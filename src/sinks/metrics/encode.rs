@@ -680,14 +680,14 @@ impl Collector for StateCollector {
 }
 
 /// A registry whose only collector reads `state`.
-pub fn registry(state: Arc<Mutex<ExporterState>>) -> Registry {
+pub(crate) fn registry(state: Arc<Mutex<ExporterState>>) -> Registry {
     let mut r = Registry::default();
     r.register_collector(Box::new(StateCollector(state)));
     r
 }
 
 /// The whole exposition of `registry`, `# EOF` included.
-pub fn encode(registry: &Registry) -> String {
+pub(crate) fn encode(registry: &Registry) -> String {
     let mut out = String::with_capacity(16 * 1024);
     if let Err(e) = prometheus_client::encoding::text::encode(&mut out, registry) {
         // Writing to a String cannot fail; say so rather than serve half.

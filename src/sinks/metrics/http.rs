@@ -12,13 +12,13 @@ use super::encode::{OPENMETRICS_TYPE, PROMETHEUS_TYPE};
 
 /// One interval's metrics in both formats.
 #[derive(Debug, Default)]
-pub struct Exposition {
+pub(crate) struct Exposition {
     pub openmetrics: Arc<String>,
     pub prometheus: Arc<String>,
 }
 
 /// The latest exposition; replaced whole on every interval.
-pub type Published = Arc<RwLock<Arc<Exposition>>>;
+pub(crate) type Published = Arc<RwLock<Arc<Exposition>>>;
 
 const INDEX: &str = "throttlescope Prometheus exporter
 
@@ -31,12 +31,12 @@ Metric names and labels: docs/metrics.md
 /// Request line and headers past this many bytes get 431 and the
 /// connection closed: a scrape needs a few hundred, and the server never
 /// buffers more than this per connection.
-pub const MAX_HEADER_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_HEADER_BYTES: usize = 8 * 1024;
 
 /// The request methods `route` tells apart; every other token is `Other`
 /// (a 405 on a known path, like POST).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub(crate) enum Method {
     Get,
     Head,
     Post,
@@ -61,7 +61,7 @@ impl Method {
 
 /// What to answer.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Arc<String>,
@@ -71,7 +71,7 @@ pub struct Reply {
 /// is 404, any other method on a known path 405. `/metrics` is OpenMetrics
 /// when the client's `accept` header names it (Prometheus does), else the
 /// Prometheus text format.
-pub fn route(
+pub(crate) fn route(
     method: &Method,
     url: &str,
     accept: Option<&str>,
@@ -113,7 +113,7 @@ fn text(status: u16, body: &str) -> Reply {
 
 /// The parts of a request head that matter here.
 #[derive(Debug, PartialEq)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub method: Method,
     pub target: &'a str,
     pub accept: Option<&'a str>,
@@ -125,7 +125,7 @@ pub struct Request<'a> {
 
 /// Parses a complete request head (request line and headers, up to and
 /// including the blank line). `Err` is the status to answer with.
-pub fn parse_head(head: &[u8]) -> Result<Request<'_>, u16> {
+pub(crate) fn parse_head(head: &[u8]) -> Result<Request<'_>, u16> {
     // Header values may in theory carry obsolete non-ASCII text; no
     // scraper sends any, so refusing it keeps parsing to &str.
     let head = std::str::from_utf8(head).map_err(|_| 400u16)?;
@@ -188,7 +188,7 @@ pub fn parse_head(head: &[u8]) -> Result<Request<'_>, u16> {
 /// An answer ready to write: the head bytes, then the body shared with the
 /// published exposition (none for HEAD).
 #[derive(Debug)]
-pub struct Response {
+pub(crate) struct Response {
     pub head: Vec<u8>,
     pub body: Option<Arc<String>>,
     /// Close the connection once written.
@@ -196,11 +196,11 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn body_bytes(&self) -> &[u8] {
+    pub(crate) fn body_bytes(&self) -> &[u8] {
         self.body.as_deref().map_or(&[], |b| b.as_bytes())
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.head.len() + self.body_bytes().len()
     }
 }
@@ -240,7 +240,7 @@ fn response(reply: Reply, head_only: bool, close: bool) -> Response {
 }
 
 /// The answer to a request that could not be taken: closes the connection.
-pub fn refusal(status: u16) -> Response {
+pub(crate) fn refusal(status: u16) -> Response {
     let body = match status {
         431 => format!("request headers over {MAX_HEADER_BYTES} bytes\n"),
         505 => "only HTTP/1.0 and HTTP/1.1\n".to_string(),
@@ -250,7 +250,7 @@ pub fn refusal(status: u16) -> Response {
 }
 
 /// The answer to one complete request head.
-pub fn answer(head: &[u8], published: &Published) -> Response {
+pub(crate) fn answer(head: &[u8], published: &Published) -> Response {
     let rq = match parse_head(head) {
         Ok(rq) => rq,
         Err(status) => return refusal(status),
@@ -263,7 +263,7 @@ pub fn answer(head: &[u8], published: &Published) -> Response {
 
 /// What a connection's buffered bytes hold.
 #[derive(Debug)]
-pub enum Taken {
+pub(crate) enum Taken {
     /// A whole request head, answered (and taken off the buffer).
     Answer(Response),
     /// No head within `MAX_HEADER_BYTES`: the buffer is dropped, a 431 due.
@@ -276,7 +276,7 @@ pub enum Taken {
 /// before a request are tolerated (RFC 9112 2.2: e.g. after a body some
 /// client miscounted); what follows the head stays, as the next request of
 /// a kept-alive connection (or an unread body, and the answer closes).
-pub fn take_request(buf: &mut Vec<u8>, published: &Published) -> Taken {
+pub(crate) fn take_request(buf: &mut Vec<u8>, published: &Published) -> Taken {
     let blank = buf.chunks(2).take_while(|c| *c == b"\r\n").count();
     buf.drain(..2 * blank);
     match buf.windows(4).position(|w| w == b"\r\n\r\n") {

@@ -24,10 +24,10 @@ use prometheus_client::registry::Registry;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 
-pub use encode::{to_prometheus_text, OPENMETRICS_TYPE, PROMETHEUS_TYPE};
+pub use encode::to_prometheus_text;
 #[doc(hidden)]
 pub use http::fuzz_connection;
-pub use state::{EndpointCounters, ExporterState};
+pub use state::ExporterState;
 
 /// The exporter's state as it would be served: for tests and tools that
 /// want the text without a server.

@@ -33,14 +33,14 @@ use super::state::EndpointCounters;
 
 /// Open connections at most: Prometheus needs one per scraper, so this is
 /// room for many scrapers and a flood, at ~8 KiB of buffer each.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// Time from connecting (or from the last answer, on a kept-alive
 /// connection) to a complete request head. A scraper sends its request
 /// within milliseconds.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time to take a whole answer. Prometheus' default scrape timeout is
 /// 10 s: past it the scraper has given up anyway.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest poll(2) wait: how soon a stop request is seen.
 const TICK: Duration = Duration::from_millis(100);
 /// After a failed accept() that evicting cannot cure (no connection to
@@ -57,7 +57,7 @@ const ACCEPT_BURST: usize = 64;
 /// unlimited). A quarter of the descriptors at most: the rest are the
 /// collector's (BPF objects, /proc and /sys, namespaces) and the
 /// recording's.
-pub fn connection_cap(soft_nofile: Option<u64>) -> usize {
+pub(crate) fn connection_cap(soft_nofile: Option<u64>) -> usize {
     match soft_nofile {
         None => MAX_CONNECTIONS,
         Some(n) => usize::try_from(n / 4)
@@ -67,7 +67,7 @@ pub fn connection_cap(soft_nofile: Option<u64>) -> usize {
 }
 
 /// The soft RLIMIT_NOFILE of this process; `None` when unlimited.
-pub fn soft_nofile() -> Option<u64> {
+pub(crate) fn soft_nofile() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -83,7 +83,7 @@ pub fn soft_nofile() -> Option<u64> {
 /// waited longest for its request (`waiting`, since when). Only when none
 /// is waiting (all are taking answers) the oldest of those. `None` for no
 /// connections.
-pub fn pick_victim(conns: impl IntoIterator<Item = (bool, Instant)>) -> Option<usize> {
+pub(crate) fn pick_victim(conns: impl IntoIterator<Item = (bool, Instant)>) -> Option<usize> {
     conns
         .into_iter()
         .enumerate()
@@ -94,7 +94,7 @@ pub fn pick_victim(conns: impl IntoIterator<Item = (bool, Instant)>) -> Option<u
 /// Counters shared with the collection side, which copies them into each
 /// interval's exposition.
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     evicted: AtomicU64,
     timeout: AtomicU64,
     header_too_large: AtomicU64,
@@ -104,14 +104,14 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn new(max: usize) -> Stats {
+    pub(crate) fn new(max: usize) -> Stats {
         Stats {
             max: max as u64,
             ..Default::default()
         }
     }
 
-    pub fn read(&self) -> EndpointCounters {
+    pub(crate) fn read(&self) -> EndpointCounters {
         let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
         EndpointCounters {
             evicted: r(&self.evicted),
@@ -374,7 +374,7 @@ fn ms_until(now: Instant, t: Instant) -> libc::c_int {
 
 /// Serves `listener` (already non-blocking) until `stop` is set; at most
 /// `cap` connections at once.
-pub fn run(
+pub(crate) fn run(
     listener: TcpListener,
     published: Published,
     stop: Arc<AtomicBool>,

@@ -11,7 +11,7 @@ use crate::model::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Sna
 use crate::model::workload::Workload;
 
 /// The allowance kinds of `throttlescope_allowance_exceeded_percent`.
-pub const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];
+pub(crate) const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];
 
 /// One device's series.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,7 +77,7 @@ pub struct FlowSeries {
 impl FlowSeries {
     /// The identifying labels, then the workload's (only those known: an
     /// absent label and an empty one are the same to Prometheus).
-    pub fn labels(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn labels(&self) -> Vec<(&'static str, String)> {
         let mut l = vec![
             ("device", self.device.clone()),
             ("peer", self.peer.clone()),

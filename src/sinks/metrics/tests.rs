@@ -456,7 +456,7 @@ fn endpoint_counters_only_with_a_server() {
     let st = ExporterState::new(20);
     assert!(!encode_state(st.clone()).contains("throttlescope_metrics_connections"));
     let mut st = st;
-    st.endpoint = Some(super::EndpointCounters {
+    st.endpoint = Some(super::state::EndpointCounters {
         evicted: 3,
         timeout: 4,
         header_too_large: 1,

@@ -10,7 +10,7 @@ use crate::model::snapshot::Snapshot;
 /// first: the most backed off, the fastest, the most retransmits, the most
 /// inflated RTT, the smallest congestion window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SortKey {
+pub(crate) enum SortKey {
     #[default]
     Backoff,
     TxRate,
@@ -20,7 +20,7 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 5] = [
+    pub(crate) const ALL: [SortKey; 5] = [
         SortKey::Backoff,
         SortKey::TxRate,
         SortKey::Retransmits,
@@ -28,12 +28,12 @@ impl SortKey {
         SortKey::Cwnd,
     ];
 
-    pub fn next(self) -> SortKey {
+    pub(crate) fn next(self) -> SortKey {
         let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
         SortKey::ALL[(i + 1) % SortKey::ALL.len()]
     }
 
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             SortKey::Backoff => "backoff",
             SortKey::TxRate => "tx rate",
@@ -46,7 +46,7 @@ impl SortKey {
 
 /// One row of the flow table.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FlowRow<'a> {
+pub(crate) struct FlowRow<'a> {
     pub attr: &'a FlowAttribution,
     pub tx_bps: f64,
     /// Closed during the interval (shown once, then gone).
@@ -59,19 +59,19 @@ pub struct FlowRow<'a> {
 
 impl FlowRow<'_> {
     /// srtt / min_rtt from the current values; `None` when either is unknown.
-    pub fn rtt_inflation(&self) -> Option<f64> {
+    pub(crate) fn rtt_inflation(&self) -> Option<f64> {
         let a = self.attr;
         (a.srtt_us > 0 && a.min_rtt_us > 0).then(|| a.srtt_us as f64 / a.min_rtt_us as f64)
     }
 
-    pub fn owner_label(&self) -> String {
+    pub(crate) fn owner_label(&self) -> String {
         match &self.attr.owner {
             Some(o) => o.label(),
             None => "-".into(),
         }
     }
 
-    pub fn state_label(&self) -> String {
+    pub(crate) fn state_label(&self) -> String {
         if self.closed {
             "closed".into()
         } else if self.attr.ca_state == "open" || self.attr.ca_state.is_empty() {
@@ -85,7 +85,7 @@ impl FlowRow<'_> {
     /// local port (`:9092`), its owner's process name or its workload (pod,
     /// container, service, namespace)? Case-insensitive;
     /// an empty filter matches every flow.
-    pub fn matches(&self, filter: &str) -> bool {
+    pub(crate) fn matches(&self, filter: &str) -> bool {
         let filter = filter.trim().to_lowercase();
         if filter.is_empty() {
             return true;
@@ -112,7 +112,7 @@ impl FlowRow<'_> {
 
 /// The rows of an interval: `analysis.flows` matching `filter`, in `sort`
 /// order (ties keep the backoff rank).
-pub fn rows<'a>(
+pub(crate) fn rows<'a>(
     snap: &Snapshot,
     analysis: &'a IntervalAnalysis,
     sort: SortKey,

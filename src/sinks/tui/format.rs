@@ -5,7 +5,7 @@ use crate::shared::units::{micros, ratio};
 
 /// srtt against min_rtt: `12.0ms/1.10ms 10.9x` (the two times say the delay
 /// added); the ratio is left out when either is unknown.
-pub fn rtt_pair(srtt_us: u32, min_rtt_us: u32) -> String {
+pub(crate) fn rtt_pair(srtt_us: u32, min_rtt_us: u32) -> String {
     let base = format!("{}/{}", micros(srtt_us), micros(min_rtt_us));
     if srtt_us > 0 && min_rtt_us > 0 {
         format!("{base} {}", ratio(srtt_us as f64 / min_rtt_us as f64))
@@ -15,7 +15,7 @@ pub fn rtt_pair(srtt_us: u32, min_rtt_us: u32) -> String {
 }
 
 /// `s` cut to at most `width` characters, with `~` marking the cut.
-pub fn clip(s: &str, width: usize) -> String {
+pub(crate) fn clip(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         return s.to_string();
     }

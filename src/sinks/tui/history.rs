@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, VecDeque};
 use crate::analysis::{IntervalAnalysis, NormalisedRates};
 
 /// Intervals kept per interface (a minute at the default interval).
-pub const HISTORY_LEN: usize = 60;
+pub(crate) const HISTORY_LEN: usize = 60;
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct IfaceHistory {
+pub(crate) struct IfaceHistory {
     /// tx bits/s per interval, oldest first.
     pub tx_bps: VecDeque<f64>,
     /// The highest allowance-exceeded % of the interval; `None` when the
@@ -18,13 +18,13 @@ pub struct IfaceHistory {
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct History {
+pub(crate) struct History {
     per_iface: BTreeMap<String, IfaceHistory>,
 }
 
 /// The highest of an interval's allowance-exceeded rates (bandwidth out and
 /// in, packet rate, conntrack, link-local): whichever allowance bites.
-pub fn allowance_pct(r: &NormalisedRates) -> Option<f64> {
+pub(crate) fn allowance_pct(r: &NormalisedRates) -> Option<f64> {
     [
         r.bw_out_pct,
         r.bw_in_pct,
@@ -40,7 +40,7 @@ pub fn allowance_pct(r: &NormalisedRates) -> Option<f64> {
 impl History {
     /// Adds an interval. Interfaces absent from it are forgotten, so the
     /// history stays bounded when interfaces come and go.
-    pub fn push(&mut self, analysis: &IntervalAnalysis) {
+    pub(crate) fn push(&mut self, analysis: &IntervalAnalysis) {
         self.per_iface
             .retain(|name, _| analysis.interfaces.iter().any(|v| &v.iface == name));
         for v in &analysis.interfaces {
@@ -56,14 +56,14 @@ impl History {
         }
     }
 
-    pub fn get(&self, iface: &str) -> Option<&IfaceHistory> {
+    pub(crate) fn get(&self, iface: &str) -> Option<&IfaceHistory> {
         self.per_iface.get(iface)
     }
 }
 
 /// The newest `width` values of `v` (a sparkline draws one per column,
 /// left to right, and would otherwise show the oldest).
-pub fn newest<T: Copy>(v: &VecDeque<T>, width: usize) -> Vec<T> {
+pub(crate) fn newest<T: Copy>(v: &VecDeque<T>, width: usize) -> Vec<T> {
     v.iter()
         .skip(v.len().saturating_sub(width))
         .copied()

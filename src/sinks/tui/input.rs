@@ -22,7 +22,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What one wait on the terminal gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub(crate) enum Input {
     Keys(Vec<KeyEvent>),
     /// Nothing within the time, or a signal interrupted the wait.
     Nothing,
@@ -32,7 +32,7 @@ pub enum Input {
 
 /// The terminal the keys come from: stdin when it is one, else the
 /// process's controlling terminal (`/dev/tty`), as raw mode picks it.
-pub struct TermInput {
+pub(crate) struct TermInput {
     fd: RawFd,
     /// Holds `/dev/tty` open when that is the source.
     _owned: Option<File>,
@@ -41,7 +41,7 @@ pub struct TermInput {
 }
 
 impl TermInput {
-    pub fn open() -> Result<Self> {
+    pub(crate) fn open() -> Result<Self> {
         // SAFETY: isatty on a descriptor number; no memory is touched.
         if unsafe { libc::isatty(libc::STDIN_FILENO) } == 1 {
             return Ok(TermInput {
@@ -69,7 +69,7 @@ impl TermInput {
     }
 
     /// Waits up to `timeout` for keys.
-    pub fn next(&mut self, timeout: Duration) -> Result<Input> {
+    pub(crate) fn next(&mut self, timeout: Duration) -> Result<Input> {
         let mut pfd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -129,7 +129,7 @@ fn ctrl(c: char) -> KeyEvent {
 /// dropped; the view has no use for them, and an Esc inside one must not
 /// quit. A lone ESC at the end of what was read is the Esc key (terminals
 /// send a sequence in one write).
-pub fn decode(bytes: &[u8]) -> (Vec<KeyEvent>, usize) {
+pub(crate) fn decode(bytes: &[u8]) -> (Vec<KeyEvent>, usize) {
     let mut keys = Vec::new();
     let mut i = 0;
     while i < bytes.len() {

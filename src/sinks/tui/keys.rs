@@ -7,7 +7,7 @@ use super::flows::SortKey;
 
 /// What the person watching asked for, apart from the data.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UiState {
+pub(crate) struct UiState {
     /// The display is frozen; intervals are still collected and recorded.
     pub paused: bool,
     pub sort: SortKey,
@@ -21,7 +21,7 @@ pub struct UiState {
 
 /// The effect of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeyOutcome {
+pub(crate) enum KeyOutcome {
     Quit,
     /// The state changed: draw again.
     Redraw,
@@ -30,7 +30,7 @@ pub enum KeyOutcome {
 }
 
 impl UiState {
-    pub fn on_key(&mut self, key: KeyEvent) -> KeyOutcome {
+    pub(crate) fn on_key(&mut self, key: KeyEvent) -> KeyOutcome {
         if key.kind != KeyEventKind::Press {
             return KeyOutcome::Ignored;
         }

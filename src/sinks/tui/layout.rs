@@ -6,18 +6,18 @@
 use ratatui::layout::Rect;
 
 /// Below this the view shows a "terminal too small" notice instead.
-pub const MIN_WIDTH: u16 = 40;
-pub const MIN_HEIGHT: u16 = 8;
+pub(crate) const MIN_WIDTH: u16 = 40;
+pub(crate) const MIN_HEIGHT: u16 = 8;
 
 /// Rows kept for the flow table before interfaces get their full height:
 /// its header and three flows.
 const FLOW_ROWS_MIN: u16 = 4;
 
 /// Rows per interface, at most: rates, allowance rates, verdict, history.
-pub const IFACE_ROWS_FULL: u16 = 4;
+pub(crate) const IFACE_ROWS_FULL: u16 = 4;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub title: Rect,
     /// The instance's headroom row, when asked for.
     pub headroom: Option<Rect>,
@@ -33,7 +33,7 @@ pub struct Plan {
 /// The plan for `area` with `n_ifaces` interfaces, and a headroom row
 /// when `headroom` (a baseline is known); `None` when the area is too small
 /// to show anything useful.
-pub fn plan(area: Rect, n_ifaces: usize, headroom: bool) -> Option<Plan> {
+pub(crate) fn plan(area: Rect, n_ifaces: usize, headroom: bool) -> Option<Plan> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
@@ -69,7 +69,7 @@ pub fn plan(area: Rect, n_ifaces: usize, headroom: bool) -> Option<Plan> {
 
 /// A column of the flow table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
+pub(crate) enum Column {
     Rank,
     Backoff,
     Peer,
@@ -88,7 +88,7 @@ pub enum Column {
 
 impl Column {
     /// Left to right.
-    pub const ALL: [Column; 12] = [
+    pub(crate) const ALL: [Column; 12] = [
         Column::Rank,
         Column::Backoff,
         Column::Peer,
@@ -119,7 +119,7 @@ impl Column {
         Column::Iface,
     ];
 
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Column::Rank => "#",
             Column::Backoff => "backoff",
@@ -138,7 +138,7 @@ impl Column {
 
     /// The width a column needs; the peer column's depends on the
     /// addresses shown (IPv6 is wider).
-    pub fn width(self, peer_width: u16) -> u16 {
+    pub(crate) fn width(self, peer_width: u16) -> u16 {
         match self {
             Column::Rank => 3,
             Column::Backoff => 8,
@@ -160,11 +160,11 @@ impl Column {
 }
 
 /// Space between columns.
-pub const COLUMN_SPACING: u16 = 1;
+pub(crate) const COLUMN_SPACING: u16 = 1;
 
 /// Width of the peer column: the longest address shown, within bounds
 /// (`255.255.255.255:65535` is 21, a full IPv6 address with port 47).
-pub fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
+pub(crate) fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
     let longest = peers.map(|p| p.chars().count()).max().unwrap_or(0);
     u16::try_from(longest).unwrap_or(u16::MAX).clamp(15, 47)
 }
@@ -173,7 +173,7 @@ pub fn peer_width<'a>(peers: impl Iterator<Item = &'a str>) -> u16 {
 /// interface column only when asked (`iface`: the snapshot has several
 /// interfaces), and last in priority; the workload column only when some
 /// flow has one (`workload`).
-pub fn columns_for(width: u16, peer_width: u16, iface: bool, workload: bool) -> Vec<Column> {
+pub(crate) fn columns_for(width: u16, peer_width: u16, iface: bool, workload: bool) -> Vec<Column> {
     let mut used: u16 = 0;
     let mut chosen = Vec::new();
     for c in Column::BY_PRIORITY

@@ -3,14 +3,14 @@
 //! short history; below, the flows by backoff. Keys sort, filter, pause
 //! and quit (see [`keys`]).
 
-pub mod flows;
-pub mod format;
-pub mod history;
-pub mod input;
-pub mod keys;
-pub mod layout;
-pub mod render;
-pub mod terminal;
+pub(crate) mod flows;
+pub(crate) mod format;
+pub(crate) mod history;
+pub(crate) mod input;
+pub(crate) mod keys;
+pub(crate) mod layout;
+pub(crate) mod render;
+pub(crate) mod terminal;
 
 #[cfg(test)]
 mod tests;
@@ -35,7 +35,7 @@ const POLL_SLICE: Duration = Duration::from_millis(100);
 /// the wait loops until then.
 const END_WAIT_SLICE: Duration = Duration::from_secs(3600);
 
-pub struct TuiView {
+pub(crate) struct TuiView {
     terminal: Option<Term>,
     input: TermInput,
     /// The terminal's size at the last draw, to redraw when it changes.
@@ -53,7 +53,7 @@ pub struct TuiView {
 impl TuiView {
     /// Takes over the terminal (stdout must be one, and keys must come
     /// from a terminal: stdin or the controlling one).
-    pub fn new() -> Result<Self> {
+    pub(crate) fn new() -> Result<Self> {
         let input = TermInput::open()?;
         let mut view = TuiView {
             terminal: Some(terminal::take()?),

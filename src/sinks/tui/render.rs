@@ -20,7 +20,7 @@ use crate::sinks::{headroom, held};
 
 /// The latest interval, as shown.
 #[derive(Debug, Clone)]
-pub struct Interval {
+pub(crate) struct Interval {
     pub snap: Snapshot,
     pub analysis: IntervalAnalysis,
     /// `live`, or where a replayed interval came from.
@@ -29,13 +29,13 @@ pub struct Interval {
 
 /// Everything drawn from the data: the latest interval and the history.
 #[derive(Debug, Clone, Default)]
-pub struct Model {
+pub(crate) struct Model {
     pub latest: Option<Interval>,
     pub history: History,
 }
 
 impl Model {
-    pub fn push(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis, source: &str) {
+    pub(crate) fn push(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis, source: &str) {
         self.history.push(analysis);
         self.latest = Some(Interval {
             snap: snap.clone(),
@@ -46,7 +46,7 @@ impl Model {
 }
 
 /// One screen's inputs.
-pub struct Screen<'a> {
+pub(crate) struct Screen<'a> {
     pub model: &'a Model,
     pub ui: &'a UiState,
     /// Intervals that arrived since the display was paused.
@@ -55,7 +55,7 @@ pub struct Screen<'a> {
     pub ended: bool,
 }
 
-pub fn draw(frame: &mut Frame, screen: &Screen) {
+pub(crate) fn draw(frame: &mut Frame, screen: &Screen) {
     draw_widgets(frame, screen);
     // The last line of defence: a cell that still holds a control character
     // (text from another user a widget forgot) shows a replacement mark.
@@ -184,9 +184,9 @@ fn title(screen: &Screen, hidden_ifaces: usize) -> Line<'static> {
 }
 
 /// The title's notice at the end of a replay.
-pub const END_OF_RECORDING: &str = "end of recording — q quits";
+pub(crate) const END_OF_RECORDING: &str = "end of recording — q quits";
 
-pub const HELP: &str =
+pub(crate) const HELP: &str =
     "q/Esc quit | p/space pause | s sort | / filter by peer or process | Ctrl-Z suspend | ? hide help";
 
 fn status_line(screen: &Screen) -> Line<'static> {
@@ -222,7 +222,7 @@ fn status_line(screen: &Screen) -> Line<'static> {
 }
 
 /// What the observer missed: shown always, never hidden.
-pub fn health_text(h: &Health) -> String {
+pub(crate) fn health_text(h: &Health) -> String {
     let mut text = format!(
         "health: missed runs {} | ringbuf drops {} | untracked flows {} | read failures {}",
         h.missed_total(),
@@ -282,7 +282,7 @@ fn health_ok(h: &Health) -> bool {
 /// shorter one that keeps both directions' shares and the run above the
 /// baseline (what an 80-column terminal must not lose). Yellow while the
 /// instance runs above its baseline: it is spending burst credits.
-pub fn headroom_line(h: &Headroom, width: u16) -> Line<'static> {
+pub(crate) fn headroom_line(h: &Headroom, width: u16) -> Line<'static> {
     let full = headroom::line(h);
     let text = if full.chars().count() <= usize::from(width) {
         full
@@ -319,7 +319,7 @@ fn verdict_style(v: &InterfaceVerdict) -> Style {
 
 /// The verdict and its evidence, in one line: the deciding signal first,
 /// then the others that crossed their thresholds.
-pub fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'static> {
+pub(crate) fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> Line<'static> {
     let mut spans = Vec::new();
     if let Some(n) = name {
         spans.push(Span::styled(

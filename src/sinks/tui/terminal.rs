@@ -19,14 +19,14 @@ use ratatui::Terminal;
 
 use crate::shared::signals;
 
-pub type Term = Terminal<CrosstermBackend<Stdout>>;
+pub(crate) type Term = Terminal<CrosstermBackend<Stdout>>;
 
 /// Whether the terminal is ours (and so needs restoring).
 static TAKEN: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 
 /// Raw mode, alternate screen, hidden cursor; restores on panic.
-pub fn take() -> Result<Term> {
+pub(crate) fn take() -> Result<Term> {
     PANIC_HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -52,7 +52,7 @@ pub fn take() -> Result<Term> {
 
 /// The full-screen view owns the terminal: a line on stderr now would be
 /// drawn over it (messages wait in the metrics and health instead).
-pub fn is_taken() -> bool {
+pub(crate) fn is_taken() -> bool {
     TAKEN.load(Ordering::SeqCst)
 }
 
@@ -70,7 +70,7 @@ fn restore_without_locks() {
 
 /// Gives the terminal back as it was; does nothing when it is not ours, so
 /// every exit path may call it.
-pub fn restore() -> Result<()> {
+pub(crate) fn restore() -> Result<()> {
     if !TAKEN.swap(false, Ordering::SeqCst) {
         return Ok(());
     }

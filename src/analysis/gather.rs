@@ -37,7 +37,7 @@ pub(crate) fn plateau_cv(history: &[f64], th: &Thresholds) -> Option<f64> {
 }
 
 /// Gather every signal that can be judged this interval.
-pub(super) fn collect(
+pub(super) fn gather_signals(
     r: &NormalisedRates,
     iface: &InterfaceSample,
     untrusted: Option<&str>,
