@@ -152,7 +152,7 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
     )
     .unwrap();
     // The plan `report` makes without flags: the recording's.
-    let plan = throttlescope::commands::baseline::for_recording(&Default::default(), &h).unwrap();
+    let plan = throttlescope::report::plan::as_recorded(&h);
     b.set_plan(plan);
     for s in &written {
         b.push(s);

@@ -114,6 +114,7 @@ fn request(args: &ReportArgs) -> Result<ReportRequest<'_>> {
         thresholds: &args.thresholds,
         filters,
         top: args.top,
-        instance: &args.instance,
+        baseline: args.instance.request(),
+        instance_specs: args.instance.table()?,
     })
 }

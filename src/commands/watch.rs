@@ -27,7 +27,7 @@ pub fn run(args: &WatchArgs) -> Result<()> {
         .map_err(anyhow::Error::msg)?;
     check_counter_paths(&args.observe.counters)?;
     let plan = crate::commands::baseline::for_live(&args.observe.instance)?;
-    plan.say();
+    crate::commands::baseline::say(&plan);
     let target = args
         .record
         .as_deref()
@@ -63,7 +63,7 @@ pub fn run_record(args: &RecordArgs) -> Result<()> {
             output.display(),
             args.observe.interval
         );
-        plan.say();
+        crate::commands::baseline::say(&plan);
     }
     let done = run_live(
         &args.observe,
@@ -120,7 +120,7 @@ fn record_target(path: &Path, rotate: &RotateArgs) -> Result<RecordTarget> {
 pub(crate) fn run_live(
     observe: &ObserveArgs,
     thresholds: Thresholds,
-    plan: crate::commands::baseline::Plan,
+    plan: crate::model::instance::Plan,
     view: Box<dyn View>,
     record: Option<RecordTarget>,
 ) -> Result<Option<(PathBuf, u64)>> {

@@ -366,6 +366,66 @@ pub(crate) fn resolve(
     }
 }
 
+/// What a run or a report plans against: the table, the instance type the
+/// host or the recording named (even one the table lacks), the baseline,
+/// or why there is none (a line to say once).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub table: SpecTable,
+    pub instance_type: Option<String>,
+    pub baseline: Option<Baseline>,
+    pub note: Option<String>,
+}
+
+impl Plan {
+    /// No baseline and no type: headroom absent, sized with the built-in
+    /// table.
+    pub fn none() -> Self {
+        Plan {
+            table: SpecTable::built_in(),
+            instance_type: None,
+            baseline: None,
+            note: None,
+        }
+    }
+
+    /// The line to say at start: the baseline, or why there is none.
+    pub fn line(&self) -> Option<String> {
+        match (&self.baseline, &self.note) {
+            (Some(b), _) => Some(b.describe()),
+            (None, note) => note.clone(),
+        }
+    }
+}
+
+/// The plan for `host` with the user's `req` and `table` ([`resolve`]);
+/// an error is a usage error (a type the table lacks, given by the user).
+pub(crate) fn plan(
+    host: &HostIdentity,
+    req: &BaselineRequest,
+    table: SpecTable,
+) -> Result<Plan, String> {
+    let resolved = resolve(host, req, &table)?;
+    let instance_type = match host {
+        HostIdentity::Ec2(t) => Some(t.clone()),
+        _ => None,
+    };
+    Ok(match resolved {
+        Ok(b) => Plan {
+            instance_type: instance_type.or_else(|| b.instance_type.clone()),
+            table,
+            baseline: Some(b),
+            note: None,
+        },
+        Err(why) => Plan {
+            instance_type,
+            table,
+            baseline: None,
+            note: Some(why),
+        },
+    })
+}
+
 /// Parses `--baseline RATE[/RATE]`: outbound, then inbound (the same when
 /// one rate is given). A rate is bits/s with an optional k, M or G prefix
 /// (decimal) and an optional `b/s`, `bit` or `bps`: `1.25G`, `800Mb/s`.

@@ -37,8 +37,7 @@ use super::filters::ReportFilters;
 use super::model::*;
 use crate::analysis::headroom::HeadroomTracker;
 use crate::analysis::{EpisodeTracker, Judge, Thresholds};
-use crate::commands::baseline::Plan;
-use crate::model::instance::SpecTable;
+use crate::model::instance::Plan;
 use crate::model::snapshot::Snapshot;
 use crate::record::TraceHeader;
 use crate::shared::clock::format_utc;
@@ -139,7 +138,7 @@ impl ReportBuilder {
             seen_in_recording: 0,
             judge: Judge::new(thresholds),
             headroom: HeadroomTracker::new(None),
-            sizing: Sizing::new(no_plan(), &first.kernel),
+            sizing: Sizing::new(Plan::none(), &first.kernel),
             episode_notes: EpisodeNotes::default(),
             interfaces: Interfaces::new(accs),
             flows: Flows::default(),
@@ -151,7 +150,7 @@ impl ReportBuilder {
         })
     }
 
-    /// What headroom is measured against (`commands::baseline::for_recording`);
+    /// What headroom is measured against (`report::plan::for_recording`);
     /// before the first interval. Without it the report has no headroom.
     pub fn set_plan(&mut self, plan: Plan) {
         self.headroom = HeadroomTracker::new(plan.baseline.clone());
@@ -356,15 +355,6 @@ impl ReportBuilder {
 }
 
 /// No baseline: the built-in table, for the types that cover the rates.
-fn no_plan() -> Plan {
-    Plan {
-        table: SpecTable::built_in(),
-        instance_type: None,
-        baseline: None,
-        note: None,
-    }
-}
-
 /// The headers' interfaces kept by `--iface`, each once, in their order;
 /// and every interface they name, kept or not.
 fn header_interfaces(

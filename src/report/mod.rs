@@ -7,6 +7,7 @@ pub(crate) mod build;
 pub(crate) mod filters;
 pub mod html;
 pub mod model;
+pub mod plan;
 pub(crate) mod text;
 pub(crate) mod workloads;
 
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::commands::cli::InstanceArgs;
+use crate::model::instance::{BaselineRequest, SpecTable};
 use crate::record::{recorded_thresholds, walk, WalkItem};
 pub use build::ReportBuilder;
 pub use filters::ReportFilters;
@@ -32,8 +33,10 @@ pub(crate) struct ReportRequest<'a> {
     pub filters: ReportFilters,
     /// Flows listed per episode.
     pub top: usize,
-    /// The baseline to measure headroom against, over the recording's.
-    pub instance: &'a InstanceArgs,
+    /// `--instance-type` and `--baseline`, over the recording's baseline.
+    pub baseline: BaselineRequest,
+    /// `--instance-specs`, read, when given.
+    pub instance_specs: Option<SpecTable>,
 }
 
 /// Reads the files and builds the report; warnings (skipped lines, cut
@@ -45,7 +48,8 @@ pub(crate) fn build(req: ReportRequest) -> Result<Report> {
         thresholds: assignments,
         filters,
         top,
-        instance,
+        baseline,
+        instance_specs,
     } = req;
     let mut walk = walk(paths);
     let files = walk.files().to_vec();
@@ -58,7 +62,8 @@ pub(crate) fn build(req: ReportRequest) -> Result<Report> {
     warnings.extend(warning);
     // The first file's header, as for the thresholds: a bad
     // `--instance-specs` or an unknown `--instance-type` fails here.
-    let plan = crate::commands::baseline::for_recording(instance, &first.header)?;
+    let plan = plan::for_recording(&baseline, instance_specs, &first.header)
+        .map_err(crate::shared::usage_error::UsageError)?;
     let thresholds = recorded
         .clone()
         .with_assignments(assignments)

@@ -526,7 +526,7 @@ fn plan(
     table: crate::model::instance::SpecTable,
     instance_type: Option<&str>,
     baseline: Option<f64>,
-) -> crate::commands::baseline::Plan {
+) -> crate::model::instance::Plan {
     use crate::model::instance::{resolve, BaselineRequest, HostIdentity};
     let req = BaselineRequest {
         instance_type: instance_type.map(str::to_string),
@@ -538,7 +538,7 @@ fn plan(
         Ok(b) => (Some(b), None),
         Err(why) => (None, Some(why)),
     };
-    crate::commands::baseline::Plan {
+    crate::model::instance::Plan {
         table,
         instance_type: instance_type.map(str::to_string),
         baseline,
@@ -549,7 +549,7 @@ fn plan(
 fn build_planned(
     snaps: &[Snapshot],
     filters: ReportFilters,
-    plan: crate::commands::baseline::Plan,
+    plan: crate::model::instance::Plan,
 ) -> Report {
     let h = header();
     let mut b = ReportBuilder::new(

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::headroom::{is_ena, Headroom};
-use crate::commands::baseline::Plan;
+use crate::model::instance::Plan;
 use crate::model::instance::{Arch, Baseline, SpecTable};
 use crate::model::snapshot::{InterfaceSample, Snapshot};
 use crate::report::filters::ReportFilters;
