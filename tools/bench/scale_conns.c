@@ -1,6 +1,6 @@
 /* Many mostly idle TCP connections, and connection storms: the one load generator of
  * tools/bench/scale (built in its work directory), tools/bench/scale-guest (built static into
- * the guest's initramfs, which has no python) and tests/storm.rs (built by the test). C so the
+ * the guest's initramfs, which has no python) and tests/lab/storm.rs (built by the test). C so the
  * same program runs in all three; there was a python twin for the host rig, removed so the host
  * and guest numbers come from one client and server.
  *

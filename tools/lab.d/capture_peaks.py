@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The busiest window of a packet capture, per interval: the ground truth for the
-peak rates throttlescope measures in the kernel (tests/microburst.rs).
+peak rates throttlescope measures in the kernel (tests/lab/microburst.rs).
 
     capture_peaks.py PCAP WINDOW_US < intervals.json
 

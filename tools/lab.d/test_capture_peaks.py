@@ -1,5 +1,5 @@
 """Unit tests of capture_peaks.py (the capture's busiest window, the ground truth of
-tests/microburst.rs) and burst_traffic.py's write plan, without namespaces.
+tests/lab/microburst.rs) and burst_traffic.py's write plan, without namespaces.
 
 Run with `tools/lab unittest` or `python3 -m unittest discover -s tools/lab.d`.
 """

@@ -1,0 +1,314 @@
+//! Which interface a flow uses, against `ip route get`, with the real BPF
+//! programs and real TCP traffic through a lab of namespaces. Run as root.
+//!
+//! The broker namespace gets a second interface (`d1`, a veth with its own
+//! subnet and no flows) and a local flow over 127.0.0.1 besides its flows to
+//! the client through `b0` on a lossy path. Checked:
+//! - every flow of the broker namespace names an interface, and it is the
+//!   `dev` of `ip route get PEER from LOCAL` run in that namespace (b0 for
+//!   the lab flows, lo for the local ones), while open and in its close
+//!   record;
+//! - the analysis gives `d1` none of b0's retransmits (retransmit rate
+//!   unknown: it has no flows) and b0 none of the local flows' segments;
+//! - with `--all-netns`, flows of other namespaces have no interface.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::lab_support::traffic::Bulk;
+use crate::lab_support::{in_netns, Lab};
+use throttlescope::analysis::{analyze, Thresholds};
+use throttlescope::collect::collector::{Collector, CollectorConfig};
+use throttlescope::model::snapshot::{FlowSample, Snapshot};
+
+/// The `dev` of `ip route get PEER from LOCAL` in namespace `ns`: the
+/// route the kernel picks for the flow (`local ... dev lo` for a local peer).
+fn route_dev(lab: &Lab, ns: &str, f: &FlowSample) -> String {
+    let peer = f.peer.ip().to_string();
+    let local = f.local.ip().to_string();
+    let out = lab.exec(ns, "ip", &["route", "get", &peer, "from", &local]);
+    let mut words = out.split_whitespace();
+    words
+        .by_ref()
+        .find(|w| *w == "dev")
+        .and_then(|_| words.next())
+        .unwrap_or_else(|| panic!("no dev in `ip route get {peer} from {local}`: {out}"))
+        .to_string()
+}
+
+/// Flows of the test's own traffic: the lab port or the loopback port.
+fn ours(f: &FlowSample, ports: &[u16]) -> bool {
+    ports.contains(&f.local.port()) || ports.contains(&f.peer.port())
+}
+
+#[test]
+fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
+    let lab = Lab::up("ifc");
+    lab.tool(&["shape", "hv_drop"]);
+    let broker = lab.broker();
+    // A second interface with a subnet of its own (a veth pair inside the
+    // broker namespace): nothing is routed over it.
+    for args in [
+        &["link", "add", "d1", "type", "veth", "peer", "name", "d1p"][..],
+        &["addr", "add", "10.77.9.1/24", "dev", "d1"],
+        &["link", "set", "d1", "up"],
+        &["link", "set", "d1p", "up"],
+    ] {
+        lab.exec(&broker, "ip", args);
+    }
+    const LAB_PORT: u16 = 7201;
+    const LOCAL_PORT: u16 = 7202;
+    let ports = [LAB_PORT, LOCAL_PORT];
+    let to_client: SocketAddr = format!("{}:{LAB_PORT}", lab.broker_ip).parse().unwrap();
+    let local: SocketAddr = format!("127.0.0.1:{LOCAL_PORT}").parse().unwrap();
+
+    // The observer as users run it in a namespace (`ip netns exec`, which
+    // also gives it that namespace's /sys).
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", &broker])
+        .arg(crate::support::binary())
+        .args(["watch", "--json", "--interval", "1s", "--duration", "12s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn watch");
+    let (line_tx, line_rx) = mpsc::channel::<String>();
+    let stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = vec![line_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("watch printed its first interval (probes attached)")];
+
+    let client = lab.client();
+    let lab_flows = Bulk::start(&broker, &client, to_client, 3, Duration::from_secs(4), 0);
+    // A broker talking to a local agent: 2 connections at 20 MB/s each.
+    let local_flows = Bulk::start(
+        &broker,
+        &broker,
+        local,
+        2,
+        Duration::from_secs(4),
+        20_000_000,
+    );
+    lab_flows.wait_sent();
+    local_flows.wait_sent();
+    std::thread::sleep(Duration::from_secs(1));
+    // Their close records come in the intervals that follow.
+    lab_flows.close();
+    local_flows.close();
+    let status = watch.wait().expect("watch ran");
+    reader.join().unwrap();
+    lines.extend(line_rx.try_iter());
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut stderr);
+    assert!(status.success(), "watch failed: {status}: {stderr}");
+    let snaps: Vec<Snapshot> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON snapshot"))
+        .collect();
+
+    // Every flow of the test, while open and as closed, against ip route.
+    let mut route_of: HashMap<(SocketAddr, SocketAddr), String> = HashMap::new();
+    let (mut samples, mut resolved, mut closed) = (0, 0, 0);
+    let mut devs: HashMap<String, usize> = HashMap::new();
+    for f in snaps
+        .iter()
+        .flat_map(|s| &s.flows)
+        .filter(|f| ours(f, &ports))
+    {
+        samples += 1;
+        let want = route_of
+            .entry((f.local, f.peer))
+            .or_insert_with(|| route_dev(&lab, &broker, f));
+        assert_eq!(
+            f.iface.as_deref(),
+            Some(want.as_str()),
+            "{} -> {} (closed: {})",
+            f.local,
+            f.peer,
+            f.closed
+        );
+        resolved += 1;
+        closed += usize::from(f.closed);
+        *devs.entry(want.clone()).or_default() += 1;
+    }
+    eprintln!(
+        "{samples} flow samples of {} flows, {resolved} resolved, {closed} close records; by ip route dev: {devs:?}",
+        route_of.len()
+    );
+    // 3 lab flows; 2 local connections, seen from both ends.
+    assert_eq!(route_of.len(), 7, "{:?}", route_of.keys());
+    assert_eq!(route_of.values().filter(|d| *d == "b0").count(), 3);
+    assert_eq!(route_of.values().filter(|d| *d == "lo").count(), 4);
+    assert_eq!(closed, 7, "every flow's close record carries its interface");
+
+    // The analysis: b0 has the loss, d1 none of it, and neither the local
+    // flows' segments.
+    let th = Thresholds::default();
+    let mut history: Vec<Snapshot> = Vec::new();
+    let (mut b0_retrans, mut b0_segs, mut lab_segs, mut local_segs) = (0, 0, 0, 0);
+    for s in &snaps {
+        let a = analyze(&history, s, &th);
+        let v = |name: &str| {
+            a.interfaces
+                .iter()
+                .find(|v| v.iface == name)
+                .unwrap_or_else(|| panic!("{name} judged"))
+        };
+        let (b0, d1) = (v("b0"), v("d1"));
+        assert_eq!(d1.rates.retrans_segs, 0, "seq {}: {:?}", s.seq, d1.rates);
+        assert_eq!(d1.rates.segs_out, 0, "seq {}", s.seq);
+        assert_eq!(d1.rates.retransmit_pct, None, "seq {}", s.seq);
+        assert_eq!(d1.rates.active_flows, 0, "seq {}", s.seq);
+        b0_retrans += b0.rates.retrans_segs;
+        b0_segs += b0.rates.segs_out;
+        for f in &s.flows {
+            match f.iface.as_deref() {
+                Some("b0") => lab_segs += f.delta.segs_out,
+                Some("lo") => local_segs += f.delta.segs_out,
+                _ => {}
+            }
+        }
+        history.push(s.clone());
+    }
+    eprintln!(
+        "b0: {b0_retrans} retransmits of {b0_segs} segments (its flows: {lab_segs}); local flows: {local_segs} segments, not counted"
+    );
+    assert!(
+        b0_retrans > 20,
+        "the lossy path made retransmits ({b0_retrans})"
+    );
+    assert!(local_segs > 0, "the local flows sent");
+    assert_eq!(b0_segs, lab_segs, "b0 counts its own flows' segments only");
+}
+
+#[test]
+fn flows_of_other_namespaces_have_no_interface() {
+    let lab = Lab::up("ifo");
+    let listen: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
+    let (broker, client) = (lab.broker(), lab.client());
+    let broker_ns = lab.netns_inode(&broker);
+    let client_ns = lab.netns_inode(&client);
+    let ns = broker.clone();
+    let snap = in_netns(&broker, move || {
+        let mut c = Collector::start(CollectorConfig {
+            all_netns: true,
+            ..Default::default()
+        })
+        .expect("attach probes");
+        let bulk = Bulk::start(&ns, &client, listen, 2, Duration::from_secs(1), 1_000_000);
+        bulk.wait_sent();
+        let snap = c.collect().unwrap();
+        bulk.close();
+        snap
+    });
+    let lab_flows: Vec<&FlowSample> = snap
+        .flows
+        .iter()
+        .filter(|f| f.local.port() == 7203 || f.peer.port() == 7203)
+        .collect();
+    let of = |ns: u32| lab_flows.iter().filter(move |f| f.netns == ns);
+    assert_eq!(of(broker_ns).count(), 2, "{lab_flows:#?}");
+    assert_eq!(of(client_ns).count(), 2, "{lab_flows:#?}");
+    assert!(of(broker_ns).all(|f| f.iface.as_deref() == Some("b0")));
+    assert!(of(client_ns).all(|f| f.iface.is_none()));
+}
+
+/// `--iface b0 --iface d1`, and d1 is deleted while watching: b0 keeps its
+/// rows and verdicts in every interval, d1 is reported missing (health and
+/// the plain view), nothing else changes.
+#[test]
+fn a_deleted_interface_is_reported_missing_and_the_others_go_on() {
+    let lab = Lab::up("ifdel");
+    let broker = lab.broker();
+    for args in [
+        &["link", "add", "d1", "type", "veth", "peer", "name", "d1p"][..],
+        &["link", "set", "d1", "up"],
+        &["link", "set", "d1p", "up"],
+    ] {
+        lab.exec(&broker, "ip", args);
+    }
+    let addr: SocketAddr = format!("{}:7211", lab.broker_ip).parse().unwrap();
+    let bulk = Bulk::start(&broker, &lab.client(), addr, 1, Duration::from_secs(9), 0);
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", &broker])
+        .arg(crate::support::binary())
+        .args(["watch", "--json", "--interval", "1s", "--duration", "8s"])
+        .args(["--iface", "b0", "--iface", "d1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn watch");
+    let stdout = watch.stdout.take().unwrap();
+    let mut lines = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        lines.push(line);
+        if lines.len() == 3 {
+            lab.exec(&broker, "ip", &["link", "del", "d1"]);
+        }
+    }
+    let status = watch.wait().unwrap();
+    bulk.close();
+    assert!(status.success(), "watch exited {status}");
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(parsed.len() >= 6, "{} intervals", parsed.len());
+    // A line is the snapshot's fields with `analysis` beside them.
+    let names = |v: &serde_json::Value, part: Option<&str>, key: &str| -> Vec<String> {
+        part.map_or(v, |p| &v[p])["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i[key].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut missing_seen = 0;
+    for (i, v) in parsed.iter().enumerate() {
+        let snap_ifaces = names(v, None, "name");
+        let judged = names(v, Some("analysis"), "iface");
+        let missing: Vec<String> =
+            serde_json::from_value(v["health"]["missing_interfaces"].clone()).unwrap_or_default();
+        eprintln!("interval {i}: {snap_ifaces:?} judged {judged:?} missing {missing:?}");
+        assert!(snap_ifaces.contains(&"b0".to_string()), "interval {i}");
+        assert!(judged.contains(&"b0".to_string()), "interval {i}");
+        if i < 2 {
+            assert_eq!(snap_ifaces, ["b0", "d1"], "interval {i}");
+            assert!(missing.is_empty());
+        }
+        if missing == ["d1"] {
+            missing_seen += 1;
+            // The interval d1 was deleted in has its last sample, up to
+            // its removal, marked removed; after it, d1 is gone.
+            let removed: Vec<bool> = v["interfaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| i["removed"].as_bool().unwrap_or(false))
+                .collect();
+            if missing_seen == 1 && snap_ifaces.len() == 2 {
+                assert_eq!(snap_ifaces, ["b0", "d1"], "interval {i}");
+                assert_eq!(removed, [false, true], "interval {i}");
+            } else {
+                assert_eq!(snap_ifaces, ["b0"], "interval {i}");
+            }
+        }
+    }
+    assert!(
+        missing_seen >= 3,
+        "d1 reported missing after it was deleted"
+    );
+}

@@ -1,0 +1,203 @@
+//! `throttlescope replay` shows what `watch` showed: lab traffic recorded
+//! by `watch --json --record` while it printed its live analysis, then
+//! replayed through the CLI. The replayed lines equal the live ones
+//! interval by interval; `--speed` paces the intervals (a lower bound
+//! only); `--threshold` re-judges; a rotated recording plays every interval
+//! in order across its segments.
+//!
+//! The tests here need no root; those that need it are in
+//! tests/lab/replay.rs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::replay::json_lines;
+use crate::support::run;
+use crate::support::TempDir;
+use serde_json::Value;
+use throttlescope::model::snapshot::{AllowanceCounters, AllowanceStatus, LinkCounters, Snapshot};
+use throttlescope::record::{RotateOptions, TraceWriter};
+
+/// One second of eth0 (an ENA device) sending 10,000 wire packets, of which
+/// `queued_pct`% were counted in bw_out_allowance_exceeded.
+fn shaped(seq: u64, queued_pct: u64, start_mono_ns: u64, start_unix_ms: u64) -> Snapshot {
+    let mut s = crate::support::record::snapshot(seq, 0);
+    s.interfaces.truncate(1);
+    s.interval_ns = 1_000_000_000;
+    s.mono_ns = start_mono_ns + (seq + 1) * s.interval_ns;
+    s.unix_ms = start_unix_ms + (seq + 1) * 1000;
+    let i = &mut s.interfaces[0];
+    i.delta = LinkCounters {
+        tx_packets: 10_000,
+        rx_packets: 5_000,
+        tx_bytes: 10_000 * 1_500,
+        rx_bytes: 5_000 * 66,
+        ..Default::default()
+    };
+    i.totals = LinkCounters {
+        tx_packets: (seq + 1) * 10_000,
+        rx_packets: (seq + 1) * 5_000,
+        tx_bytes: (seq + 1) * 10_000 * 1_500,
+        rx_bytes: (seq + 1) * 5_000 * 66,
+        ..Default::default()
+    };
+    i.mtu = 1500;
+    i.offloads = None;
+    i.host_queue = None;
+    if let AllowanceStatus::Read(a) = &mut i.allowance {
+        let queued = queued_pct * 100;
+        let zero = AllowanceCounters {
+            bw_in_allowance_exceeded: Some(0),
+            bw_out_allowance_exceeded: Some(0),
+            pps_allowance_exceeded: Some(0),
+            conntrack_allowance_exceeded: Some(0),
+            linklocal_allowance_exceeded: Some(0),
+            conntrack_allowance_available: Some(100_000),
+            ..Default::default()
+        };
+        a.delta = AllowanceCounters {
+            bw_out_allowance_exceeded: Some(queued),
+            ..zero
+        };
+        a.totals = AllowanceCounters {
+            bw_out_allowance_exceeded: Some(1_000_000 + seq * queued),
+            ..zero
+        };
+        a.zeroed_reads = 0;
+        a.admin_cmd_failures = Some(0);
+        a.last_error = None;
+    }
+    s
+}
+
+/// A recording of `n` intervals, `queued_pct` each, starting at the given
+/// clocks; rotated every `rotate_every` intervals when given.
+fn write_recording(path: &Path, start: (u64, u64), pcts: &[u64], rotate_every: Option<u64>) {
+    let mut header = crate::support::record::header();
+    header.interfaces.truncate(1);
+    header.thresholds =
+        serde_json::to_value(throttlescope::analysis::Thresholds::default()).unwrap();
+    (header.start_unix_ms, header.start_mono_ns) = start;
+    let rotate = RotateOptions {
+        max_bytes: rotate_every.map(|_| 1),
+        max_age: None,
+        keep: 100,
+    };
+    let mut w = TraceWriter::create(path, header, rotate).unwrap();
+    for (seq, pct) in pcts.iter().enumerate() {
+        w.write(&shaped(seq as u64, *pct, start.1, start.0))
+            .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// (verdict, start seq, end seq, intervals) of eth0's episodes, from a
+/// report's JSON or the last replayed line's `analysis.episodes`.
+fn episodes(list: &Value) -> Vec<(String, u64, u64, u64)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["iface"] == "eth0")
+        .map(|e| {
+            (
+                e["verdict"].as_str().unwrap().to_string(),
+                e["start_seq"].as_u64().unwrap(),
+                e["end_seq"].as_u64().unwrap(),
+                e["intervals"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `replay` and `report` walk recordings alike (src/record/walk.rs): files
+/// in recording order, one that is no recording skipped with a warning,
+/// judging started again at each new recording (a's held verdict and
+/// look-back do not carry into b) and going on across the segments of one
+/// rotated recording. Their episodes agree.
+#[test]
+fn replay_and_report_hold_the_same_verdicts_across_recordings() {
+    let dir = TempDir::new("replay-report");
+    // a: queued 90% for 8 s; b, a separate recording: free for 8 s.
+    let a = dir.join("a.jsonl");
+    let b = dir.join("b.jsonl");
+    write_recording(&a, (1_763_000_000_000, 5_000_000_000), &[90; 8], None);
+    write_recording(&b, (1_763_000_100_000, 200_000_000_000), &[0; 8], None);
+    // c: one recording, rotated every interval: queued, then free.
+    let c = dir.join("c.jsonl");
+    let pcts: Vec<u64> = [90; 6].into_iter().chain([0; 8]).collect();
+    write_recording(&c, (1_763_000_200_000, 400_000_000_000), &pcts, Some(1));
+    let c_files: Vec<PathBuf> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("c.jsonl")
+        })
+        .collect();
+    assert!(c_files.len() > 10, "rotated into {} files", c_files.len());
+
+    // And a file that is no recording at all: both skip it, saying so.
+    let junk = dir.join("junk.jsonl");
+    std::fs::write(&junk, "not a trace\n").unwrap();
+    let cases: Vec<(&str, Vec<PathBuf>)> = vec![
+        ("two recordings", vec![b.clone(), junk, a.clone()]),
+        ("one rotated recording", c_files),
+    ];
+    for (what, files) in cases {
+        let args: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+        let mut replay_args = vec!["--as-fast-as-possible"];
+        replay_args.extend(&args);
+        let out = run(Command::new(crate::support::binary())
+            .arg("replay")
+            .args(&replay_args)
+            .arg("--json"));
+        let replayed = json_lines(&out.stdout);
+        let warned = String::from_utf8_lossy(&out.stderr).into_owned();
+        if what == "two recordings" {
+            // As report says it: two recordings, one after the other, and
+            // the file that is none skipped (replay used to fail on it).
+            assert!(warned.contains("2 different recordings"), "{warned}");
+            assert!(
+                warned.contains("junk.jsonl") && warned.contains("skipped"),
+                "{warned}"
+            );
+        } else {
+            assert!(!warned.contains("warning"), "{warned}");
+        }
+        let report = run(Command::new(crate::support::binary())
+            .arg("report")
+            .args(&args)
+            .arg("--json"));
+        let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+        let from_report = episodes(&report["episodes"]);
+        let from_replay = episodes(&replayed.last().unwrap()["analysis"]["episodes"]);
+        let held: Vec<(u64, String)> = replayed
+            .iter()
+            .map(|l| {
+                let i = &l["analysis"]["interfaces"][0];
+                (
+                    l["seq"].as_u64().unwrap(),
+                    i["held"]["verdict"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        eprintln!(
+            "{what}: replay held {held:?}\n  report {from_report:?}\n  replay {from_replay:?}"
+        );
+        assert_eq!(from_replay, from_report, "{what}: episodes differ");
+        assert!(
+            from_report.iter().any(|e| e.0 == "hypervisor_queuing"),
+            "{what}: the queued part was not held: {from_report:?}"
+        );
+        if what == "two recordings" {
+            // b's intervals are its own: none held as a's queuing.
+            let b_held: Vec<&str> = held[8..].iter().map(|(_, h)| h.as_str()).collect();
+            assert!(
+                b_held.iter().all(|h| *h == "free_flow" || *h == "idle"),
+                "b carried a's held verdict: {b_held:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! `throttlescope report` end to end: recordings of real lab traffic
+//! reported through the CLI, compared with what the live view judged and
+//! with a report built in memory; and the CLI on files that are not whole,
+//! current traces.
+//!
+//! The tests here need no root; those that need it are in
+//! tests/lab/report.rs.
+
+use std::path::Path;
+
+use crate::support::record::{header, snapshot};
+use crate::support::report::{report, report_json};
+use crate::support::TempDir;
+use serde_json::Value;
+use throttlescope::record::{RotateOptions, TraceWriter};
+
+/// Writes a zstd or plain trace of `n` small intervals; returns the file
+/// size after the header and after each interval.
+fn write_trace(path: &Path, n: u64) -> Vec<u64> {
+    let mut sizes = Vec::new();
+    let mut w = TraceWriter::create(path, header(), RotateOptions::default()).unwrap();
+    sizes.push(std::fs::metadata(path).unwrap().len());
+    for s in 0..n {
+        w.write(&snapshot(s, 3)).unwrap();
+        sizes.push(std::fs::metadata(path).unwrap().len());
+    }
+    w.finish().unwrap();
+    sizes
+}
+
+#[test]
+fn files_with_nothing_to_report_are_errors_naming_the_file() {
+    let dir = TempDir::new("report-bad");
+    let empty = dir.join("empty.jsonl");
+    std::fs::write(&empty, b"").unwrap();
+    let foreign = dir.join("foreign.jsonl");
+    std::fs::write(&foreign, b"{\"hello\":1}\n").unwrap();
+    let future = dir.join("future.jsonl");
+    let mut h = serde_json::to_value(header()).unwrap();
+    h["version"] = serde_json::json!({"major": 2, "minor": 0});
+    std::fs::write(&future, format!("{h}\n")).unwrap();
+    let header_only = dir.join("header-only.jsonl");
+    std::fs::write(
+        &header_only,
+        format!("{}\n", serde_json::to_value(header()).unwrap()),
+    )
+    .unwrap();
+    let cut = dir.join("cut.jsonl");
+    let sizes = write_trace(&cut, 2);
+    let bytes = std::fs::read(&cut).unwrap();
+    std::fs::write(&cut, &bytes[..(sizes[0] + 20) as usize]).unwrap();
+
+    for (path, want) in [
+        (&empty, "empty file, not a throttlescope trace".to_string()),
+        (&foreign, ":1: not a throttlescope trace".to_string()),
+        (
+            &future,
+            ":1: format version 2.0 is newer than this throttlescope understands".to_string(),
+        ),
+        (&header_only, "no complete interval in".to_string()),
+        (
+            &cut,
+            "the tail was cut after line 1 (no complete interval)".to_string(),
+        ),
+    ] {
+        let name = path.display().to_string();
+        let (code, stdout, stderr) = report(&[&name]);
+        assert_eq!(code, 1, "{name}: {stderr}");
+        assert!(stdout.is_empty(), "{name}: {stdout}");
+        assert!(stderr.starts_with("throttlescope: "), "{stderr}");
+        assert!(stderr.contains(&name), "{name}: {stderr}");
+        assert!(stderr.contains(&want), "{name}: want {want:?} in {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // Every file bad: every one named.
+    let (code, _, stderr) = report(&[&empty.display().to_string(), &foreign.display().to_string()]);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("empty.jsonl") && stderr.contains("foreign.jsonl"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn damaged_files_report_what_is_whole_with_warnings() {
+    let dir = TempDir::new("report-damaged");
+    // Garbage lines: skipped, named by file and line.
+    let garbage = dir.join("garbage.jsonl");
+    write_trace(&garbage, 6);
+    let text = std::fs::read_to_string(&garbage).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.insert(3, "\u{1}\u{2} not json at all");
+    std::fs::write(&garbage, lines.join("\n") + "\n").unwrap();
+    let name = garbage.display().to_string();
+    let (code, stdout, stderr) = report(&["--json", &name]);
+    assert_eq!(code, 0, "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["span"]["intervals"], 6);
+    let want = format!("{name}:4: skipped a line that is not a record");
+    assert!(stderr.contains(&format!("warning: {want}")), "{stderr}");
+    assert!(
+        r["health"]["read_warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(&want)),
+        "{r}"
+    );
+
+    // A zstd file cut inside interval 5: intervals 0-4 are reported.
+    let zst = dir.join("cut.jsonl.zst");
+    let sizes = write_trace(&zst, 8);
+    let bytes = std::fs::read(&zst).unwrap();
+    std::fs::write(&zst, &bytes[..((sizes[5] + sizes[6]) / 2) as usize]).unwrap();
+    let name = zst.display().to_string();
+    let (code, stdout, stderr) = report(&["--json", &name]);
+    assert_eq!(code, 0, "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["span"]["intervals"], 5);
+    assert_eq!(r["span"]["last_seq"], 4);
+    assert!(
+        stderr.contains("the tail was cut after line 6 (last complete interval seq 4)"),
+        "{stderr}"
+    );
+
+    // One good file and one that is not a trace: the good one is reported.
+    let foreign = dir.join("foreign.jsonl");
+    std::fs::write(&foreign, b"{\"hello\":1}\n").unwrap();
+    let (code, stdout, stderr) = report(&[
+        "--json",
+        &garbage.display().to_string(),
+        &foreign.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let r: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["span"]["intervals"], 6);
+    assert!(
+        stderr.contains(&format!(
+            "{}:1: not a throttlescope trace",
+            foreign.display()
+        )) && stderr.contains("skipped this file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_options_are_clear_errors() {
+    let dir = TempDir::new("report-opts");
+    let path = dir.join("t.jsonl");
+    write_trace(&path, 4);
+    let name = path.display().to_string();
+    let not_a_dir = dir.join("file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let html = not_a_dir.join("out.html").display().to_string();
+    for (args, want) in [
+        (
+            vec!["--since", "yesterday"],
+            "--since \"yesterday\": not a time",
+        ),
+        (
+            vec!["--until", "2026-02-30T00:00:00Z"],
+            "--until \"2026-02-30T00:00:00Z\": not a time",
+        ),
+        (
+            vec!["--flow", ":http"],
+            "--flow \":http\": \"http\" is not a port",
+        ),
+        (
+            vec!["--iface", "eth9"],
+            "--iface eth9: not in the recording (it has: eth0, veth0)",
+        ),
+        (vec!["--threshold", "nope=1"], "--threshold nope=1"),
+        (vec!["--since", "1h"], "no interval between --since"),
+        (vec!["--html", &html], "cannot write the report there"),
+        (vec!["--html", &name], "is one of the trace files"),
+    ] {
+        let mut all = args.clone();
+        all.push(&name);
+        let (code, stdout, stderr) = report(&all);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
+    }
+
+    // A writable --html gets a page; stdout still has the text report.
+    let out = dir.join("r.html");
+    let (code, stdout, stderr) = report(&["--html", &out.display().to_string(), &name]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("throttlescope report: "), "{stdout}");
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    // 0640 (the umask may take more away), and never written over.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & !0o640, 0, "mode {mode:o}");
+    let (code, _, stderr) = report(&["--html", &out.display().to_string(), &name]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("already exists; refusing to overwrite"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), page);
+}
+
+/// The baseline flags: a plan over the recording's (which has none), and
+/// a bad table or an unknown type as clear errors, not "no baseline".
+#[test]
+fn instance_flags_plan_the_report_or_are_clear_errors() {
+    let dir = TempDir::new("report-plan");
+    let path = dir.join("t.jsonl");
+    write_trace(&path, 4);
+    let name = path.display().to_string();
+
+    let (code, stdout, stderr) = report(&[&name]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("plan        no baseline: the recording has no baseline"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nright-sizing ("), "{stdout}");
+
+    let r = report_json(&["--instance-type", "m5.xlarge", &name]);
+    let b = &r["right_sizing"]["baseline"];
+    assert_eq!(b["instance_type"], "m5.xlarge");
+    assert_eq!(b["tx_bps"].as_f64(), Some(1.25e9));
+    assert_eq!(r["right_sizing"]["arch"], "x86_64");
+    let r = report_json(&["--baseline", "1G/2G", &name]);
+    assert_eq!(r["right_sizing"]["tx"]["baseline_bps"].as_f64(), Some(1e9));
+    assert_eq!(r["right_sizing"]["rx"]["baseline_bps"].as_f64(), Some(2e9));
+
+    let bad = dir.join("specs.tsv");
+    std::fs::write(&bad, "m5.xlarge x86_64 4 1.25\n").unwrap();
+    let bad = bad.display().to_string();
+    for (args, want) in [
+        (
+            vec!["--instance-type", "m9.nope"],
+            "--instance-type m9.nope: not in the instance specs",
+        ),
+        (
+            vec!["--instance-specs", &bad],
+            "specs.tsv, line 1: 4 fields",
+        ),
+        (
+            vec!["--instance-specs", "/nonexistent/specs.tsv"],
+            "--instance-specs /nonexistent/specs.tsv",
+        ),
+    ] {
+        let mut all = args.clone();
+        all.push(&name);
+        let (code, stdout, stderr) = report(&all);
+        assert_eq!(code, 2, "{args:?}: a usage error: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+        assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
+    }
+}

@@ -1,0 +1,383 @@
+//! The lab program's own helpers (tests/lab includes this module as
+//! `lab_support`; the offline program needs none of it): a lab of network
+//! namespaces made by `tools/lab` under a unique prefix, removed on drop
+//! (also on panic), real TCP traffic between its namespaces, and what reads
+//! `ss`, `nstat` and `watch --json` back.
+
+pub mod traffic;
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use throttlescope::analysis::{Verdict, VerdictFamily};
+
+use crate::support::{binary, repo_root, run};
+
+/// A client <-> hv <-> broker lab (docs/lab.md) with a unique prefix. Its
+/// addresses and paths are the lab's own (`tools/lab env`), asked once after
+/// `up`: the tests follow the lab instead of repeating its layout.
+pub struct Lab {
+    pub prefix: String,
+    /// The broker's address (LAB_BROKER_IP).
+    pub broker_ip: String,
+    /// The client's address (LAB_CLIENT_IP).
+    pub client_ip: String,
+    /// The broker's interface toward hv (LAB_BROKER_IF), whose ENA counters
+    /// the lab emulates.
+    pub broker_if: String,
+    /// The emulated `ethtool -S` file of `broker_if` (LAB_COUNTERS).
+    pub counters: PathBuf,
+    /// The lab's state directory (LAB_DIR): pid files, churn results.
+    pub dir: PathBuf,
+}
+
+impl Lab {
+    pub fn up(tag: &str) -> Lab {
+        needs_root("the lab's network namespaces");
+        static N: AtomicU32 = AtomicU32::new(0);
+        // Short: interface and namespace names have length limits.
+        let prefix = format!(
+            "t{}{}{}",
+            &tag[..tag.len().min(3)],
+            std::process::id() % 100_000,
+            N.fetch_add(1, Ordering::SeqCst)
+        );
+        // Built before `up` so that Drop takes the lab down if anything
+        // below fails.
+        let mut lab = Lab {
+            prefix,
+            broker_ip: String::new(),
+            client_ip: String::new(),
+            broker_if: String::new(),
+            counters: PathBuf::new(),
+            dir: PathBuf::new(),
+        };
+        lab.tool(&["up"]);
+        let env = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout));
+        let var = |name: &str| {
+            env.get(name)
+                .cloned()
+                .unwrap_or_else(|| panic!("`tools/lab env` printed no {name}: {env:?}"))
+        };
+        lab.broker_ip = var("LAB_BROKER_IP");
+        lab.client_ip = var("LAB_CLIENT_IP");
+        lab.broker_if = var("LAB_BROKER_IF");
+        lab.counters = PathBuf::from(var("LAB_COUNTERS"));
+        lab.dir = PathBuf::from(var("LAB_DIR"));
+        lab
+    }
+
+    /// Runs `tools/lab ARGS --prefix P`.
+    pub fn tool(&self, args: &[&str]) -> Output {
+        run(Command::new(repo_root().join("tools/lab"))
+            .args(args)
+            .args(["--prefix", &self.prefix]))
+    }
+
+    pub fn client(&self) -> String {
+        format!("{}-client", self.prefix)
+    }
+    pub fn hv(&self) -> String {
+        format!("{}-hv", self.prefix)
+    }
+    pub fn broker(&self) -> String {
+        format!("{}-broker", self.prefix)
+    }
+
+    /// `ip netns exec NS PROGRAM ARGS...`, output checked.
+    pub fn exec(&self, ns: &str, program: &str, args: &[&str]) -> String {
+        let out = run(Command::new("ip")
+            .args(["netns", "exec", ns, program])
+            .args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `throttlescope watch --json --duration DURATION` in the broker
+    /// namespace, with the lab's emulated counters for b0 and `extra`
+    /// arguments; returns its stdout (one JSON line per interval).
+    pub fn watch_json_in_broker(&self, duration: &str, extra: &[&str]) -> Vec<u8> {
+        self.watch_json_in_broker_reading(&self.counters, duration, extra)
+    }
+
+    /// As [`Lab::watch_json_in_broker`], the broker interface's allowance
+    /// counters read from `counters` (a test playing the ENA device).
+    pub fn watch_json_in_broker_reading(
+        &self,
+        counters: &Path,
+        duration: &str,
+        extra: &[&str],
+    ) -> Vec<u8> {
+        let counters = format!("{}={}", self.broker_if, counters.display());
+        let out = run(Command::new("ip")
+            .args(["netns", "exec", &self.broker()])
+            .arg(binary())
+            .args(["watch", "--json", "--duration", duration])
+            .args(["--counters", &counters])
+            .args(extra));
+        out.stdout
+    }
+
+    /// Inode of a namespace's netns: what FlowSample::netns carries.
+    pub fn netns_inode(&self, ns: &str) -> u32 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(Path::new("/run/netns").join(ns))
+            .expect("netns file")
+            .ino() as u32
+    }
+
+    /// `nstat` counter of a namespace, absolute.
+    pub fn nstat(&self, ns: &str, counter: &str) -> u64 {
+        let out = self.exec(ns, "nstat", &["-asz", counter]);
+        out.lines()
+            .find_map(|l| {
+                let mut it = l.split_whitespace();
+                (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// `KEY=VALUE` lines as `tools/lab env` prints them (shell-sourceable, no
+/// quoting: its values are names, addresses and paths without spaces).
+pub fn parse_lab_env(text: &str) -> HashMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new(repo_root().join("tools/lab"))
+            .args(["down", "--prefix", &self.prefix])
+            .output();
+    }
+}
+
+/// Runs `f` on a thread that has entered network namespace `ns`
+/// (`setns` changes only the calling thread's namespace).
+/// Marks a test as root-only, and fails it (never skips it) when run
+/// without root, saying what needed root. tools/test runs as root.
+pub fn needs_root(what: &str) {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "root-only test: {what} needs root; run the tests as root (tools/test does)"
+    );
+}
+
+pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = Path::new("/run/netns").join(ns);
+    std::thread::spawn(move || {
+        enter_netns(&path);
+        f()
+    })
+    .join()
+    .expect("thread in netns panicked")
+}
+
+/// Moves the calling thread into the netns at `path`.
+pub fn enter_netns(path: &Path) {
+    needs_root("entering a network namespace");
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: valid fd; CLONE_NEWNET only affects this thread.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(
+        rc,
+        0,
+        "setns {}: {}",
+        path.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// One flow's line from `ss -tin`, the fields we compare.
+#[derive(Debug, Clone, Default)]
+pub struct SsFlow {
+    // Parsed with peer_port, from the same columns; no check compares them
+    // today, but a flow printed with {:?} should say whose it is.
+    #[allow(dead_code)]
+    pub local_port: u16,
+    pub peer_port: u16,
+    #[allow(dead_code)]
+    pub peer: String,
+    pub srtt_us: f64,
+    pub min_rtt_us: f64,
+    pub cwnd: u32,
+    pub retrans_total: u64,
+    /// `dsack_dups:N`: retransmits the peer reported as duplicates (absent
+    /// counts as 0).
+    pub dsack_dups: u64,
+    /// `busy`, `rwnd_limited` and `sndbuf_limited`, in microseconds (ss
+    /// prints whole milliseconds; absent counts as 0).
+    pub busy_us: f64,
+    pub rwnd_limited_us: f64,
+    pub sndbuf_limited_us: f64,
+}
+
+/// Parses `ss -tin` output: a header line, then per socket a line with
+/// state/queues/addresses and an indented line of info (`rtt:A/B`,
+/// `minrtt:M`, `cwnd:C`, `retrans:X/Y`).
+pub fn parse_ss(text: &str) -> Vec<SsFlow> {
+    let mut out = Vec::new();
+    let mut cur: Option<SsFlow> = None;
+    for line in text.lines().skip(1) {
+        if !line.starts_with(char::is_whitespace) {
+            if let Some(f) = cur.take() {
+                out.push(f);
+            }
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() >= 5 {
+                let local = cols[3];
+                let port_of = |a: &str| a.rsplit(':').next().unwrap().parse().unwrap_or(0);
+                cur = Some(SsFlow {
+                    local_port: port_of(local),
+                    peer_port: port_of(cols[4]),
+                    peer: cols[4].to_string(),
+                    ..Default::default()
+                });
+            }
+            continue;
+        }
+        let Some(f) = cur.as_mut() else { continue };
+        for tok in line.split_whitespace() {
+            if let Some(v) = tok.strip_prefix("rtt:") {
+                f.srtt_us = v.split('/').next().unwrap().parse::<f64>().unwrap() * 1000.0;
+            } else if let Some(v) = tok.strip_prefix("minrtt:") {
+                f.min_rtt_us = v.parse::<f64>().unwrap() * 1000.0;
+            } else if let Some(v) = tok.strip_prefix("cwnd:") {
+                f.cwnd = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("retrans:") {
+                f.retrans_total = v.split('/').nth(1).unwrap().parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("dsack_dups:") {
+                f.dsack_dups = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("busy:") {
+                f.busy_us = ss_ms(v);
+            } else if let Some(v) = tok.strip_prefix("rwnd_limited:") {
+                f.rwnd_limited_us = ss_ms(v);
+            } else if let Some(v) = tok.strip_prefix("sndbuf_limited:") {
+                f.sndbuf_limited_us = ss_ms(v);
+            }
+        }
+    }
+    out.extend(cur);
+    out
+}
+
+/// `1234ms` or `1234ms(5.6%)` as ss prints a chrono time, in microseconds.
+fn ss_ms(v: &str) -> f64 {
+    let ms = v.split("ms").next().unwrap();
+    ms.parse::<f64>().unwrap() * 1000.0
+}
+
+/// True when `ours` is within `rel` (fraction) or `abs` of `theirs`.
+pub fn close_to(ours: f64, theirs: f64, rel: f64, abs: f64) -> bool {
+    (ours - theirs).abs() <= (theirs.abs() * rel).max(abs)
+}
+
+/// Coarse class of a verdict name, for checks that must never confuse
+/// queuing with loss: the product's own `Verdict::family`, so a verdict the
+/// tests do not know fails loudly instead of landing in a catch-all.
+pub fn verdict_family(verdict: &str) -> VerdictFamily {
+    let v: Verdict = serde_json::from_value(serde_json::Value::String(verdict.to_string()))
+        .unwrap_or_else(|e| panic!("unknown verdict {verdict:?} in the observer's output: {e}"));
+    v.family()
+}
+
+/// A scenario's verdicts after the first interval (a warm-up): `expected`
+/// in >= 60% of them, and none that `wrong` rejects.
+pub fn check_verdicts(
+    scenario: &str,
+    verdicts: &[&str],
+    expected: &str,
+    wrong: impl Fn(&str) -> bool,
+) {
+    let judged = verdicts.get(1..).unwrap_or_default();
+    assert!(
+        judged.len() >= 5,
+        "{scenario}: too few intervals: {verdicts:?}"
+    );
+    let right = judged.iter().filter(|v| **v == expected).count();
+    eprintln!(
+        "{scenario}: {right}/{} intervals judged {expected}",
+        judged.len()
+    );
+    assert!(
+        right * 10 >= judged.len() * 6,
+        "{scenario}: {expected} in only {right} of {} intervals: {judged:?}",
+        judged.len()
+    );
+    let bad: Vec<_> = judged.iter().filter(|v| wrong(v)).collect();
+    assert!(bad.is_empty(), "{scenario}: wrong family: {bad:?}");
+}
+
+/// The analysis of interface `iface` in each `watch --json` line, in order.
+pub fn interface_analyses(lines: &str, iface: &str) -> Vec<serde_json::Value> {
+    lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            v["analysis"]["interfaces"]
+                .as_array()?
+                .iter()
+                .find(|i| i["iface"] == iface)
+                .cloned()
+        })
+        .collect()
+}
+
+/// `watch --json` output parsed back: each line's snapshot and analysis.
+pub fn watch_lines(
+    stdout: &[u8],
+) -> Vec<(
+    throttlescope::model::snapshot::Snapshot,
+    throttlescope::analysis::IntervalAnalysis,
+)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("JSON line");
+            (
+                serde_json::from_value(v.clone()).expect("snapshot fields"),
+                serde_json::from_value(v["analysis"].clone()).expect("analysis"),
+            )
+        })
+        .collect()
+}
+
+/// `dev`'s transmitted bytes, from the calling thread's network namespace.
+pub fn tx_bytes_of(dev: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
+    let prefix = format!("{dev}:");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{dev} in /proc/thread-self/net/dev"));
+    // face: rx bytes packets errs drop fifo frame compressed multicast | tx bytes ...
+    let fields: Vec<&str> = line.split(':').nth(1).unwrap().split_whitespace().collect();
+    fields[8].parse().unwrap()
+}
+
+/// Plays the ENA device: writes `ethtool -S` text with `bw_out` as
+/// bw_out_allowance_exceeded (the other allowance counters 0) to `path`,
+/// whole (a rename), optionally with one line no parser can read
+/// (`tx_timeout: n/a`).
+pub fn write_ena_counters(path: &Path, bw_out: u64, malformed_line: bool) {
+    let odd = if malformed_line {
+        "     tx_timeout: n/a\n"
+    } else {
+        ""
+    };
+    let text = format!(
+        "NIC statistics:\n{odd}     bw_in_allowance_exceeded: 0\n     \
+         bw_out_allowance_exceeded: {bw_out}\n     pps_allowance_exceeded: 0\n     \
+         conntrack_allowance_exceeded: 0\n     linklocal_allowance_exceeded: 0\n     \
+         conntrack_allowance_available: 100000\n"
+    );
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
