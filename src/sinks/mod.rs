@@ -4,6 +4,7 @@
 pub mod headroom;
 pub mod held;
 pub mod metrics;
+pub mod otlp;
 pub mod table;
 pub mod tui;
 pub mod view;
