@@ -85,16 +85,7 @@ impl OtlpExporter {
                 body: req.encode_to_vec(),
             });
         }
-        // Due when a period has passed, less half an interval so a period
-        // equal to the interval pushes every interval despite jitter.
-        let due = match self.last_push_mono_ns {
-            None => true,
-            Some(last) => {
-                let half = snap.interval_ns / 2;
-                snap.mono_ns.saturating_sub(last) + half >= self.period.as_nanos() as u64
-            }
-        };
-        if due {
+        if period_due(self.last_push_mono_ns, snap, self.period) {
             self.last_push_mono_ns = Some(snap.mono_ns);
             let req = encode::metrics_request(
                 &self.resource,
@@ -112,6 +103,19 @@ impl OtlpExporter {
 
     pub fn counters(&self) -> OtlpCounters {
         self.sender.counters()
+    }
+}
+
+/// Whether the metrics push is due at `snap`: at the first interval, then
+/// when a period has passed since `last` (the last push's interval end),
+/// less half an interval, so a period equal to the interval pushes every
+/// interval despite jitter and `--otlp-period 10s` at 1 s pushes every 10th.
+fn period_due(last: Option<u64>, snap: &Snapshot, period: Duration) -> bool {
+    match last {
+        None => true,
+        Some(last) => {
+            snap.mono_ns.saturating_sub(last) + snap.interval_ns / 2 >= period.as_nanos() as u64
+        }
     }
 }
 

@@ -197,3 +197,29 @@ fn verdict_changes_are_log_records() {
     );
     assert!(prev.is_empty());
 }
+
+/// `--otlp-period`: every interval by default, every 3rd at 3 s, and a
+/// late interval (1.04 s) does not skip a push.
+#[test]
+fn pushes_follow_the_period() {
+    let pushed = |period_ms: u64, ends_ms: &[u64]| {
+        let mut last = None;
+        let mut out = Vec::new();
+        for (seq, &end) in ends_ms.iter().enumerate() {
+            let snap = Snapshot {
+                seq: seq as u64,
+                mono_ns: end * 1_000_000,
+                interval_ns: 1_000_000_000,
+                ..Snapshot::example(seq as u64)
+            };
+            if super::period_due(last, &snap, std::time::Duration::from_millis(period_ms)) {
+                last = Some(snap.mono_ns);
+                out.push(seq);
+            }
+        }
+        out
+    };
+    let ends = [1000, 2000, 2990, 4030, 5000, 6000, 7000];
+    assert_eq!(pushed(1000, &ends), [0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(pushed(3000, &ends), [0, 3, 6]);
+}
