@@ -437,11 +437,17 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
             assert!(close(mine.value, best["backoff_score"].as_f64().unwrap()));
             assert!(mine.attrs.contains_key("process.executable.name"));
         }
-        if example.is_none() && verdict["held"]["verdict"] != "idle" {
-            example = Some(format!(
+        // The example printed: the first interval held as something else
+        // than idle or free flow (the scenario's point), else the first.
+        let calm = held == "idle" || held == "free_flow";
+        if example
+            .as_ref()
+            .is_none_or(|(was_calm, _)| *was_calm && !calm)
+        {
+            example = Some((calm, format!(
                 "seq {seq}: JSON b0 tx_bytes {} held {held} ({:.3}) bw_out_pct {:?} | OTLP system.network.io{{b0,transmit}} {io_tx} throttlescope.verdict{{b0,{held}}} 1 confidence {conf:.3}",
                 totals["tx_bytes"], verdict["held"]["confidence"].as_f64().unwrap(), verdict["rates"]["bw_out_pct"].as_f64()
-            ));
+            )));
         }
         matched += 1;
     }
@@ -452,7 +458,7 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         watch.len()
     );
     assert!(flows_seen >= 3, "traffic ran but few intervals had flows");
-    if let Some(e) = example {
+    if let Some((_, e)) = example {
         eprintln!("side by side: {e}");
     }
 
@@ -502,6 +508,9 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         prev = Some(cur);
     }
     assert!(changes >= 1);
+    for r in &starts {
+        eprintln!("start record: {}", r["body"]["stringValue"]);
+    }
     eprintln!(
         "{matched} intervals matched, {changes} verdict starts in the JSON, {} log records",
         records.len()
