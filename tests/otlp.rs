@@ -295,6 +295,8 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         .args(["watch", "--json", "--interval", "1s", "--duration", "12s"])
         .args(["--otlp", &format!("http://{OTLP}")])
         .args(["--metrics-flows", "3"])
+        // A baseline, so the headroom metrics exist.
+        .args(["--baseline", "200M"])
         .args(["--counters", &format!("b0={}", lab.counters.display())])
         .stdout(File::create(&json_path).unwrap())
         .stderr(File::create(dir.0.join("watch.err")).unwrap())
@@ -324,6 +326,7 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         .collect();
     let mut matched = 0;
     let mut flows_seen = 0;
+    let mut headroom_seen = 0;
     let mut example = None;
     for line in &watch {
         let t = line["unix_ms"].as_u64().unwrap() * 1_000_000;
@@ -412,6 +415,26 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         let conf = one(points, "throttlescope.verdict.confidence", &b0);
         assert!(close(conf, verdict["held"]["confidence"].as_f64().unwrap()));
 
+        // Headroom to --baseline, by direction.
+        if let Some(h) = line["analysis"].get("headroom") {
+            for (dir, key) in [("transmit", "tx"), ("receive", "rx")] {
+                let d = [("network.io.direction", dir)];
+                let h = &h[key];
+                assert_eq!(
+                    one(points, "aws.ec2.network.baseline", &d),
+                    h["baseline_bps"].as_f64().unwrap()
+                );
+                let u = one(points, "aws.ec2.network.baseline.utilization", &d);
+                assert!(close(u, h["pct"].as_f64().unwrap() / 100.0), "{u} vs {h}");
+                let run = one(points, "aws.ec2.network.above_baseline.duration", &d);
+                assert!(
+                    close(run, h["above_secs"].as_f64().unwrap()),
+                    "{run} vs {h}"
+                );
+            }
+            headroom_seen += 1;
+        }
+
         // The top flows: at most --metrics-flows, the best-ranked one's
         // score as the analysis ranked it.
         let scores = find(points, "throttlescope.flow.backoff_score", &[]);
@@ -458,6 +481,10 @@ fn metrics_and_verdict_changes_reach_a_real_collector() {
         watch.len()
     );
     assert!(flows_seen >= 3, "traffic ran but few intervals had flows");
+    assert!(
+        headroom_seen >= 8,
+        "{headroom_seen} intervals with headroom"
+    );
     if let Some((_, e)) = example {
         eprintln!("side by side: {e}");
     }
