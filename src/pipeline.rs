@@ -17,6 +17,7 @@ use crate::record::{
 };
 use crate::shared::signals;
 use crate::sinks::metrics::MetricsServer;
+use crate::sinks::otlp::OtlpExporter;
 use crate::sinks::view::{Control, View};
 
 /// Closed episodes per interface that each interval carries for the views
@@ -124,6 +125,7 @@ pub(crate) struct Pipeline {
     view: Box<dyn View>,
     recorder: Option<Recorder>,
     metrics: Option<MetricsServer>,
+    otlp: Option<OtlpExporter>,
 }
 
 impl Pipeline {
@@ -140,6 +142,7 @@ impl Pipeline {
             view,
             recorder: None,
             metrics: None,
+            otlp: None,
         }
     }
 
@@ -172,6 +175,11 @@ impl Pipeline {
         self.metrics = Some(server);
     }
 
+    /// Pushes every interval to an OTLP collector (`--otlp`).
+    pub fn push_otlp(&mut self, exporter: OtlpExporter) {
+        self.otlp = Some(exporter);
+    }
+
     /// Judges `snap` against the history and hands both to every sink.
     pub(crate) fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
         let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
@@ -182,8 +190,14 @@ impl Pipeline {
         if let Some(r) = &mut self.recorder {
             r.write(&snap)?;
         }
+        // Queues the interval's batches (delivery is on the exporter's
+        // own thread); its counters then go out with /metrics.
+        let otlp = self.otlp.as_mut().map(|o| {
+            o.update(&snap, &analysis);
+            o.counters()
+        });
         if let Some(m) = &self.metrics {
-            m.update(&snap, &analysis);
+            m.update_with_otlp(&snap, &analysis, otlp);
         }
         self.view.show(&snap, &analysis, source)
     }

@@ -200,6 +200,16 @@ pub struct ObserveArgs {
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub metrics_flows: usize,
 
+    /// Push metrics (every --otlp-period) and verdict changes (as log
+    /// records) to an OpenTelemetry collector over OTLP/HTTP, e.g.
+    /// http://127.0.0.1:4318 (http only; names: docs/metrics.md).
+    #[arg(long, value_name = "URL", value_parser = parse_otlp_url)]
+    pub otlp: Option<String>,
+
+    /// How often metrics are pushed with --otlp (default: every interval).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "otlp")]
+    pub otlp_period: Option<Duration>,
+
     #[command(flatten)]
     pub workloads: WorkloadArgs,
 
@@ -477,6 +487,12 @@ fn parse_speed(s: &str) -> Result<f64, String> {
             "`{s}` is not a speed: give a number above 0, e.g. 2 or 0.5"
         )),
     }
+}
+
+/// `--otlp`: refused at parse time (before any probe loads) unless it is
+/// an http:// URL the exporter can use.
+fn parse_otlp_url(s: &str) -> Result<String, String> {
+    crate::sinks::otlp::Endpoint::parse(s).map(|_| s.to_string())
 }
 
 #[cfg(test)]

@@ -147,6 +147,8 @@ pub(crate) fn run_live(
         }
         None => None,
     };
+    // Named in the OTLP resource (host.type) too.
+    let plan_instance_type = plan.instance_type.clone();
     let mut pipeline = Pipeline::new(thresholds, plan.baseline, view);
     // The recording starts when observing does: the collector's baseline.
     if let Some(target) = record {
@@ -154,6 +156,34 @@ pub(crate) fn run_live(
     }
     if let Some(m) = metrics {
         pipeline.serve_metrics(m);
+    }
+    if let Some(url) = &observe.otlp {
+        let resource = crate::sinks::otlp::ResourceInfo {
+            host_name: crate::record::format::hostname(),
+            on_ec2: matches!(
+                crate::collect::instance::this_host(),
+                crate::model::instance::HostIdentity::Ec2(_)
+            ),
+            instance_type: plan_instance_type.clone(),
+        };
+        let period = observe.otlp_period.unwrap_or(observe.interval);
+        let exporter = match crate::sinks::otlp::OtlpExporter::start(
+            url,
+            period,
+            observe.metrics_flows,
+            resource,
+        ) {
+            Ok(e) => e,
+            Err(e) => return pipeline.finish(Err(e)),
+        };
+        if !crate::sinks::tui::terminal::is_taken() {
+            crate::stderr_line!(
+                "throttlescope: pushing OTLP metrics to {} every {}",
+                exporter.metrics_url(),
+                crate::shared::units::secs(period.as_secs_f64())
+            );
+        }
+        pipeline.push_otlp(exporter);
     }
     let collector = Collector::start(CollectorConfig {
         all_netns: observe.all_netns,

@@ -4,6 +4,7 @@
 pub(crate) mod headroom;
 pub(crate) mod held;
 pub mod metrics;
+pub(crate) mod otlp;
 pub(crate) mod table;
 pub(crate) mod tui;
 pub(crate) mod view;

@@ -29,6 +29,7 @@ mod metrics;
 mod microburst;
 mod netns_names;
 mod optional_programs;
+mod otlp;
 mod record_crash;
 mod record_robustness;
 mod removed_interface;

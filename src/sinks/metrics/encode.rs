@@ -341,6 +341,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     out.extend(flow_families(state));
     out.extend(health_families(state));
     out.extend(endpoint_families(state));
+    out.extend(otlp_families(state));
     out
 }
 
@@ -661,6 +662,33 @@ fn endpoint_families(state: &ExporterState) -> Vec<Family> {
     );
     max.int(Vec::new(), e.max);
     vec![dropped, open, max]
+}
+
+/// The OTLP exporter's delivery (`--otlp`, src/sinks/otlp/): what reached
+/// the collector, what was given up and how many requests failed.
+fn otlp_families(state: &ExporterState) -> Vec<Family> {
+    let Some(o) = state.otlp else {
+        return Vec::new();
+    };
+    let mut sent = Family::new(
+        "throttlescope_otlp_batches_sent",
+        "OTLP batches (metrics or logs requests) the collector accepted, since start.",
+        Kind::Counter,
+    );
+    sent.int(Vec::new(), o.sent);
+    let mut dropped = Family::new(
+        "throttlescope_otlp_batches_dropped",
+        "OTLP batches given up, since start: the oldest when the queue of 8 was full (collector down or slow), and those the collector refused for good (a 4xx other than 429).",
+        Kind::Counter,
+    );
+    dropped.int(Vec::new(), o.dropped);
+    let mut failures = Family::new(
+        "throttlescope_otlp_failures",
+        "Failed OTLP requests (no connection, timeout, error status), each attempt counted, since start.",
+        Kind::Counter,
+    );
+    failures.int(Vec::new(), o.failures);
+    vec![sent, dropped, failures]
 }
 
 /// Reads the shared state on each encode.

@@ -23,11 +23,13 @@ use prometheus_client::registry::Registry;
 
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
+use crate::sinks::otlp::OtlpCounters;
 
 pub use encode::to_prometheus_text;
 #[doc(hidden)]
 pub use http::fuzz_connection;
 pub use state::ExporterState;
+pub(crate) use state::{DeviceState, ALLOWANCES};
 
 /// The exporter's state as it would be served: for tests and tools that
 /// want the text without a server.
@@ -100,9 +102,21 @@ impl MetricsServer {
 
     /// Publishes the latest interval and its analysis.
     pub fn update(&self, snap: &Snapshot, analysis: &IntervalAnalysis) {
+        self.update_with_otlp(snap, analysis, None);
+    }
+
+    /// The same, with the OTLP exporter's own counters when it runs
+    /// (`--otlp`), so its drops and failures can be scraped and alerted on.
+    pub fn update_with_otlp(
+        &self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        otlp: Option<OtlpCounters>,
+    ) {
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.apply(snap, analysis);
+            state.otlp = otlp;
             // The endpoint's own counters as of this interval: one read
             // per interval keeps every scrape one consistent text.
             state.endpoint = Some(self.stats.read());

@@ -130,6 +130,8 @@ pub struct ExporterState {
     /// The endpoint's own connection counters; `None` without a server
     /// (text encoded for tools), so no such series are written.
     pub endpoint: Option<EndpointCounters>,
+    /// The OTLP exporter's delivery counters; `None` without `--otlp`.
+    pub otlp: Option<crate::sinks::otlp::OtlpCounters>,
 }
 
 /// What the /metrics server refused or closed, since it started, and how

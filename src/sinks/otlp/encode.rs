@@ -1,0 +1,564 @@
+//! One interval as OTLP: the metrics request (names and attributes:
+//! docs/metrics.md, "OTLP") and the log records of held verdicts that
+//! started or ended. The figures are the Prometheus exporter's
+//! (`ExporterState`, which sums what exists only as deltas), so both
+//! outputs of one interval say the same.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::proto::*;
+use crate::analysis::{InterfaceVerdict, IntervalAnalysis, Verdict};
+use crate::model::snapshot::Snapshot;
+use crate::sinks::metrics::ExporterState;
+
+/// Who is reporting: the OTLP resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceInfo {
+    pub host_name: String,
+    /// The instance type, when known (DMI, or `--instance-type`).
+    pub instance_type: Option<String>,
+    /// DMI says this is an EC2 instance: only then `cloud.*` are set.
+    pub on_ec2: bool,
+}
+
+impl ResourceInfo {
+    pub fn attributes(&self) -> Vec<KeyValue> {
+        let mut a = vec![
+            kv_str("service.name", "throttlescope"),
+            kv_str("service.version", env!("CARGO_PKG_VERSION")),
+            kv_str("host.name", self.host_name.clone()),
+        ];
+        if self.on_ec2 {
+            a.push(kv_str("cloud.provider", "aws"));
+            a.push(kv_str("cloud.platform", "aws_ec2"));
+        }
+        if let Some(t) = &self.instance_type {
+            a.push(kv_str("host.type", t.clone()));
+        }
+        a
+    }
+}
+
+fn scope() -> InstrumentationScope {
+    InstrumentationScope {
+        name: "throttlescope".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    }
+}
+
+pub const IFACE: &str = "network.interface.name";
+pub const DIRECTION: &str = "network.io.direction";
+
+/// Builds the metrics of one interval; every point carries the interval's
+/// end as its time, and cumulative sums the observer's start.
+struct Metrics {
+    start_ns: u64,
+    time_ns: u64,
+    out: Vec<Metric>,
+}
+
+impl Metrics {
+    fn metric(&mut self, name: &str, unit: &str, description: &str, data: metric::Data) {
+        let empty = match &data {
+            metric::Data::Gauge(g) => g.data_points.is_empty(),
+            metric::Data::Sum(s) => s.data_points.is_empty(),
+        };
+        // A metric without points is noise to a backend: left out, as the
+        // Prometheus exporter leaves out a family without series.
+        if !empty {
+            self.out.push(Metric {
+                name: name.into(),
+                description: description.into(),
+                unit: unit.into(),
+                data: Some(data),
+            });
+        }
+    }
+
+    fn point(&self, attributes: Vec<KeyValue>, v: number_data_point::Value) -> NumberDataPoint {
+        NumberDataPoint {
+            attributes,
+            start_time_unix_nano: self.start_ns,
+            time_unix_nano: self.time_ns,
+            value: Some(v),
+        }
+    }
+
+    fn gauge(
+        &mut self,
+        name: &str,
+        unit: &str,
+        description: &str,
+        points: Vec<(Vec<KeyValue>, f64)>,
+    ) {
+        let data_points = points
+            .into_iter()
+            .map(|(a, v)| NumberDataPoint {
+                start_time_unix_nano: 0,
+                ..self.point(a, number_data_point::Value::AsDouble(v))
+            })
+            .collect();
+        self.metric(
+            name,
+            unit,
+            description,
+            metric::Data::Gauge(Gauge { data_points }),
+        );
+    }
+
+    fn counter(
+        &mut self,
+        name: &str,
+        unit: &str,
+        description: &str,
+        points: Vec<(Vec<KeyValue>, u64)>,
+    ) {
+        let data_points = points
+            .into_iter()
+            .map(|(a, v)| self.point(a, number_data_point::Value::AsInt(v as i64)))
+            .collect();
+        self.metric(
+            name,
+            unit,
+            description,
+            metric::Data::Sum(Sum {
+                data_points,
+                aggregation_temporality: AGGREGATION_TEMPORALITY_CUMULATIVE,
+                is_monotonic: true,
+            }),
+        );
+    }
+}
+
+fn iface(name: &str) -> Vec<KeyValue> {
+    vec![kv_str(IFACE, name)]
+}
+
+fn iface_dir(name: &str, dir: &str) -> Vec<KeyValue> {
+    vec![kv_str(IFACE, name), kv_str(DIRECTION, dir)]
+}
+
+/// Both directions of a per-interface pair, transmit first.
+fn both<T: Copy>(
+    state: &ExporterState,
+    f: impl Fn(&crate::sinks::metrics::DeviceState) -> [T; 2],
+) -> Vec<(Vec<KeyValue>, T)> {
+    let mut v = Vec::new();
+    for (name, d) in &state.devices {
+        let [tx, rx] = f(d);
+        v.push((iface_dir(name, "transmit"), tx));
+        v.push((iface_dir(name, "receive"), rx));
+    }
+    v
+}
+
+/// The metrics request of the interval `state` last took in (`snap`,
+/// `analysis`); `start_unix_ms`: when observing started.
+pub fn metrics_request(
+    resource: &ResourceInfo,
+    state: &ExporterState,
+    snap: &Snapshot,
+    analysis: &IntervalAnalysis,
+    start_unix_ms: u64,
+) -> ExportMetricsServiceRequest {
+    let mut m = Metrics {
+        start_ns: start_unix_ms * 1_000_000,
+        time_ns: snap.unix_ms * 1_000_000,
+        out: Vec::new(),
+    };
+
+    // Interfaces, on the semantic conventions' system.network.* names.
+    m.counter(
+        "system.network.io",
+        "By",
+        "Bytes through the interface since boot (/sys/class/net/<if>/statistics).",
+        both(state, |d| [d.link.tx_bytes, d.link.rx_bytes]),
+    );
+    m.counter(
+        "system.network.packet.count",
+        "{packet}",
+        "Packets through the interface since boot (skbs under TSO/GSO).",
+        both(state, |d| [d.link.tx_packets, d.link.rx_packets]),
+    );
+    m.counter(
+        "system.network.packet.dropped",
+        "{packet}",
+        "Packets the interface dropped since boot.",
+        both(state, |d| [d.link.tx_dropped, d.link.rx_dropped]),
+    );
+
+    // The ENA allowance counters, as the driver reports them.
+    let mut exceeded = Vec::new();
+    let mut available = Vec::new();
+    for (name, d) in &state.devices {
+        let Some(a) = &d.allowance else { continue };
+        let t = &a.totals;
+        for (kind, v) in [
+            ("bw_in", t.bw_in_allowance_exceeded),
+            ("bw_out", t.bw_out_allowance_exceeded),
+            ("pps", t.pps_allowance_exceeded),
+            ("conntrack", t.conntrack_allowance_exceeded),
+            ("linklocal", t.linklocal_allowance_exceeded),
+        ] {
+            if let Some(v) = v {
+                exceeded.push((
+                    vec![
+                        kv_str(IFACE, name.clone()),
+                        kv_str("aws.ec2.network.allowance", kind),
+                    ],
+                    v,
+                ));
+            }
+        }
+        if let Some(v) = t.conntrack_allowance_available {
+            available.push((iface(name), v as f64));
+        }
+    }
+    m.counter("aws.ec2.network.allowance.exceeded", "{packet}", "Packets queued or dropped because an allowance was exceeded (the ENA driver's *_allowance_exceeded), by allowance: bw_in, bw_out, pps, conntrack, linklocal.", exceeded);
+    m.gauge(
+        "aws.ec2.network.conntrack.available",
+        "{connection}",
+        "Connections that can still be tracked (conntrack_allowance_available).",
+        available,
+    );
+
+    // The last interval's judgement.
+    let mut ratio = Vec::new();
+    let mut retrans = Vec::new();
+    let mut verdict = Vec::new();
+    let mut confidence = Vec::new();
+    let mut held = Vec::new();
+    for (name, d) in &state.devices {
+        for (kind, pct) in crate::sinks::metrics::ALLOWANCES.iter().zip(d.exceeded_pct) {
+            if let Some(pct) = pct {
+                ratio.push((
+                    vec![
+                        kv_str(IFACE, name.clone()),
+                        kv_str("aws.ec2.network.allowance", *kind),
+                    ],
+                    pct / 100.0,
+                ));
+            }
+        }
+        if let Some(pct) = d.retransmit_pct {
+            retrans.push((iface(name), pct / 100.0));
+        }
+        if let Some((v, c)) = d.verdict {
+            for each in Verdict::ALL {
+                verdict.push((
+                    vec![
+                        kv_str(IFACE, name.clone()),
+                        kv_str("throttlescope.verdict", each.as_str()),
+                    ],
+                    f64::from(u8::from(each == v)),
+                ));
+            }
+            confidence.push((iface(name), c));
+            held.push((
+                vec![
+                    kv_str(IFACE, name.clone()),
+                    kv_str("throttlescope.verdict", v.as_str()),
+                ],
+                d.verdict_secs,
+            ));
+        }
+    }
+    m.gauge("aws.ec2.network.allowance.exceeded.ratio", "1", "Last interval: exceeded packets over wire packets, by allowance (absent without a counter or packets).", ratio);
+    m.gauge(
+        "throttlescope.tcp.retransmit.ratio",
+        "1",
+        "Last interval: retransmitted segments not reported spurious over segments sent.",
+        retrans,
+    );
+    m.gauge(
+        "throttlescope.verdict",
+        "1",
+        "1 for the held verdict of the interface, 0 for every other verdict.",
+        verdict,
+    );
+    m.gauge(
+        "throttlescope.verdict.confidence",
+        "1",
+        "The held verdict's confidence, 0..1.",
+        confidence,
+    );
+    m.gauge(
+        "throttlescope.verdict.held.duration",
+        "s",
+        "How long the held verdict has held, from its onset.",
+        held,
+    );
+
+    // Headroom to the instance's baseline, when one is known.
+    if let Some(h) = &state.headroom {
+        let dirs = |f: &dyn Fn(&crate::analysis::headroom::DirectionHeadroom) -> f64| {
+            vec![
+                (vec![kv_str(DIRECTION, "transmit")], f(&h.tx)),
+                (vec![kv_str(DIRECTION, "receive")], f(&h.rx)),
+            ]
+        };
+        m.gauge(
+            "aws.ec2.network.baseline",
+            "bit/s",
+            "The instance type's network baseline by direction.",
+            dirs(&|d| d.baseline_bps),
+        );
+        m.gauge(
+            "aws.ec2.network.baseline.utilization",
+            "1",
+            "Last interval: the instance's rate over its baseline; above 1 spends burst credits.",
+            dirs(&|d| d.pct / 100.0),
+        );
+        m.gauge(
+            "aws.ec2.network.above_baseline.duration",
+            "s",
+            "The current run above the baseline (0 at or below).",
+            dirs(&|d| d.above_secs),
+        );
+    }
+
+    flows(&mut m, state.top_flows, snap, analysis);
+
+    m.gauge(
+        "throttlescope.interval.seq",
+        "1",
+        "The interval's sequence number, as in `watch --json` (seq).",
+        vec![(Vec::new(), snap.seq as f64)],
+    );
+
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: Some(Resource {
+                attributes: resource.attributes(),
+            }),
+            scope_metrics: vec![ScopeMetrics {
+                scope: Some(scope()),
+                metrics: m.out,
+            }],
+        }],
+    }
+}
+
+/// The top N flows by backoff score (the Prometheus exporter's bound):
+/// who paid, with its workload where it has one.
+fn flows(m: &mut Metrics, top: usize, snap: &Snapshot, analysis: &IntervalAnalysis) {
+    let ifaces: HashMap<u64, &str> = snap
+        .flows
+        .iter()
+        .filter_map(|f| Some((f.id, f.iface.as_deref()?)))
+        .collect();
+    let mut ranked: Vec<_> = analysis
+        .flows
+        .iter()
+        .filter(|f| f.rank >= 1 && f.rank <= top)
+        .collect();
+    ranked.sort_by_key(|f| f.rank);
+    let mut seen = HashSet::new();
+    let mut series: BTreeMap<&str, Vec<(Vec<KeyValue>, f64)>> = BTreeMap::new();
+    for f in ranked {
+        let mut a = vec![
+            kv_str(IFACE, *ifaces.get(&f.flow_id).unwrap_or(&"unknown")),
+            kv_str("network.peer.address", f.peer.ip().to_string()),
+            kv_int("network.peer.port", i64::from(f.peer.port())),
+            kv_int("network.local.port", i64::from(f.local.port())),
+            kv_str(
+                "process.executable.name",
+                f.owner.as_ref().map_or("unknown", |o| o.comm.as_str()),
+            ),
+        ];
+        if let Some(w) = f.owner.as_ref().and_then(|o| o.workload.as_ref()) {
+            if let Some(ns) = &w.pod_namespace {
+                a.push(kv_str("k8s.namespace.name", ns.clone()));
+            }
+            if let Some(p) = &w.pod_name {
+                a.push(kv_str("k8s.pod.name", p.clone()));
+            }
+            if let Some(u) = &w.pod_uid {
+                a.push(kv_str("k8s.pod.uid", u.clone()));
+            }
+            if let Some(c) = &w.container_id {
+                a.push(kv_str("container.id", c.clone()));
+            }
+            if let Some(s) = &w.service {
+                a.push(kv_str("throttlescope.systemd.unit", s.clone()));
+            }
+        }
+        // Two flows with the same attributes (same peer and port in two
+        // namespaces) would be one series: the better-ranked one stays,
+        // as on the Prometheus side.
+        let key = format!("{a:?}");
+        if !seen.insert(key) {
+            continue;
+        }
+        let secs = snap.interval_secs();
+        let mut add =
+            |name: &'static str, v: f64| series.entry(name).or_default().push((a.clone(), v));
+        add("throttlescope.flow.backoff_score", f.backoff_score);
+        if let Some(r) = f.rtt_inflation {
+            add("throttlescope.flow.rtt.inflation", r);
+        }
+        add("throttlescope.flow.srtt", f64::from(f.srtt_us) / 1e6);
+        add("throttlescope.flow.cwnd", f64::from(f.cwnd));
+        add("throttlescope.flow.retransmits", f.retransmits as f64);
+        add(
+            "throttlescope.flow.transmit.rate",
+            if secs > 0.0 {
+                f.bytes_sent as f64 / secs
+            } else {
+                0.0
+            },
+        );
+    }
+    for (name, unit, desc) in [
+        (
+            "throttlescope.flow.backoff_score",
+            "1",
+            "How much the flow was held back in the last interval, 0..100.",
+        ),
+        (
+            "throttlescope.flow.rtt.inflation",
+            "1",
+            "srtt over min_rtt.",
+        ),
+        (
+            "throttlescope.flow.srtt",
+            "s",
+            "Smoothed RTT at the end of the interval.",
+        ),
+        ("throttlescope.flow.cwnd", "{segment}", "Congestion window."),
+        (
+            "throttlescope.flow.retransmits",
+            "{segment}",
+            "Segments retransmitted in the last interval.",
+        ),
+        (
+            "throttlescope.flow.transmit.rate",
+            "By/s",
+            "Bytes sent per second over the last interval.",
+        ),
+    ] {
+        let points = series.remove(name).unwrap_or_default();
+        m.gauge(name, unit, desc, points);
+    }
+}
+
+/// A held verdict as the log records remember it, per interface.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldState {
+    pub verdict: Verdict,
+    pub since_seq: u64,
+    /// Its one-line description at its last interval (the end's body).
+    pub line: String,
+    pub confidence: f64,
+    pub signal: String,
+    pub value: f64,
+    pub since_unix_ms: u64,
+}
+
+impl HeldState {
+    pub fn of(v: &InterfaceVerdict, snap: &Snapshot) -> Self {
+        let h = &v.held;
+        // The onset in wall time: the monotonic distance back from this
+        // interval's end.
+        let back_ms = snap.mono_ns.saturating_sub(h.since_mono_ns) / 1_000_000;
+        HeldState {
+            verdict: h.verdict,
+            since_seq: h.since_seq,
+            line: crate::sinks::held::one_line(v),
+            confidence: h.confidence,
+            signal: h.signal.clone(),
+            value: h.value,
+            since_unix_ms: snap.unix_ms.saturating_sub(back_ms),
+        }
+    }
+
+    fn same_hold(&self, other: &HeldState) -> bool {
+        self.verdict == other.verdict && self.since_seq == other.since_seq
+    }
+}
+
+/// The log records of interval `snap`: per interface, the end of the held
+/// verdict it had at the previous interval and the start of a new one.
+/// `prev` is updated to this interval's.
+pub fn verdict_changes(
+    prev: &mut BTreeMap<String, HeldState>,
+    snap: &Snapshot,
+    analysis: &IntervalAnalysis,
+) -> Vec<LogRecord> {
+    let now_ns = snap.unix_ms * 1_000_000;
+    let mut records = Vec::new();
+    let mut next = BTreeMap::new();
+    let record = |event: &str, name: &str, s: &HeldState, body: String| {
+        let severity = if s.verdict.is_calm() || event == "end" {
+            (SEVERITY_INFO, "INFO")
+        } else {
+            (SEVERITY_WARN, "WARN")
+        };
+        let mut attributes = vec![
+            kv_str(IFACE, name),
+            kv_str("throttlescope.verdict.event", event),
+            kv_str("throttlescope.verdict", s.verdict.as_str()),
+            kv_f64("throttlescope.verdict.confidence", s.confidence),
+            kv_str("throttlescope.evidence.signal", s.signal.clone()),
+            kv_f64("throttlescope.evidence.value", s.value),
+            kv_int("throttlescope.verdict.since_seq", s.since_seq as i64),
+            kv_int("throttlescope.interval.seq", snap.seq as i64),
+        ];
+        if event == "end" {
+            let secs = now_ns.saturating_sub(s.since_unix_ms * 1_000_000) as f64 / 1e9;
+            attributes.push(kv_f64("throttlescope.verdict.duration", secs));
+        }
+        LogRecord {
+            time_unix_nano: now_ns,
+            observed_time_unix_nano: now_ns,
+            severity_number: severity.0,
+            severity_text: severity.1.into(),
+            body: Some(AnyValue {
+                value: Some(any_value::Value::String(body)),
+            }),
+            attributes,
+        }
+    };
+    for v in &analysis.interfaces {
+        let cur = HeldState::of(v, snap);
+        match prev.remove(&v.iface) {
+            Some(old) if old.same_hold(&cur) => {}
+            Some(old) => {
+                records.push(record(
+                    "end",
+                    &v.iface,
+                    &old,
+                    format!("{} ended: {}", old.verdict, old.line),
+                ));
+                records.push(record("start", &v.iface, &cur, cur.line.clone()));
+            }
+            None => records.push(record("start", &v.iface, &cur, cur.line.clone())),
+        }
+        next.insert(v.iface.clone(), cur);
+    }
+    // Interfaces gone from the analysis: their verdict ended with them.
+    for (name, old) in std::mem::take(prev) {
+        records.push(record(
+            "end",
+            &name,
+            &old,
+            format!("{} ended (interface gone): {}", old.verdict, old.line),
+        ));
+    }
+    *prev = next;
+    records
+}
+
+pub fn logs_request(resource: &ResourceInfo, records: Vec<LogRecord>) -> ExportLogsServiceRequest {
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: resource.attributes(),
+            }),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(scope()),
+                log_records: records,
+            }],
+        }],
+    }
+}

@@ -1,0 +1,225 @@
+//! The OTLP requests from hand-built intervals, decoded again: names,
+//! attributes, values, the resource, and the verdict log records.
+
+use std::collections::BTreeMap;
+
+use prost::Message;
+
+use super::encode::{self, ResourceInfo};
+use super::proto::*;
+use crate::analysis::{analyze, IntervalAnalysis, Thresholds, Verdict};
+use crate::model::snapshot::{InterfaceSample, LinkCounters, Snapshot};
+use crate::sinks::metrics::ExporterState;
+
+fn snapshot(seq: u64) -> Snapshot {
+    Snapshot {
+        seq,
+        mono_ns: 1_000_000_000 * (seq + 1),
+        unix_ms: 1_762_000_000_000 + 1000 * seq,
+        interval_ns: 1_000_000_000,
+        interfaces: vec![InterfaceSample {
+            name: "eth0".into(),
+            totals: LinkCounters {
+                tx_bytes: 1_500_000,
+                rx_bytes: 60_000,
+                tx_packets: 1000,
+                rx_packets: 900,
+                tx_dropped: 3,
+                rx_dropped: 4,
+                ..Default::default()
+            },
+            ..Default::default()
+        }],
+        ..Snapshot::example(seq)
+    }
+}
+
+fn judged(seq: u64) -> (Snapshot, IntervalAnalysis) {
+    let snap = snapshot(seq);
+    let a = analyze(&[], &snap, &Thresholds::default());
+    (snap, a)
+}
+
+fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a any_value::Value> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref()?.value.as_ref())
+}
+
+fn s(attrs: &[KeyValue], key: &str) -> Option<String> {
+    match attr(attrs, key)? {
+        any_value::Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn ec2() -> ResourceInfo {
+    ResourceInfo {
+        host_name: "broker-1".into(),
+        instance_type: Some("m5.large".into()),
+        on_ec2: true,
+    }
+}
+
+#[test]
+fn the_metrics_request_names_and_values() {
+    let (snap, a) = judged(4);
+    let mut state = ExporterState::new(20);
+    state.apply(&snap, &a);
+    let req = encode::metrics_request(&ec2(), &state, &snap, &a, 1_761_999_000_000);
+    // Through the wire format and back, as the collector reads it.
+    let req = ExportMetricsServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
+    let rm = &req.resource_metrics[0];
+    let res = &rm.resource.as_ref().unwrap().attributes;
+    assert_eq!(s(res, "service.name").as_deref(), Some("throttlescope"));
+    assert_eq!(s(res, "cloud.provider").as_deref(), Some("aws"));
+    assert_eq!(s(res, "cloud.platform").as_deref(), Some("aws_ec2"));
+    assert_eq!(s(res, "host.type").as_deref(), Some("m5.large"));
+    assert_eq!(s(res, "host.name").as_deref(), Some("broker-1"));
+    let metrics: BTreeMap<&str, &Metric> = rm.scope_metrics[0]
+        .metrics
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+
+    let io = metrics["system.network.io"];
+    assert_eq!(io.unit, "By");
+    let Some(metric::Data::Sum(sum)) = &io.data else {
+        panic!("system.network.io is not a sum")
+    };
+    assert!(sum.is_monotonic);
+    assert_eq!(
+        sum.aggregation_temporality,
+        AGGREGATION_TEMPORALITY_CUMULATIVE
+    );
+    let tx = sum
+        .data_points
+        .iter()
+        .find(|p| s(&p.attributes, encode::DIRECTION).as_deref() == Some("transmit"))
+        .unwrap();
+    assert_eq!(s(&tx.attributes, encode::IFACE).as_deref(), Some("eth0"));
+    assert_eq!(tx.value, Some(number_data_point::Value::AsInt(1_500_000)));
+    assert_eq!(tx.time_unix_nano, snap.unix_ms * 1_000_000);
+    assert_eq!(tx.start_time_unix_nano, 1_761_999_000_000 * 1_000_000);
+
+    // One verdict point per verdict state, the held one at 1.
+    let Some(metric::Data::Gauge(g)) = &metrics["throttlescope.verdict"].data else {
+        panic!("throttlescope.verdict is not a gauge")
+    };
+    assert_eq!(g.data_points.len(), Verdict::ALL.len());
+    let held = a.interfaces[0].held.verdict.as_str();
+    for p in &g.data_points {
+        let is_held = s(&p.attributes, "throttlescope.verdict").as_deref() == Some(held);
+        let want = if is_held { 1.0 } else { 0.0 };
+        assert_eq!(p.value, Some(number_data_point::Value::AsDouble(want)));
+    }
+    let Some(metric::Data::Gauge(seq)) = &metrics["throttlescope.interval.seq"].data else {
+        panic!()
+    };
+    assert_eq!(
+        seq.data_points[0].value,
+        Some(number_data_point::Value::AsDouble(4.0))
+    );
+    // No allowance counters, no flows, no baseline: no such metrics.
+    assert!(!metrics.contains_key("aws.ec2.network.allowance.exceeded"));
+    assert!(!metrics.contains_key("throttlescope.flow.backoff_score"));
+    assert!(!metrics.contains_key("aws.ec2.network.baseline"));
+}
+
+#[test]
+fn off_ec2_there_are_no_cloud_attributes() {
+    let r = ResourceInfo {
+        host_name: "lab".into(),
+        instance_type: None,
+        on_ec2: false,
+    };
+    let a = r.attributes();
+    assert!(s(&a, "cloud.provider").is_none());
+    assert!(s(&a, "host.type").is_none());
+    assert_eq!(s(&a, "service.name").as_deref(), Some("throttlescope"));
+}
+
+/// A start at the first interval, nothing while the hold lasts, an end and
+/// a start when it changes, an end when the interface goes.
+#[test]
+fn verdict_changes_are_log_records() {
+    let mut prev = BTreeMap::new();
+    let (snap, a) = judged(1);
+    let first = encode::verdict_changes(&mut prev, &snap, &a);
+    assert_eq!(first.len(), 1);
+    assert_eq!(
+        s(&first[0].attributes, "throttlescope.verdict.event").as_deref(),
+        Some("start")
+    );
+
+    let (snap2, mut a2) = judged(2);
+    a2.interfaces[0].held = a.interfaces[0].held.clone();
+    assert!(encode::verdict_changes(&mut prev, &snap2, &a2).is_empty());
+
+    let (snap3, mut a3) = judged(3);
+    let h = &mut a3.interfaces[0].held;
+    h.verdict = Verdict::HypervisorQueuing;
+    h.confidence = 0.9;
+    h.signal = "bw_out_pct".into();
+    h.value = 12.5;
+    h.since_seq = 3;
+    h.since_mono_ns = snap3.mono_ns - snap3.interval_ns;
+    h.note = "bw_out 12.5% over 3 intervals".into();
+    let changed = encode::verdict_changes(&mut prev, &snap3, &a3);
+    let events: Vec<_> = changed
+        .iter()
+        .map(|r| s(&r.attributes, "throttlescope.verdict.event").unwrap())
+        .collect();
+    assert_eq!(events, ["end", "start"]);
+    let start = &changed[1];
+    assert_eq!(start.severity_number, SEVERITY_WARN);
+    assert_eq!(
+        s(&start.attributes, "throttlescope.verdict").as_deref(),
+        Some("hypervisor_queuing")
+    );
+    assert_eq!(
+        attr(&start.attributes, "throttlescope.evidence.value"),
+        Some(&any_value::Value::Double(12.5))
+    );
+    let Some(any_value::Value::String(body)) = start.body.as_ref().unwrap().value.as_ref() else {
+        panic!()
+    };
+    assert!(body.starts_with("hypervisor_queuing (90%"), "{body}");
+
+    let (snap4, mut a4) = judged(4);
+    a4.interfaces.clear();
+    let gone = encode::verdict_changes(&mut prev, &snap4, &a4);
+    assert_eq!(gone.len(), 1);
+    assert_eq!(
+        s(&gone[0].attributes, "throttlescope.verdict").as_deref(),
+        Some("hypervisor_queuing")
+    );
+    assert!(prev.is_empty());
+}
+
+/// `--otlp-period`: every interval by default, every 3rd at 3 s, and a
+/// late interval (1.04 s) does not skip a push.
+#[test]
+fn pushes_follow_the_period() {
+    let pushed = |period_ms: u64, ends_ms: &[u64]| {
+        let mut last = None;
+        let mut out = Vec::new();
+        for (seq, &end) in ends_ms.iter().enumerate() {
+            let snap = Snapshot {
+                seq: seq as u64,
+                mono_ns: end * 1_000_000,
+                interval_ns: 1_000_000_000,
+                ..Snapshot::example(seq as u64)
+            };
+            if super::period_due(last, &snap, std::time::Duration::from_millis(period_ms)) {
+                last = Some(snap.mono_ns);
+                out.push(seq);
+            }
+        }
+        out
+    };
+    let ends = [1000, 2000, 2990, 4030, 5000, 6000, 7000];
+    assert_eq!(pushed(1000, &ends), [0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(pushed(3000, &ends), [0, 3, 6]);
+}
