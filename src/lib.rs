@@ -4,7 +4,7 @@
 //! Data flows one way: [`collect`] (the kernel; one
 //! [`model::snapshot::Snapshot`] per interval) -> [`analysis`] -> [`sinks`]
 //! ([`record`]ings are read back into the same snapshots and turned into a
-//! [`report`]). [`pipeline`] is the loop between them and [`commands`] the
+//! [`report`]). `pipeline` is the loop between them and [`commands`] the
 //! entry points. The model, the analysis, recordings, reports and sinks do
 //! not depend on collection: they build without the BPF side
 //! (`cargo build --no-default-features`).

@@ -1,5 +1,5 @@
 //! The data model: what one interval holds ([`snapshot::Snapshot`]) and who
-//! a flow belongs to ([`workload::Workload`]). Plain data with serde, the
+//! a flow belongs to (`workload::Workload`). Plain data with serde, the
 //! same type live and in a recording.
 
 pub mod fold;

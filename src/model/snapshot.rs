@@ -9,8 +9,8 @@
 //! so every consumer agrees on them.
 //!
 //! The dependency on src/model/workload.rs runs one way, from here: a flow's
-//! owner holds a [`Workload`], and [`FlowSample::passes`] applies a
-//! [`WorkloadFilter`] to it. workload.rs is text about cgroup paths and never
+//! owner holds a `Workload`, and `FlowSample::passes` applies a
+//! `WorkloadFilter` to it. workload.rs is text about cgroup paths and never
 //! names a snapshot type.
 
 use std::collections::BTreeMap;
