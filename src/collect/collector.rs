@@ -138,6 +138,11 @@ pub struct Collector {
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
     prev_lost_closes: u64,
+    /// A full dump failed: the next interval dumps in full again.
+    full_dump_due: bool,
+    /// A failed flow dump was said on stderr (once per run: the count is in
+    /// health).
+    flow_dump_error_said: bool,
     /// The name each other namespace's flows were last given, by netns
     /// inode: both sources can be gone when a flow's close record comes
     /// (`ip netns del` removes the /run/netns file while sockets keep the
@@ -228,6 +233,8 @@ impl Collector {
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
             prev_lost_closes: 0,
+            full_dump_due: false,
+            flow_dump_error_said: false,
             untracked_bytes: Default::default(),
             netns_seen: HashMap::new(),
         };
@@ -290,14 +297,35 @@ impl Collector {
         // Losses are read before the events are drained: a close record lost
         // after this is seen next interval, and its flow forgotten then.
         let lost = self.lost_closes()?;
-        let all = lost != self.prev_lost_closes || (self.seq + 1) % FULL_DUMP_EVERY == 0;
+        let all = lost != self.prev_lost_closes
+            || (self.seq + 1) % FULL_DUMP_EVERY == 0
+            || std::mem::take(&mut self.full_dump_due);
         self.prev_lost_closes = lost;
         let events = self.probes.drain_events()?;
         // A full dump reads every tracked flow: room for them all at once,
         // not a buffer doubled up to it (at 30,000 flows, 16 MB copied into
         // 32 while both are alive).
         let expected = if all { self.flows.len() + 1024 } else { 0 };
-        let live = self.probes.read_flows(all, expected)?;
+        let (live, all) = match self.probes.read_flows(all, expected) {
+            Ok(live) => (live, all),
+            // A dump that cannot be made (out of descriptors: the iterator
+            // is a file) is a failed read, counted, not the end of
+            // observing: flow counters are cumulative in the kernel, so the
+            // next dump's deltas cover this interval too. A full dump is
+            // tried again next interval (an empty read forgets no flow).
+            Err(e) => {
+                self.counter_read_failures += 1;
+                if !self.flow_dump_error_said {
+                    crate::stderr_line!(
+                        "throttlescope: the flow dump failed ({e:#}); counted in health's \
+                         counter read failures, flows read again next interval"
+                    );
+                }
+                self.flow_dump_error_said = true;
+                self.full_dump_due |= all;
+                (Vec::new(), false)
+            }
+        };
         let mono_ns = monotonic_ns();
         if self.due_ns.take().is_some_and(|due| mono_ns > due) {
             self.late_intervals += 1;

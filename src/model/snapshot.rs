@@ -614,7 +614,8 @@ pub struct Health {
     /// Sockets found already open when the observer started.
     pub seeded_flows: u64,
     /// Interface counter reads that failed (link statistics, the interface
-    /// list, /proc/net/snmp); allowance counter reads are counted apart.
+    /// list, /proc/net/snmp) and flow dumps that could not be made or read
+    /// (out of descriptors); allowance counter reads are counted apart.
     pub counter_read_failures: u64,
     /// Allowance counter reads that failed (ioctl error; counter file
     /// missing, unreadable or malformed), over every interface since start.
