@@ -34,12 +34,13 @@ static __always_inline int sk_rx_ifindex(struct sock *sk)
 /*
  * 7.0, 4b78c9cbd8f1 ("tcp: move tp->chrono_type next tp->chrono_stat[]"):
  * chrono_type was a 2-bit field of struct tcp_sock and became a whole u8.
- * The probed bitfield read takes either.
+ * The probed bitfield read takes either. A macro, not an inline function:
+ * as a function, clang 19 emitted the object's BTF in an order that changed
+ * from one build to the next (the same source gave two different objects,
+ * and the release's check that both architectures embed the same BPF
+ * objects failed).
  */
-static __always_inline __u32 tcp_chrono_type(struct tcp_sock *tp)
-{
-	return BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type);
-}
+#define tcp_chrono_type(tp) BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type)
 
 /*
  * 6.17, ad892e912b84 ("tcp: trace retransmit failures in
