@@ -11,30 +11,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::lab_support::{in_netns, parse_lab_env, tx_bytes_of, Lab};
+use crate::lab_support::{in_netns, link_bytes_of, parse_lab_env, Lab};
 use crate::support::TempDir;
 
 /// The lab's declared type and its published baseline, bits/s.
 const DECLARED: &str = "lab.xlarge";
 const BASELINE_BPS: f64 = 100e6;
-
-/// `dev`'s received bytes, from the calling thread's network namespace.
-fn rx_bytes_of(dev: &str) -> u64 {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
-    let prefix = format!("{dev}:");
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with(&prefix))
-        .unwrap_or_else(|| panic!("{dev} in /proc/thread-self/net/dev"));
-    line.split(':')
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 #[test]
 fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_published_baseline() {
@@ -50,8 +32,12 @@ fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_pu
 
     let broker = lab.broker();
     let b0 = lab.broker_if.clone();
-    let counters =
-        |b: String, dev: String| in_netns(&b, move || (tx_bytes_of(&dev), rx_bytes_of(&dev)));
+    let counters = |b: String, dev: String| {
+        in_netns(&b, move || {
+            let (rx, tx) = link_bytes_of(&dev);
+            (tx, rx)
+        })
+    };
     let before = counters(broker.clone(), b0.clone());
     // The traffic starts once the observer runs (so the counters read
     // before count nothing the observer missed) and goes on past its end

@@ -348,8 +348,9 @@ pub fn watch_lines(
         .collect()
 }
 
-/// `dev`'s transmitted bytes, from the calling thread's network namespace.
-pub fn tx_bytes_of(dev: &str) -> u64 {
+/// `dev`'s (received, transmitted) bytes, from the calling thread's
+/// network namespace.
+pub fn link_bytes_of(dev: &str) -> (u64, u64) {
     let text = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
     let prefix = format!("{dev}:");
     let line = text
@@ -358,7 +359,12 @@ pub fn tx_bytes_of(dev: &str) -> u64 {
         .unwrap_or_else(|| panic!("{dev} in /proc/thread-self/net/dev"));
     // face: rx bytes packets errs drop fifo frame compressed multicast | tx bytes ...
     let fields: Vec<&str> = line.split(':').nth(1).unwrap().split_whitespace().collect();
-    fields[8].parse().unwrap()
+    (fields[0].parse().unwrap(), fields[8].parse().unwrap())
+}
+
+/// `dev`'s transmitted bytes, from the calling thread's network namespace.
+pub fn tx_bytes_of(dev: &str) -> u64 {
+    link_bytes_of(dev).1
 }
 
 /// Plays the ENA device: writes `ethtool -S` text with `bw_out` as
