@@ -103,6 +103,23 @@ volatile __u32 flow_dump_all = 1;
  * reading as a baseline: its segments, bytes and retransmits up to then
  * went missing from every sum. */
 volatile __u32 seeded_netns = 0;
+/* Set by user space once it reads each interval's flows by sweeping the
+ * moved set (sweep_moved) instead of walking every flow. Then the event
+ * programs add each flow to the set at its first event of a generation,
+ * and two cheap checks let most runs skip the storage lookup (the gate):
+ * an unsampled tcp_probe run, or a tcp_sendmsg_locked run, on a socket the
+ * kernel stamped after gate_jiffies has nothing to add, because the run
+ * that caused the stamp already did (docs/architecture.md, "The moved
+ * set"). 0: no set, no gate (the dumps walk every flow). */
+volatile __u32 moved_gate = 0;
+/* jiffies when the current generation's sweep began (written by it). */
+volatile __u32 gate_jiffies = 0;
+/* What user space asks of the next sweep_moved run: skip the first
+ * sweep_skip members (a run that filled the output ring is resumed there),
+ * and write records (sweep_emit) or only keep the set (a full dump through
+ * an iterator read every flow already). */
+volatile __u32 sweep_skip = 0;
+volatile __u32 sweep_emit = 1;
 
 /* When each of the last dumps began (jiffies), by generation: slot gen & 3,
  * written by the dump's first record. A flow whose kernel stamps are later
@@ -125,6 +142,7 @@ enum ts_health_counter _abi_health_counter = TS_H_MAX;
 enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
 enum ts_ifindex_source _abi_ifindex_source = TS_IFX_NONE;
 enum ts_event_reader _abi_event_reader = TS_EVENTS_POLL_MS;
+struct ts_moved _abi_moved = {};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -172,6 +190,20 @@ struct {
 	__type(value, struct ts_untracked);
 } untracked SEC(".maps");
 
+/* The moved set (flows.h, TS_MOVED_ENTRIES). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TS_MOVED_ENTRIES);
+	__type(key, __u64);
+	__type(value, struct ts_moved);
+} moved_flows SEC(".maps");
+
+/* The sweep's records, drained by user space after each run. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, TS_SWEEP_RINGBUF_BYTES);
+} sweep_out SEC(".maps");
+
 /* Scratch space for one record: too large for the 512-byte stack. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -191,16 +223,37 @@ static __always_inline __u32 current_ca_state(struct sock *sk)
 	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 }
 
+/* Adds `n` to slot `idx` of the per-CPU health counters. */
+static __always_inline void health_add(__u32 idx, __u64 n);
+static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st);
+
 /* The flow moved: the next dumps read it again. A load and a compare first,
  * so that on the hot path a flow already stamped this generation costs no
  * store (no dirtied cache line); a plain store, since a racing stamp by the
- * iterator or another event writes the same or a newer generation. */
-static __always_inline void mark_moved(struct ts_flow_state *st)
+ * iterator or another event writes the same or a newer generation.
+ * The first event of a generation also puts the flow in the moved set
+ * (while the sweep reads it) and refreshes the flow's interface: the sweep
+ * can read the storage, not write it. The stamp is stored before the set
+ * is touched: a sweep that takes the flow out at the same moment looks at
+ * the stamp after its delete (both take the bucket's lock) and puts the
+ * flow back (sweep_one). */
+static __always_inline void mark_moved(struct sock *sk, struct ts_flow_state *st)
 {
 	__u32 gen = flow_dump_gen;
+	struct ts_moved m = {};
+	long err;
 
-	if (st->moved_gen != gen)
-		st->moved_gen = gen;
+	if (st->moved_gen == gen)
+		return;
+	st->moved_gen = gen;
+	if (!moved_gate)
+		return;
+	update_ifindex(sk, st);
+	m.sk = (__u64)sk;
+	m.st = (__u64)st;
+	err = bpf_map_update_elem(&moved_flows, &st->cookie, &m, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: in the set already */)
+		health_add(TS_H_MOVED_FULL, 1);
 }
 
 /* Adds `n` to slot `idx` of the per-CPU health counters. */
@@ -301,13 +354,14 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		return NULL;
 	if (!st->first_seen_ns) {
 		__u64 now = bpf_ktime_get_ns();
+		st->cookie = bpf_get_socket_cookie(sk);
 		st->first_seen_ns = now;
 		st->ca_since_ns = now;
 		st->ca_state = current_ca_state(sk);
 		if (seeded_netns && sk_netns(sk) == seeded_netns)
 			st->opened_ns = now;
 	}
-	mark_moved(st);
+	mark_moved(sk, st);
 	if (!st->lport)
 		st->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	return st;
@@ -430,22 +484,24 @@ static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct 
 	return type != 0;
 }
 
-/* Fills `rec` from the socket and its storage; returns whether a send-limit
- * period is running (fill_send_limits). */
-static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock *sk,
-					struct tcp_sock *tp, struct ts_flow_state *st)
+/* Fills `rec` from the socket, `rec->st` holding a copy of the flow's
+ * storage already (its port and interface are brought up to date in that
+ * copy); returns whether a send-limit period is running
+ * (fill_send_limits). Checked reads only (BPF_CORE_READ), so the sweep,
+ * which has the socket's address and not a pointer the verifier trusts,
+ * fills its records with the same code as the iterators and the close. */
+static __always_inline bool fill_from_socket(struct ts_flow_record *rec, struct sock *sk,
+					     struct tcp_sock *tp)
 {
 	bool sending;
 
-	rec->cookie = bpf_get_socket_cookie(sk);
 	rec->now_ns = bpf_ktime_get_ns();
-	rec->netns = sk_netns(sk);
 	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	rec->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (rec->lport)
-		st->lport = rec->lport;
+		rec->st.lport = rec->lport;
 	else
-		rec->lport = st->lport; /* closing: the kernel already unhashed it */
+		rec->lport = rec->st.lport; /* closing: the kernel already unhashed it */
 	rec->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
 	rec->tcp_state = BPF_CORE_READ(sk, __sk_common.skc_state);
 	rec->ca_state = current_ca_state(sk);
@@ -480,10 +536,39 @@ static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock 
 	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
 	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
 	sending = fill_send_limits(rec, tp);
-	rec->moved_lately = 0; /* the dump iterator's to say (dump_one) */
-	update_ifindex(sk, st);
-	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
+	rec->moved_lately = 0; /* the dump's to say (dump_one, sweep_one) */
+	update_ifindex(sk, &rec->st);
 	return sending;
+}
+
+/* Fills `rec` from a socket and its storage, both trusted pointers: the
+ * storage's port and interface are kept up to date too. */
+static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock *sk,
+					struct tcp_sock *tp, struct ts_flow_state *st)
+{
+	bool sending;
+
+	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
+	rec->cookie = bpf_get_socket_cookie(sk);
+	rec->netns = sk_netns(sk);
+	sending = fill_from_socket(rec, sk, tp);
+	st->lport = rec->st.lport;
+	st->ifindex = rec->st.ifindex;
+	st->ifindex_source = rec->st.ifindex_source;
+	return sending;
+}
+
+/* A dump of generation `gen` reads the interval extremes (srtt max, cwnd
+ * min, peak rate) of the generation just ended, or of this one when a
+ * sampled run started it already; older ones are no reading of this
+ * interval: zeroed in the record ("none"), not in the storage. */
+static __always_inline void interval_extremes(struct ts_flow_record *rec, __u32 gen)
+{
+	if (gen - rec->st.ext_gen > 1) {
+		rec->st.srtt_max_us = 0;
+		rec->st.cwnd_min = 0;
+		rec->st.peak_bps = 0;
+	}
 }
 
 /* The flow leaves its congestion state for `new_state`: time in the old state
@@ -537,23 +622,54 @@ static __always_inline void flow_peak(struct ts_flow_state *st, struct tcp_sock 
 	st->pk_start_bytes = bytes;
 }
 
+/* Whether the kernel stamped the socket's receive side (an acceptable ACK:
+ * rcv_tstamp; data: icsk_ack.lrcvtime) after the current generation's
+ * sweep began: then a segment was processed since, and its tcp_probe run
+ * (this one's predecessor) already marked the flow for this generation. A
+ * stamp in the sweep's own jiffy counts as older (it may precede the
+ * sweep). At tcp_probe the segment at hand has not stamped yet. */
+static __always_inline bool received_since_gate(const struct tcp_sock *tp)
+{
+	__u32 since = gate_jiffies;
+
+	return (__s32)(tp->rcv_tstamp - since) > 0 ||
+	       (__s32)(tp->inet_conn.icsk_ack.lrcvtime - since) > 0;
+}
+
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 {
 	struct ts_flow_state *st;
 	struct tcp_sock *tp;
-	__u32 srtt, cwnd;
+	__u32 srtt, cwnd, gen;
 
 	/* The draw first: it is cheaper than the namespace check, so runs left
-	 * out of the sample, of any namespace, pay only the draw. */
-	if (probe_sample_mask && !probe_sampled(skb))
+	 * out of the sample, of any namespace, pay only the draw, and with the
+	 * moved set (moved_gate) the gate: only a flow's first segment of a
+	 * generation goes on to find its storage, to mark it and put it in
+	 * the set. */
+	if (probe_sample_mask && !probe_sampled(skb)) {
+		if (!moved_gate || !observed(sk))
+			return 0;
+		tp = bpf_skc_to_tcp_sock(sk);
+		if (!tp || received_since_gate(tp))
+			return 0;
+		flow_get(sk, true);
 		return 0;
+	}
 	if (!observed(sk))
 		return 0;
 	st = flow_get(sk, true);
 	tp = bpf_skc_to_tcp_sock(sk);
 	if (!st || !tp)
 		return 0;
+	gen = flow_dump_gen;
+	if (st->ext_gen != gen) {
+		st->ext_gen = gen;
+		st->srtt_max_us = 0;
+		st->cwnd_min = 0;
+		st->peak_bps = 0;
+	}
 	srtt = tp->srtt_us >> 3;
 	cwnd = tp->snd_cwnd;
 	st->probe_events++;
@@ -671,6 +787,7 @@ static __always_inline void defer_close(struct sock *sk, struct tcp_sock *tp,
 		return;
 	}
 	fill_record(rec, sk, tp, st);
+	bpf_map_delete_elem(&moved_flows, &rec->cookie);
 	if (bpf_map_update_elem(&closed_overflow, &rec->cookie, rec, BPF_ANY))
 		health_inc(health, TS_H_CLOSES_LOST);
 	else
@@ -699,6 +816,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 		return 0;
 	}
 	fill_record(&ev->rec, sk, tp, st);
+	bpf_map_delete_elem(&moved_flows, &ev->rec.cookie);
 	ev->hdr.ts_ns = ev->rec.now_ns;
 	ev->hdr.cookie = ev->rec.cookie;
 	ev->hdr.kind = TS_EV_CLOSE;
@@ -723,6 +841,18 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	if (!observed(sk))
 		return 0;
 	health_inc(health, TS_H_SENDMSG_EVENTS);
+	/* The gate (moved_gate): new data went out after this generation's
+	 * sweep began, so a run before this one (a send, or the ACK that
+	 * clocked it out) marked the flow already, and looked at its owner.
+	 * The storage is looked up once a generation per sending flow, not
+	 * once per send; an owner that changes is seen at the first send of a
+	 * generation that finds nothing sent yet. */
+	if (moved_gate) {
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+
+		if (tp && (__s32)(tp->lsndtime - gate_jiffies) > 0)
+			return 0;
+	}
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
@@ -875,9 +1005,8 @@ static __always_inline bool wanted(const struct ts_flow_state *st, const struct 
 	return flow_dump_all || moved_lately(st, tp, flow_dump_gen, w);
 }
 
-/* One flow's record into the iterator's output; its interval extremes start
- * again for the next snapshot. A flow the iterators leave out (!wanted) is
- * carried by user space as last read. */
+/* One flow's record into the iterator's output. A flow the iterators leave
+ * out (!wanted) is carried by user space as last read. */
 static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, struct tcp_sock *tp,
 				     struct ts_flow_state *st, struct ts_stamp_window w)
 {
@@ -891,11 +1020,9 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 		return;
 	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st));
 	rec->moved_lately = busy || moved_lately(st, tp, gen, w);
+	interval_extremes(rec, gen);
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
-	st->srtt_max_us = 0;
-	st->cwnd_min = 0;
-	st->peak_bps = 0;
 	if (busy)
 		st->moved_gen = gen;
 }
@@ -943,4 +1070,104 @@ int dump_flows_tcp(struct bpf_iter__tcp *ctx)
 		return 0;
 	dump_one(ctx->meta->seq, (struct sock *)tp, tp, st, w);
 	return 0;
+}
+
+/* What one sweep_moved run carries from member to member. */
+struct sweep_state {
+	__u32 gen;
+	__u32 skip;
+	__u32 seen;  /* members visited, the skipped ones included */
+	bool emit;
+	bool full;   /* the output ring filled: stopped at member `seen` */
+};
+
+/* One member of the moved set: its socket and storage read by address,
+ * each trusted only once it carries the member's cookie (a socket whose
+ * close event was missed may be freed and its memory reused: TCP sockets
+ * come from a slab whose memory stays a socket under RCU, which the test
+ * run holds, and storage is freed after a grace period); its record
+ * written; and the member taken out once the flow has been idle for
+ * longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not busy. */
+static long sweep_one(struct bpf_map *map, __u64 *key, struct ts_moved *m,
+		      struct sweep_state *sw)
+{
+	struct sock *sk = (struct sock *)m->sk;
+	struct tcp_sock *tp = (struct tcp_sock *)m->sk;
+	struct ts_flow_record *rec;
+	struct ts_moved copy;
+	__u64 cookie = *key;
+	__u32 gen = sw->gen, moved_gen = 0;
+	bool busy, lately;
+
+	if (sw->seen < sw->skip) {
+		sw->seen++;
+		return 0;
+	}
+	if (BPF_CORE_READ(sk, __sk_common.skc_cookie.counter) != cookie ||
+	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
+		bpf_map_delete_elem(map, key);
+		health_inc(health, TS_H_SWEEP_GONE);
+		return 0;
+	}
+	rec = bpf_ringbuf_reserve(&sweep_out, sizeof(*rec), 0);
+	if (!rec) {
+		sw->full = true;
+		return 1;
+	}
+	sw->seen++;
+	if (bpf_probe_read_kernel(&rec->st, sizeof(rec->st), (void *)m->st) ||
+	    rec->st.cookie != cookie) {
+		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
+		bpf_map_delete_elem(map, key);
+		health_inc(health, TS_H_SWEEP_GONE);
+		return 0;
+	}
+	rec->cookie = cookie;
+	rec->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	busy = still_busy(tp, rec, fill_from_socket(rec, sk, tp));
+	if (busy)
+		m->busy_gen = gen;
+	lately = busy || stamped_lately(&rec->st, gen) || gen - m->busy_gen <= TS_DUMP_GENS_KEPT;
+	rec->moved_lately = lately;
+	interval_extremes(rec, gen);
+	if (sw->emit) {
+		bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+		health_inc(health, TS_H_SWEEP_RECORDS);
+	} else {
+		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
+	}
+	if (lately)
+		return 0;
+	/* Idle: out of the set. An event that marked the flow meanwhile found
+	 * it still in the set and did not add it; its stamp, stored before
+	 * that, shows here after the delete: put the flow back. */
+	copy = *m;
+	bpf_map_delete_elem(map, key);
+	bpf_probe_read_kernel(&moved_gen, sizeof(moved_gen),
+			      (void *)(m->st + __builtin_offsetof(struct ts_flow_state, moved_gen)));
+	if (gen - moved_gen <= TS_DUMP_GENS_KEPT)
+		bpf_map_update_elem(map, key, &copy, BPF_NOEXIST);
+	return 0;
+}
+
+/* Run by user space (a test run, not attached to anything) once per
+ * interval while it reads flows this way: each flow of the moved set, and
+ * no other, gives its record (docs/architecture.md, "The moved set"). Its
+ * first run of a generation opens the gate's window (gate_jiffies). The
+ * return value: 0 when every member was visited, else one more than the
+ * member it stopped at (sweep_skip for the next run). */
+SEC("raw_tp")
+int sweep_moved(void *ctx)
+{
+	struct sweep_state sw = {
+		.gen = flow_dump_gen,
+		.skip = sweep_skip,
+		.emit = sweep_emit != 0,
+	};
+
+	TEST_REJECT(test_reject, TS_H_SWEEP_RECORDS);
+	if (!sw.skip)
+		gate_jiffies = (__u32)bpf_jiffies64();
+	bpf_for_each_map_elem(&moved_flows, sweep_one, &sw, 0);
+	return sw.full ? sw.seen + 1 : 0;
 }

@@ -53,6 +53,24 @@ enum ts_event_reader {
  * (docs/architecture.md, "Untracked flows"). */
 #define TS_UNTRACKED_ENTRIES 8192
 
+/*
+ * The moved set (flows.bpf.c, moved_flows): the flows that moved lately, by
+ * socket cookie, each with where its socket and storage are. The event
+ * programs add a flow at its first event of a dump generation; the sweep
+ * (sweep_moved) reads exactly these flows each interval and takes out the
+ * ones idle for longer than TS_DUMP_GENS_KEPT generations. A hash with
+ * preallocated entries (~4.5 MiB at this size): past it a flow that moves is
+ * not added, counted in TS_H_MOVED_FULL, and the next dump reads every flow.
+ */
+#define TS_MOVED_ENTRIES 65536
+/* The sweep's output ring, in bytes: ~4,800 records a run. A sweep that
+ * fills it stops there, user space drains it and runs the sweep again from
+ * where it stopped. */
+#define TS_SWEEP_RINGBUF_BYTES (2 << 20)
+_Static_assert((TS_SWEEP_RINGBUF_BYTES & (TS_SWEEP_RINGBUF_BYTES - 1)) == 0 &&
+		       TS_SWEEP_RINGBUF_BYTES % 4096 == 0,
+	       "the kernel wants a ring buffer of a power of two pages");
+
 /* Where a flow's ifindex came from (ts_flow_state.ifindex_source). */
 enum ts_ifindex_source {
 	TS_IFX_NONE = 0,         /* not known yet */
@@ -82,6 +100,11 @@ enum ts_health_counter {
 	TS_H_CLOSES_DEFERRED,    /* close records that found the ring buffer full
 				  * and waited in closed_overflow (not lost) */
 	TS_H_CLOSES_LOST,        /* close records that found both full: lost */
+	TS_H_MOVED_FULL,         /* flows that moved and found the moved set full (the
+				  * next dump then reads every flow) */
+	TS_H_SWEEP_RECORDS,      /* flow records written by the sweep of the moved set */
+	TS_H_SWEEP_GONE,         /* moved-set entries whose socket was gone (closed
+				  * with its close event missed): taken out */
 	TS_H_MAX,
 };
 
@@ -103,9 +126,9 @@ struct ts_flow_state {
 	__u32 lport;             /* local port, kept because the kernel zeroes
 				  * it when the socket is unhashed at close */
 	__u32 owner_tgid;        /* owner, from tcp_sendmsg_locked (process context) */
-	__u32 srtt_max_us;       /* max srtt since the last snapshot (reset by the iterator) */
+	__u32 srtt_max_us;       /* max srtt in generation ext_gen */
 	__u32 last_cwnd;
-	__u32 cwnd_min;          /* min cwnd since the last snapshot (reset by the iterator) */
+	__u32 cwnd_min;          /* min cwnd in generation ext_gen */
 	__u64 probe_events;      /* tcp_probe runs (incoming segments on the fast path) */
 	__u64 waiting_events;    /* tcp_probe runs that found data written and not
 				  * yet sent (write_seq != snd_nxt): the share of
@@ -120,7 +143,14 @@ struct ts_flow_state {
 	 * no clock read. The second cache line: touched on sampled runs only. */
 	__u64 pk_start_us;       /* tcp_mstamp when the window in progress began; 0: none */
 	__u64 pk_start_bytes;    /* bytes_sent + bytes_received then */
-	__u64 peak_bps;          /* the busiest window since the last dump, bits/s (reset by the iterator) */
+	__u64 peak_bps;          /* the busiest window in generation ext_gen, bits/s */
+	/* The dump generation whose sampled runs srtt_max_us, cwnd_min and
+	 * peak_bps hold: the first sampled run of a new generation starts them
+	 * again, so no dump has to reset them (the sweep cannot write a
+	 * flow's storage). A dump of generation G takes them when ext_gen is
+	 * G - 1 or G, else reads none (flows.bpf.c, interval_extremes). */
+	__u32 ext_gen;
+	__u32 _pad_ext;
 	/* cold: state changes, retransmits, a new owner */
 	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
 	__u64 ca_since_ns;       /* when the current congestion state was entered */
@@ -141,6 +171,20 @@ struct ts_flow_state {
 	 * the cached route can be dropped (RTO, route change, close) */
 	__u32 ifindex;
 	__u32 ifindex_source;    /* enum ts_ifindex_source */
+	/* The socket's cookie, set when the storage is made: the sweep, which
+	 * reaches the storage by address, checks it is still this flow's. */
+	__u64 cookie;
+};
+
+/* A member of the moved set (TS_MOVED_ENTRIES): the addresses of the
+ * flow's socket and storage, as the event that added it saw them. The sweep
+ * reads both with checked reads and trusts neither until the cookie in each
+ * matches the key. */
+struct ts_moved {
+	__u64 sk;
+	__u64 st;
+	__u32 busy_gen;          /* the last generation the sweep found it busy */
+	__u32 _pad;
 };
 
 /* An untracked socket's byte counters when last seen: what it moved since is

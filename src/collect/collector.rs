@@ -170,6 +170,11 @@ impl Growth {
 }
 
 impl Collector {
+    /// How each interval's flows are read on this kernel (doctor says it).
+    pub(crate) fn flow_dump_path(&self) -> String {
+        self.probes.dump_path()
+    }
+
     /// Optional programs this kernel lacks or rejected (flow and host-queue
     /// probes), with why: their figures are missing or degraded.
     pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {

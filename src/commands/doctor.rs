@@ -216,6 +216,7 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
                         }
                     ),
                 );
+                r.push(Mark::Ok, format!("flow dump: {}", c.flow_dump_path()));
                 for (spec, why) in lost {
                     if matches!(why, NotLoaded::TracepointAbsent) {
                         continue; // already said by the tracepoint check

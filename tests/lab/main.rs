@@ -19,6 +19,7 @@ mod attribution;
 mod cli_limits;
 mod counter_gap;
 mod counter_glitch;
+mod dump_paths;
 mod flow_iface;
 mod flows_vs_ss;
 mod hangup;

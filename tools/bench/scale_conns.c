@@ -6,10 +6,12 @@
  *
  *   scale_conns server PORT             accepts every connection and reads (discards)
  *                                       whatever comes, with one epoll
- *   scale_conns client ADDR PORT N ACTIVE
+ *   scale_conns client ADDR PORT N ACTIVE [BYTES PERIOD_MS]
  *                                       opens N connections to ADDR:PORT, prints
  *                                       "ready N" once all are established, then every
- *                                       second writes 8 bytes on ACTIVE of them until killed
+ *                                       PERIOD_MS (default 1000) writes BYTES (default 8:
+ *                                       trickling; 1024 and 10: busy) on ACTIVE of them
+ *                                       until killed
  *   scale_conns storm ADDR PORT N CYCLES PAUSE_MS
  *                                       a connection storm to a server on each of
  *                                       PORT .. PORT + ceil(N / 15000) - 1 (one
@@ -113,7 +115,8 @@ static _Noreturn void server(int port) {
     }
 }
 
-static _Noreturn void client(const char *addr, int port, long n, long active) {
+static _Noreturn void client(const char *addr, int port, long n, long active, long bytes,
+                             long period_ms) {
     want_fds(n + 64);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
     if (inet_pton(AF_INET, addr, &a.sin_addr) != 1)
@@ -133,13 +136,19 @@ static _Noreturn void client(const char *addr, int port, long n, long active) {
     }
     printf("ready %ld\n", n);
     fflush(stdout);
-    static const char payload[8] = "trickle\n";
+    static char payload[65536];
+    if (bytes < 1 || bytes > (long)sizeof payload || period_ms < 1) {
+        fprintf(stderr, "scale_conns: BYTES must be 1 to %zu and PERIOD_MS at least 1\n",
+                sizeof payload);
+        exit(2);
+    }
+    memset(payload, 't', sizeof payload);
     for (;;) {
         long t0 = now_ns();
         for (long i = 0; i < active && i < n; i++)
-            if (send(socks[i], payload, sizeof payload, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+            if (send(socks[i], payload, bytes, MSG_NOSIGNAL) < 0 && errno != EAGAIN)
                 die("send");
-        long left = 1000000000L - (now_ns() - t0);
+        long left = period_ms * 1000000L - (now_ns() - t0);
         if (left > 0)
             sleep_ns(left);
     }
@@ -239,10 +248,13 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "server") == 0)
         server(atoi(argv[2]));
     if (argc == 6 && strcmp(argv[1], "client") == 0)
-        client(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]));
+        client(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]), 8, 1000);
+    if (argc == 8 && strcmp(argv[1], "client") == 0)
+        client(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]), atol(argv[6]),
+               atol(argv[7]));
     if (argc == 7 && strcmp(argv[1], "storm") == 0)
         storm(argv[2], atoi(argv[3]), atol(argv[4]), atol(argv[5]), atol(argv[6]));
-    fprintf(stderr, "usage: scale_conns server PORT | client ADDR PORT N ACTIVE\n"
+    fprintf(stderr, "usage: scale_conns server PORT | client ADDR PORT N ACTIVE [BYTES PERIOD_MS]\n"
                     "       | storm ADDR PORT N CYCLES PAUSE_MS\n");
     return 2;
 }

@@ -61,10 +61,34 @@ enum FlowDump {
     },
 }
 
+/// The sweep of the moved set (flows.bpf.c, `sweep_moved`), where the kernel
+/// runs it: each interval reads the flows that moved, and no other.
+struct Sweep {
+    ring: libbpf_rs::RingBuffer<'static>,
+    /// What the ring's callback decoded since the last take.
+    out: Arc<Mutex<SweepOut>>,
+    /// `TS_H_MOVED_FULL` as of the last dump: when it grows, a flow that
+    /// moved is missing from the set, and the next dump reads every flow.
+    moved_full: u64,
+}
+
+#[derive(Default)]
+struct SweepOut {
+    records: Vec<ts_flow_record>,
+    malformed: u64,
+}
+
+/// A sweep run that keeps stopping on a full ring is given up after this
+/// many runs in one dump (never expected: each run drains the ring first).
+const SWEEP_MAX_RUNS: u32 = 1024;
+
 /// The attached flow probes. Dropping it detaches every program.
 pub(crate) struct FlowProbes {
     skel: FlowsSkel<'static>,
     dump: RefCell<FlowDump>,
+    /// None where the sweep did not load or its first run was refused:
+    /// every dump then goes through `dump`.
+    sweep: Option<Sweep>,
     events: EventReader,
     /// Optional programs this kernel lacks or rejected.
     dropped: load::Dropped,
@@ -148,6 +172,17 @@ pub(crate) const FLOW_PROGRAMS: &[ProgramSpec] = &[
                namespace a process is in or /run/netns names); same figures",
     },
     ProgramSpec {
+        name: "sweep_moved",
+        tracepoint: None,
+        required: false,
+        args: (0, 0),
+        gives: "each interval's flow records from the flows that moved only (the moved set), \
+                with a full dump every minute",
+        lost: "the moved-set sweep: each interval's dump walks every tracked flow (map \
+               iterator) or every socket (TCP iterator); same figures, more work with many \
+               idle flows",
+    },
+    ProgramSpec {
         name: "dump_flows_tcp",
         tracepoint: None,
         required: true,
@@ -201,9 +236,12 @@ impl FlowProbes {
         let counters: Vec<(&str, u32)> = PROGRAM_EVENTS
             .iter()
             .map(|(n, c)| (*n, c.0))
-            .chain([("dump_flows", ts_health_counter::TS_H_ITER_RECORDS.0)])
+            .chain([
+                ("dump_flows", ts_health_counter::TS_H_ITER_RECORDS.0),
+                ("sweep_moved", ts_health_counter::TS_H_SWEEP_RECORDS.0),
+            ])
             .collect();
-        let (mut skel, dropped) =
+        let (mut skel, mut dropped) =
             load::load_with_fallback("flow", FLOW_PROGRAMS, btf.as_ref(), |plan| {
                 // The skeleton borrows its object storage for its whole
                 // life; one observer per process (and a retry or two at
@@ -239,6 +277,7 @@ impl FlowProbes {
                 open.progs.seed_flows.set_autoattach(false);
                 open.progs.dump_flows.set_autoattach(false);
                 open.progs.dump_flows_tcp.set_autoattach(false);
+                open.progs.sweep_moved.set_autoattach(false);
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;
@@ -288,15 +327,42 @@ impl FlowProbes {
         // What the loaded object does (the mask forced to 0 with
         // ca_from_probe), not what was asked.
         let probe_sampling = skel.maps.rodata_data.map_or(1, |r| r.probe_sample_mask + 1);
-        let probes = FlowProbes {
+        let sweep = if dropped.contains_key("sweep_moved") {
+            None
+        } else {
+            match Sweep::start(&skel) {
+                Ok(sweep) => Some(sweep),
+                Err(e) => {
+                    // Loaded, and its run refused (a policy on test runs):
+                    // said like a program the kernel rejected.
+                    dropped.insert("sweep_moved", NotLoaded::Rejected(format!("{e:#}")));
+                    None
+                }
+            }
+        };
+        let mut probes = FlowProbes {
             skel,
             dump: RefCell::new(dump),
+            sweep,
             events,
             dropped,
             probe_sampling,
         };
-        let mut probes = probes;
         probes.seed().context("seeding pre-existing flows")?;
+        if probes.sweep.is_some() {
+            // From now on the event programs fill the moved set (and gate
+            // their runs on it). The first dump reads every flow anyway.
+            let bss = probes
+                .skel
+                .maps
+                .bss_data
+                .as_deref_mut()
+                .context("flow BPF object has no .bss")?;
+            let gate: *mut u32 = &mut bss.moved_gate;
+            // SAFETY: points into the mmapped .bss map, alive as long as
+            // the skeleton; volatile because the BPF programs read it.
+            unsafe { std::ptr::write_volatile(gate, 1) };
+        }
         Ok(probes)
     }
 
@@ -349,18 +415,75 @@ impl FlowProbes {
             std::ptr::write_volatile(dump_all, all as u32);
         }
         let mut flows = Vec::with_capacity(expected);
-        match &mut *self.dump.borrow_mut() {
-            FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), &mut flows)?,
+        if let Some(sweep) = &mut self.sweep {
+            let moved_full = Self::health_counter(&self.skel, ts_health_counter::TS_H_MOVED_FULL)?;
+            let missing = std::mem::replace(&mut sweep.moved_full, moved_full) != moved_full;
+            if !all && !missing {
+                sweep.run(&mut self.skel, true, &mut flows)?;
+                return Ok(flows);
+            }
+            // A full dump: the iterator reads every flow; the sweep only
+            // keeps the set (and opens the gate's window), emitting nothing.
+            // Its data words are set before the iterator so that both see
+            // one generation.
+            if !all {
+                // SAFETY: as above.
+                unsafe { std::ptr::write_volatile(dump_all, 1) };
+            }
+            Self::read_iterators(&mut self.dump.borrow_mut(), &mut flows)?;
+            sweep.run(&mut self.skel, false, &mut flows)?;
+            return Ok(flows);
+        }
+        Self::read_iterators(&mut self.dump.borrow_mut(), &mut flows)?;
+        Ok(flows)
+    }
+
+    /// The records the iterators give, every flow or the moved ones as the
+    /// data words ask.
+    fn read_iterators(dump: &mut FlowDump, flows: &mut Vec<ts_flow_record>) -> Result<()> {
+        match dump {
+            FlowDump::Map(link) => read_iter(link.as_fd().as_raw_fd(), flows)?,
             FlowDump::PerNetns { link, others } => {
                 // This thread's namespace first, then the others'.
                 let fd = link.as_fd().as_raw_fd();
-                read_iter(fd, &mut flows)?;
+                read_iter(fd, flows)?;
                 if let Some(others) = others {
-                    others.read(fd, &mut flows)?;
+                    others.read(fd, flows)?;
                 }
             }
         }
-        Ok(flows)
+        Ok(())
+    }
+
+    /// One slot of the `health` array summed over CPUs.
+    fn health_counter(skel: &FlowsSkel<'static>, c: ts_health_counter) -> Result<u64> {
+        let per_cpu = skel
+            .maps
+            .health
+            .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
+            .context("reading the health counters")?
+            .unwrap_or_default();
+        Ok(per_cpu
+            .iter()
+            .filter(|v| v.len() >= 8)
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum())
+    }
+
+    /// How each interval's flows are read, for `doctor` and the docs' table.
+    pub(crate) fn dump_path(&self) -> String {
+        let walk = match &*self.dump.borrow() {
+            FlowDump::Map(_) => "the socket-storage map iterator",
+            FlowDump::PerNetns { .. } => "the TCP socket iterator (map iterators refused)",
+        };
+        if self.sweep.is_some() {
+            format!(
+                "flows that moved, from the moved set (sweep_moved); every flow once a \
+                 minute through {walk}"
+            )
+        } else {
+            format!("every flow each interval through {walk} (no moved-set sweep)")
+        }
     }
 
     /// Every event read from the ring buffer since the last call, then the
@@ -470,6 +593,12 @@ impl FlowProbes {
                 .map(|(name, counter)| (*name, counters.get(*counter))),
         )
         .chain(dump_lost)
+        // The sweep always: when it runs, its records and run time are the
+        // per-interval cost; when it does not, why.
+        .chain([(
+            "sweep_moved",
+            counters.get(ts_health_counter::TS_H_SWEEP_RECORDS),
+        )])
         .map(|(name, events)| {
             health_of(
                 self.skel.object(),
@@ -480,6 +609,98 @@ impl FlowProbes {
             )
         })
         .collect()
+    }
+}
+
+impl Sweep {
+    /// The sweep's output ring and a first run (on an empty set): a kernel
+    /// or policy that refuses test runs says so here, at start.
+    fn start(skel: &FlowsSkel<'static>) -> Result<Self> {
+        let out = Arc::new(Mutex::new(SweepOut::default()));
+        let mut builder = RingBufferBuilder::new();
+        {
+            let out = out.clone();
+            builder
+                .add(&skel.maps.sweep_out, move |data: &[u8]| {
+                    let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+                    match read_record::<ts_flow_record>(data) {
+                        Some(rec) => o.records.push(rec),
+                        None => o.malformed += 1,
+                    }
+                    0
+                })
+                .context("setting up the sweep's ring buffer")?;
+        }
+        let ring = builder
+            .build()
+            .context("building the sweep's ring buffer")?;
+        let sweep = Sweep {
+            ring,
+            out,
+            moved_full: FlowProbes::health_counter(skel, ts_health_counter::TS_H_MOVED_FULL)?,
+        };
+        sweep
+            .run_once(skel)
+            .context("a first test run of the sweep")?;
+        Ok(sweep)
+    }
+
+    /// One run of `sweep_moved` from its data words as set; returns where
+    /// it stopped (0: it visited every member).
+    fn run_once(&self, skel: &FlowsSkel<'static>) -> Result<u32> {
+        // raw_tp test runs take the tracepoint's arguments as context;
+        // the sweep reads none.
+        let mut ctx = [0u8; 8];
+        let out = skel
+            .progs
+            .sweep_moved
+            .test_run(libbpf_rs::ProgramInput {
+                context_in: Some(&mut ctx),
+                ..Default::default()
+            })
+            .context("running the moved-set sweep")?;
+        Ok(out.return_value)
+    }
+
+    /// Sweeps the moved set once for this dump (the generation is set
+    /// already): with `emit`, appends the members' records to `flows`.
+    fn run(
+        &mut self,
+        skel: &mut FlowsSkel<'static>,
+        emit: bool,
+        flows: &mut Vec<ts_flow_record>,
+    ) -> Result<()> {
+        let mut skip = 0u32;
+        for _ in 0..SWEEP_MAX_RUNS {
+            {
+                let bss = skel
+                    .maps
+                    .bss_data
+                    .as_deref_mut()
+                    .context("flow BPF object has no .bss")?;
+                let s: *mut u32 = &mut bss.sweep_skip;
+                // SAFETY: points into the mmapped .bss map, alive as long
+                // as the skeleton; volatile because BPF reads it.
+                unsafe { std::ptr::write_volatile(s, skip) };
+                let data = skel
+                    .maps
+                    .data_data
+                    .as_deref_mut()
+                    .context("flow BPF object has no .data")?;
+                let e: *mut u32 = &mut data.sweep_emit;
+                // SAFETY: as above, in the mmapped .data map.
+                unsafe { std::ptr::write_volatile(e, emit as u32) };
+            }
+            let stopped = self.run_once(skel)?;
+            self.ring.consume().context("draining the sweep's ring")?;
+            let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+            flows.append(&mut out.records);
+            if stopped == 0 {
+                return Ok(());
+            }
+            skip = stopped - 1;
+        }
+        anyhow::bail!("the moved-set sweep stopped on a full ring {SWEEP_MAX_RUNS} times in a row")
     }
 }
 

@@ -216,6 +216,9 @@ pub struct SsFlow {
     pub busy_us: f64,
     pub rwnd_limited_us: f64,
     pub sndbuf_limited_us: f64,
+    /// `bytes_acked:N` and `segs_out:N` (absent counts as 0).
+    pub bytes_acked: u64,
+    pub segs_out: u64,
 }
 
 /// Parses `ss -tin` output: a header line, then per socket a line with
@@ -260,6 +263,10 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                 f.rwnd_limited_us = ss_ms(v);
             } else if let Some(v) = tok.strip_prefix("sndbuf_limited:") {
                 f.sndbuf_limited_us = ss_ms(v);
+            } else if let Some(v) = tok.strip_prefix("bytes_acked:") {
+                f.bytes_acked = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("segs_out:") {
+                f.segs_out = v.parse().unwrap();
             }
         }
     }

@@ -1,0 +1,162 @@
+//! Every way the flows can be read each interval gives the same per-flow
+//! figures. The default reads the flows that moved (the moved-set sweep)
+//! with a full dump now and then through the socket-storage map iterator;
+//! a kernel or policy can refuse the sweep, the map iterator or both
+//! (the test-only switch THROTTLESCOPE_TEST_FAIL_PROGRAM refuses them
+//! here). On a lossy lab, per path: `doctor` names the path, health shows
+//! which programs ran, and each flow's last listed totals (read after it
+//! went idle, still open) equal `ss -tin`'s retransmits, bytes acked and
+//! segments out exactly, and their sum nstat's TcpRetransSegs.
+//!
+//! Needs root (BPF, netns). The lab is made under a unique prefix and
+//! removed on drop, also when an assertion fails.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::lab_support::traffic::Bulk;
+use crate::lab_support::{in_netns, parse_ss, watch_lines, Lab};
+use throttlescope::collect::probes::load::TEST_FAIL_ENV;
+use throttlescope::model::snapshot::FlowSample;
+
+/// (programs refused, what doctor's "flow dump" line says).
+const PATHS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &["moved set (sweep_moved)", "socket-storage map iterator"],
+    ),
+    (
+        "dump_flows",
+        &["moved set (sweep_moved)", "TCP socket iterator"],
+    ),
+    (
+        "sweep_moved",
+        &["every flow each interval", "socket-storage map iterator"],
+    ),
+    (
+        "sweep_moved,dump_flows",
+        &["every flow each interval", "TCP socket iterator"],
+    ),
+];
+
+#[test]
+fn every_dump_path_gives_the_figures_ss_and_nstat_give() {
+    let lab = Lab::up("dmp");
+    lab.tool(&["shape", "hv_drop"]);
+    for (i, (refused, doctor_says)) in PATHS.iter().enumerate() {
+        let doctor = Command::new(crate::support::binary())
+            .arg("doctor")
+            .env(TEST_FAIL_ENV, refused)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&doctor.stdout);
+        let line = text
+            .lines()
+            .find(|l| l.contains("flow dump: "))
+            .unwrap_or_else(|| panic!("doctor names the flow dump: {text}"));
+        for words in *doctor_says {
+            assert!(line.contains(words), "refused [{refused}]: {line}");
+        }
+        one_path(&lab, refused, 7200 + i as u16);
+    }
+}
+
+/// Bulk traffic through the lossy lab while `watch` runs with `refused`
+/// programs refused; the flows' last listed totals against ss and nstat.
+fn one_path(lab: &Lab, refused: &'static str, port: u16) {
+    let listen: SocketAddr = format!("{}:{port}", lab.broker_ip).parse().unwrap();
+    let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
+    let broker = lab.broker();
+    let client = lab.client();
+    let (stdout, ss, ports) = in_netns(&broker.clone(), move || {
+        let mut watch = Command::new(crate::support::binary())
+            .args(["watch", "--json", "--duration", "9s", "--interval", "1s"])
+            .env(TEST_FAIL_ENV, refused)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning watch");
+        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        // Attached once it prints: the flows below are born observed, so
+        // their totals start from zero as ss's do.
+        let mut stdout = lines.next().expect("a first interval").unwrap() + "\n";
+        let bulk = Bulk::start(&broker, &client, listen, 3, Duration::from_secs(3), 0);
+        let ports = bulk.peer_ports.clone();
+        bulk.wait_sent();
+        for l in lines {
+            stdout += &(l.unwrap() + "\n");
+        }
+        assert!(
+            watch.wait().unwrap().success(),
+            "watch [{refused}] exited well"
+        );
+        // The sockets are idle (for 4 intervals or more) and still open.
+        let out = Command::new("ss").args(["-tin"]).output().unwrap();
+        let ss = parse_ss(&String::from_utf8_lossy(&out.stdout));
+        bulk.close();
+        (stdout, ss, ports)
+    });
+    let after = lab.nstat(&lab.broker(), "TcpRetransSegs");
+
+    let rows = watch_lines(stdout.as_bytes());
+    let (last, _) = rows.last().expect("intervals");
+    let attached = |name: &str| {
+        last.health
+            .programs
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.attached)
+    };
+    let sweep = !refused.contains("sweep_moved");
+    assert_eq!(attached("sweep_moved"), Some(sweep), "[{refused}]");
+    if refused.contains("dump_flows") {
+        assert_eq!(attached("dump_flows"), Some(false), "[{refused}]");
+    }
+    // Each flow as last listed: the dumps read a flow again after it goes
+    // idle, so that reading holds its final counters.
+    let mut last_seen: HashMap<u16, &FlowSample> = HashMap::new();
+    for (snap, _) in &rows {
+        for f in snap.flows.iter().filter(|f| ports.contains(&f.peer.port())) {
+            last_seen.insert(f.peer.port(), f);
+        }
+    }
+    let mut total = 0;
+    for s in ss.iter().filter(|s| ports.contains(&s.peer_port)) {
+        let f = last_seen
+            .get(&s.peer_port)
+            .unwrap_or_else(|| panic!("[{refused}] flow {} listed", s.peer_port));
+        eprintln!(
+            "[{refused}] peer {}: retrans {} / ss {}, bytes_acked {} / {}, segs_out {} / {}",
+            s.peer_port,
+            f.totals.retrans_segs,
+            s.retrans_total,
+            f.totals.bytes_acked,
+            s.bytes_acked,
+            f.totals.segs_out,
+            s.segs_out
+        );
+        assert_eq!(
+            f.totals.retrans_segs, s.retrans_total,
+            "[{refused}] retransmits"
+        );
+        assert_eq!(
+            f.totals.bytes_acked, s.bytes_acked,
+            "[{refused}] bytes acked"
+        );
+        assert_eq!(f.totals.segs_out, s.segs_out, "[{refused}] segments out");
+        total += f.totals.retrans_segs;
+    }
+    assert_eq!(last_seen.len(), 3, "[{refused}] three flows seen");
+    assert!(
+        total > 10,
+        "[{refused}] the lossy path made retransmits ({total})"
+    );
+    assert_eq!(
+        total,
+        after - before,
+        "[{refused}] total equals nstat TcpRetransSegs"
+    );
+}
