@@ -79,6 +79,15 @@ static __always_inline bool probe_sampled(const struct sk_buff *skb)
 	h ^= h >> 15;
 	return !((h >> 24) & probe_sample_mask);
 }
+/* Whether the segment takes sequence space (data, or a FIN): from the same
+ * control block as the draw, no helper. */
+static __always_inline bool skb_carries_data(const struct sk_buff *skb)
+{
+	const struct tcp_skb_cb *cb = (const void *)skb->cb;
+
+	return cb->end_seq != cb->seq;
+}
+
 /* TEST ONLY (THROTTLESCOPE_TEST_FAIL_PROGRAM): bit N set makes the verifier
  * reject the optional program whose health counter is N, as an older kernel
  * would (TEST_REJECT, common.bpf.h); 0 (the only value outside tests) and the
@@ -104,22 +113,25 @@ volatile __u32 flow_dump_all = 1;
  * went missing from every sum. */
 volatile __u32 seeded_netns = 0;
 /* Set by user space once it reads each interval's flows by sweeping the
- * moved set (sweep_moved) instead of walking every flow. Then the event
+ * moved set (sweep_moved) instead of walking every flow: then the event
  * programs add each flow to the set at its first event of a generation,
- * and two cheap checks let most runs skip the storage lookup (the gate):
- * an unsampled tcp_probe run, or a tcp_sendmsg_locked run, on a socket the
- * kernel stamped after gate_jiffies has nothing to add, because the run
- * that caused the stamp already did (docs/architecture.md, "The moved
- * set"). 0: no set, no gate (the dumps walk every flow). */
+ * and tcp_sendmsg_locked skips the storage when the flow sent this
+ * generation already (docs/architecture.md, "The moved set"). 0: no set. */
 volatile __u32 moved_gate = 0;
-/* jiffies when the current generation's sweep began (written by it). */
+
+/* jiffies when the current generation's sweep began (written by it): the
+ * gates of tcp_probe's unsampled runs and of tcp_sendmsg_locked. */
 volatile __u32 gate_jiffies = 0;
-/* What user space asks of the next sweep_moved run: skip the first
- * sweep_skip members (a run that filled the output ring is resumed there),
- * and write records (sweep_emit) or only keep the set (a full dump through
- * an iterator read every flow already). */
-volatile __u32 sweep_skip = 0;
+/* What user space asks of the next sweep_moved run: a new sweep (sweep_new;
+ * 0: go on with the members the last run left, when it filled the output
+ * ring), and write records (sweep_emit) or only keep the set (a full dump
+ * through an iterator read every flow already). */
+volatile __u32 sweep_new = 1;
 volatile __u32 sweep_emit = 1;
+/* Entries in moved_queue (pushes less pops, atomic), and how many of them
+ * the sweep in progress has still to visit. */
+__s64 moved_queued = 0;
+__s64 sweep_left = 0;
 
 /* When each of the last dumps began (jiffies), by generation: slot gen & 3,
  * written by the dump's first record. A flow whose kernel stamps are later
@@ -190,13 +202,34 @@ struct {
 	__type(value, struct ts_untracked);
 } untracked SEC(".maps");
 
-/* The moved set (flows.h, TS_MOVED_ENTRIES). */
+static __always_inline void health_add(__u32 idx, __u64 n);
+
+/* The moved set (flows.h, TS_MOVED_ENTRIES): members by cookie, and the
+ * queue of members the sweep visits. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, TS_MOVED_ENTRIES);
 	__type(key, __u64);
-	__type(value, struct ts_moved);
+	__type(value, __u8);
 } moved_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_QUEUE);
+	__uint(max_entries, TS_MOVED_ENTRIES);
+	__type(value, struct ts_moved);
+} moved_queue SEC(".maps");
+
+/* A member into the queue: counted; refused (the queue is full) it leaves
+ * the set again, counted as a flow the set had no room for. */
+static __always_inline void moved_enqueue(struct ts_moved *m)
+{
+	if (bpf_map_push_elem(&moved_queue, m, 0)) {
+		bpf_map_delete_elem(&moved_flows, &m->cookie);
+		health_add(TS_H_MOVED_FULL, 1);
+		return;
+	}
+	__sync_fetch_and_add(&moved_queued, 1);
+}
 
 /* The sweep's records, drained by user space after each run. */
 struct {
@@ -223,8 +256,6 @@ static __always_inline __u32 current_ca_state(struct sock *sk)
 	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
 }
 
-/* Adds `n` to slot `idx` of the per-CPU health counters. */
-static __always_inline void health_add(__u32 idx, __u64 n);
 static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st);
 
 /* The flow moved: the next dumps read it again. A load and a compare first,
@@ -241,6 +272,7 @@ static __always_inline void mark_moved(struct sock *sk, struct ts_flow_state *st
 {
 	__u32 gen = flow_dump_gen;
 	struct ts_moved m = {};
+	__u8 member = 1;
 	long err;
 
 	if (st->moved_gen == gen)
@@ -249,11 +281,17 @@ static __always_inline void mark_moved(struct sock *sk, struct ts_flow_state *st
 	if (!moved_gate)
 		return;
 	update_ifindex(sk, st);
+	err = bpf_map_update_elem(&moved_flows, &st->cookie, &member, BPF_NOEXIST);
+	if (err == -17 /* EEXIST: a member already */)
+		return;
+	if (err) {
+		health_add(TS_H_MOVED_FULL, 1);
+		return;
+	}
+	m.cookie = st->cookie;
 	m.sk = (__u64)sk;
 	m.st = (__u64)st;
-	err = bpf_map_update_elem(&moved_flows, &st->cookie, &m, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST: in the set already */)
-		health_add(TS_H_MOVED_FULL, 1);
+	moved_enqueue(&m);
 }
 
 /* Adds `n` to slot `idx` of the per-CPU health counters. */
@@ -622,20 +660,6 @@ static __always_inline void flow_peak(struct ts_flow_state *st, struct tcp_sock 
 	st->pk_start_bytes = bytes;
 }
 
-/* Whether the kernel stamped the socket's receive side (an acceptable ACK:
- * rcv_tstamp; data: icsk_ack.lrcvtime) after the current generation's
- * sweep began: then a segment was processed since, and its tcp_probe run
- * (this one's predecessor) already marked the flow for this generation. A
- * stamp in the sweep's own jiffy counts as older (it may precede the
- * sweep). At tcp_probe the segment at hand has not stamped yet. */
-static __always_inline bool received_since_gate(const struct tcp_sock *tp)
-{
-	__u32 since = gate_jiffies;
-
-	return (__s32)(tp->rcv_tstamp - since) > 0 ||
-	       (__s32)(tp->inet_conn.icsk_ack.lrcvtime - since) > 0;
-}
-
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 {
@@ -644,15 +668,19 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	__u32 srtt, cwnd, gen;
 
 	/* The draw first: it is cheaper than the namespace check, so runs left
-	 * out of the sample, of any namespace, pay only the draw, and with the
-	 * moved set (moved_gate) the gate: only a flow's first segment of a
-	 * generation goes on to find its storage, to mark it and put it in
-	 * the set. */
+	 * out of the sample, of any namespace, pay only the draw. A flow that
+	 * keeps moving on unsampled segments only is still read: the dumps and
+	 * the sweep look at the kernel's own stamps (tcp_stamped_since). With
+	 * the moved set, a flow has to get into it first: an unsampled segment
+	 * carrying data (a pure ACK answers data this flow sent, and its
+	 * sendmsg put it in) that finds the flow has received nothing since
+	 * this generation's sweep (icsk_ack.lrcvtime, stamped for data only,
+	 * after this tracepoint) marks it. */
 	if (probe_sample_mask && !probe_sampled(skb)) {
-		if (!moved_gate || !observed(sk))
+		if (!moved_gate || !skb_carries_data(skb) || !observed(sk))
 			return 0;
 		tp = bpf_skc_to_tcp_sock(sk);
-		if (!tp || received_since_gate(tp))
+		if (!tp || (__s32)(tp->inet_conn.icsk_ack.lrcvtime - gate_jiffies) > 0)
 			return 0;
 		flow_get(sk, true);
 		return 0;
@@ -843,10 +871,10 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	health_inc(health, TS_H_SENDMSG_EVENTS);
 	/* The gate (moved_gate): new data went out after this generation's
 	 * sweep began, so a run before this one (a send, or the ACK that
-	 * clocked it out) marked the flow already, and looked at its owner.
-	 * The storage is looked up once a generation per sending flow, not
-	 * once per send; an owner that changes is seen at the first send of a
-	 * generation that finds nothing sent yet. */
+	 * clocked it out) marked the flow already and looked at its owner.
+	 * The storage is looked up about once a generation per sending flow,
+	 * not once per send; an owner that changes is seen at the first send
+	 * of a generation that finds nothing sent yet. */
 	if (moved_gate) {
 		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 
@@ -857,7 +885,6 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	if (!st)
 		return 0;
 	pid_tgid = bpf_get_current_pid_tgid();
-	/* Cheap when the owner is already known: one compare per sendmsg. */
 	if (st->owner_tgid == pid_tgid >> 32)
 		return 0;
 	st->owner_tgid = pid_tgid >> 32;
@@ -989,6 +1016,15 @@ static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, struct 
 	       in_window(tp->inet_conn.icsk_ack.lrcvtime, w);
 }
 
+/* tcp_stamped_since for a socket known by address (the sweep): the same
+ * stamps through checked reads. */
+static __always_inline bool tcp_stamped_since_read(struct tcp_sock *tp, struct ts_stamp_window w)
+{
+	return in_window(BPF_CORE_READ(tp, rcv_tstamp), w) ||
+	       in_window(BPF_CORE_READ(tp, lsndtime), w) ||
+	       in_window(BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime), w);
+}
+
 /* Whether this dump emits the flow: it moved lately (marked by an event, or,
  * with tcp_probe sampled, stamped by the kernel), or every flow is asked
  * for. The mark is checked first, so without sampling an idle flow costs the
@@ -1074,60 +1110,65 @@ int dump_flows_tcp(struct bpf_iter__tcp *ctx)
 
 /* What one sweep_moved run carries from member to member. */
 struct sweep_state {
+	struct ts_stamp_window w;
 	__u32 gen;
-	__u32 skip;
-	__u32 seen;  /* members visited, the skipped ones included */
 	bool emit;
-	bool full;   /* the output ring filled: stopped at member `seen` */
+	bool full;   /* the output ring filled: the rest waits for the next run */
 };
 
-/* One member of the moved set: its socket and storage read by address,
- * each trusted only once it carries the member's cookie (a socket whose
- * close event was missed may be freed and its memory reused: TCP sockets
- * come from a slab whose memory stays a socket under RCU, which the test
- * run holds, and storage is freed after a grace period); its record
- * written; and the member taken out once the flow has been idle for
- * longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not busy. */
-static long sweep_one(struct bpf_map *map, __u64 *key, struct ts_moved *m,
-		      struct sweep_state *sw)
+/* One member of the moved set, off the queue: its socket and storage read
+ * by address, each trusted only once it carries the member's cookie (a
+ * socket whose close event was missed may be freed and its memory reused:
+ * TCP sockets come from a slab whose memory stays a socket under RCU,
+ * which the test run holds, and storage is freed after a grace period);
+ * its record written; and back on the queue unless the flow has been idle
+ * for longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not
+ * busy. The ring space is taken before the member leaves the queue, so a
+ * full ring stops the sweep with nothing lost. */
+static long sweep_one(__u64 i, struct sweep_state *sw)
 {
-	struct sock *sk = (struct sock *)m->sk;
-	struct tcp_sock *tp = (struct tcp_sock *)m->sk;
 	struct ts_flow_record *rec;
-	struct ts_moved copy;
-	__u64 cookie = *key;
+	struct ts_moved m;
+	struct sock *sk;
+	struct tcp_sock *tp;
 	__u32 gen = sw->gen, moved_gen = 0;
+	__u8 member = 1;
 	bool busy, lately;
 
-	if (sw->seen < sw->skip) {
-		sw->seen++;
-		return 0;
-	}
-	if (BPF_CORE_READ(sk, __sk_common.skc_cookie.counter) != cookie ||
-	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE) {
-		bpf_map_delete_elem(map, key);
-		health_inc(health, TS_H_SWEEP_GONE);
-		return 0;
-	}
+	if (sweep_left <= 0)
+		return 1;
 	rec = bpf_ringbuf_reserve(&sweep_out, sizeof(*rec), 0);
 	if (!rec) {
 		sw->full = true;
 		return 1;
 	}
-	sw->seen++;
-	if (bpf_probe_read_kernel(&rec->st, sizeof(rec->st), (void *)m->st) ||
-	    rec->st.cookie != cookie) {
+	if (bpf_map_pop_elem(&moved_queue, &m)) {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
-		bpf_map_delete_elem(map, key);
-		health_inc(health, TS_H_SWEEP_GONE);
-		return 0;
+		sweep_left = 0;
+		return 1;
 	}
-	rec->cookie = cookie;
+	sweep_left--;
+	__sync_fetch_and_add(&moved_queued, -1);
+	sk = (struct sock *)m.sk;
+	tp = (struct tcp_sock *)m.sk;
+	/* Closed (its close event took it out of the set), or gone. */
+	if (!bpf_map_lookup_elem(&moved_flows, &m.cookie))
+		goto drop;
+	if (BPF_CORE_READ(sk, __sk_common.skc_cookie.counter) != m.cookie ||
+	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE ||
+	    bpf_probe_read_kernel(&rec->st, sizeof(rec->st), (void *)m.st) ||
+	    rec->st.cookie != m.cookie) {
+		bpf_map_delete_elem(&moved_flows, &m.cookie);
+		health_inc(health, TS_H_SWEEP_GONE);
+		goto drop;
+	}
+	rec->cookie = m.cookie;
 	rec->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
 	busy = still_busy(tp, rec, fill_from_socket(rec, sk, tp));
 	if (busy)
-		m->busy_gen = gen;
-	lately = busy || stamped_lately(&rec->st, gen) || gen - m->busy_gen <= TS_DUMP_GENS_KEPT;
+		m.busy_gen = gen;
+	lately = busy || stamped_lately(&rec->st, gen) || gen - m.busy_gen <= TS_DUMP_GENS_KEPT ||
+		 (probe_sample_mask && tcp_stamped_since_read(tp, sw->w));
 	rec->moved_lately = lately;
 	interval_extremes(rec, gen);
 	if (sw->emit) {
@@ -1136,38 +1177,49 @@ static long sweep_one(struct bpf_map *map, __u64 *key, struct ts_moved *m,
 	} else {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	}
-	if (lately)
+	if (lately) {
+		moved_enqueue(&m);
 		return 0;
+	}
 	/* Idle: out of the set. An event that marked the flow meanwhile found
-	 * it still in the set and did not add it; its stamp, stored before
-	 * that, shows here after the delete: put the flow back. */
-	copy = *m;
-	bpf_map_delete_elem(map, key);
+	 * it a member and did not add it; its stamp, stored before that,
+	 * shows here after the delete (both take the bucket's lock): the
+	 * flow goes back in, unless the event's own add came after the delete
+	 * and won. */
+	bpf_map_delete_elem(&moved_flows, &m.cookie);
 	bpf_probe_read_kernel(&moved_gen, sizeof(moved_gen),
-			      (void *)(m->st + __builtin_offsetof(struct ts_flow_state, moved_gen)));
-	if (gen - moved_gen <= TS_DUMP_GENS_KEPT)
-		bpf_map_update_elem(map, key, &copy, BPF_NOEXIST);
+			      (void *)(m.st + __builtin_offsetof(struct ts_flow_state, moved_gen)));
+	if (gen - moved_gen <= TS_DUMP_GENS_KEPT &&
+	    !bpf_map_update_elem(&moved_flows, &m.cookie, &member, BPF_NOEXIST))
+		moved_enqueue(&m);
+	return 0;
+drop:
+	bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
 /* Run by user space (a test run, not attached to anything) once per
  * interval while it reads flows this way: each flow of the moved set, and
- * no other, gives its record (docs/architecture.md, "The moved set"). Its
- * first run of a generation opens the gate's window (gate_jiffies). The
- * return value: 0 when every member was visited, else one more than the
- * member it stopped at (sweep_skip for the next run). */
+ * no other, gives its record (docs/architecture.md, "The moved set"). A
+ * new sweep visits the members queued when it starts (those added while it
+ * runs wait for the next); its first run opens the window of
+ * tcp_sendmsg_locked's gate. Returns 1 when the output ring filled before
+ * every member was visited (run it again, sweep_new 0, after draining).
+ * bpf_loop: at most 2^23 visits a run, more than the queue holds. */
 SEC("raw_tp")
 int sweep_moved(void *ctx)
 {
 	struct sweep_state sw = {
 		.gen = flow_dump_gen,
-		.skip = sweep_skip,
 		.emit = sweep_emit != 0,
 	};
 
 	TEST_REJECT(test_reject, TS_H_SWEEP_RECORDS);
-	if (!sw.skip)
+	if (sweep_new) {
 		gate_jiffies = (__u32)bpf_jiffies64();
-	bpf_for_each_map_elem(&moved_flows, sweep_one, &sw, 0);
-	return sw.full ? sw.seen + 1 : 0;
+		sweep_left = moved_queued;
+	}
+	sw.w = moved_window();
+	bpf_loop(TS_MOVED_ENTRIES, sweep_one, &sw, 0);
+	return sw.full ? 1 : 0;
 }

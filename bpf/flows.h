@@ -54,18 +54,21 @@ enum ts_event_reader {
 #define TS_UNTRACKED_ENTRIES 8192
 
 /*
- * The moved set (flows.bpf.c, moved_flows): the flows that moved lately, by
- * socket cookie, each with where its socket and storage are. The event
- * programs add a flow at its first event of a dump generation; the sweep
- * (sweep_moved) reads exactly these flows each interval and takes out the
- * ones idle for longer than TS_DUMP_GENS_KEPT generations. A hash with
- * preallocated entries (~4.5 MiB at this size): past it a flow that moves is
- * not added, counted in TS_H_MOVED_FULL, and the next dump reads every flow.
+ * The moved set (flows.bpf.c): the flows that moved lately, each once in a
+ * hash by socket cookie (membership: an event adds a flow at its first
+ * event of a dump generation unless it is a member already) and once in a
+ * queue of members with where their socket and storage are (what the
+ * sweep, sweep_moved, visits: it pops every member, writes its record, and
+ * pushes it back unless the flow has been idle for longer than
+ * TS_DUMP_GENS_KEPT generations and is not busy). The queue makes a sweep
+ * cost its members only; a hash walk costs every bucket (~1 ms at this
+ * size). Both preallocated (~6 MiB); past them a flow that moves is not
+ * added, counted in TS_H_MOVED_FULL, and the next dump reads every flow.
  */
 #define TS_MOVED_ENTRIES 65536
 /* The sweep's output ring, in bytes: ~4,800 records a run. A sweep that
- * fills it stops there, user space drains it and runs the sweep again from
- * where it stopped. */
+ * fills it stops there (the members it has not visited stay queued), user
+ * space drains it and runs the sweep again for the rest. */
 #define TS_SWEEP_RINGBUF_BYTES (2 << 20)
 _Static_assert((TS_SWEEP_RINGBUF_BYTES & (TS_SWEEP_RINGBUF_BYTES - 1)) == 0 &&
 		       TS_SWEEP_RINGBUF_BYTES % 4096 == 0,
@@ -176,11 +179,12 @@ struct ts_flow_state {
 	__u64 cookie;
 };
 
-/* A member of the moved set (TS_MOVED_ENTRIES): the addresses of the
- * flow's socket and storage, as the event that added it saw them. The sweep
- * reads both with checked reads and trusts neither until the cookie in each
- * matches the key. */
+/* A member of the moved set's queue (TS_MOVED_ENTRIES): the addresses of
+ * the flow's socket and storage, as the event that added it saw them. The
+ * sweep reads both with checked reads and trusts neither until the cookie
+ * in each matches this one. */
 struct ts_moved {
+	__u64 cookie;
 	__u64 sk;
 	__u64 st;
 	__u32 busy_gen;          /* the last generation the sweep found it busy */

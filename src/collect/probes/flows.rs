@@ -645,8 +645,8 @@ impl Sweep {
         Ok(sweep)
     }
 
-    /// One run of `sweep_moved` from its data words as set; returns where
-    /// it stopped (0: it visited every member).
+    /// One run of `sweep_moved` from its data words as set; returns 1 when
+    /// it stopped on a full output ring, else 0.
     fn run_once(&self, skel: &FlowsSkel<'static>) -> Result<u32> {
         // raw_tp test runs take the tracepoint's arguments as context;
         // the sweep reads none.
@@ -670,35 +670,28 @@ impl Sweep {
         emit: bool,
         flows: &mut Vec<ts_flow_record>,
     ) -> Result<()> {
-        let mut skip = 0u32;
-        for _ in 0..SWEEP_MAX_RUNS {
+        for n in 0..SWEEP_MAX_RUNS {
             {
-                let bss = skel
-                    .maps
-                    .bss_data
-                    .as_deref_mut()
-                    .context("flow BPF object has no .bss")?;
-                let s: *mut u32 = &mut bss.sweep_skip;
-                // SAFETY: points into the mmapped .bss map, alive as long
-                // as the skeleton; volatile because BPF reads it.
-                unsafe { std::ptr::write_volatile(s, skip) };
                 let data = skel
                     .maps
                     .data_data
                     .as_deref_mut()
                     .context("flow BPF object has no .data")?;
-                let e: *mut u32 = &mut data.sweep_emit;
-                // SAFETY: as above, in the mmapped .data map.
-                unsafe { std::ptr::write_volatile(e, emit as u32) };
+                let (new, e): (*mut u32, *mut u32) = (&mut data.sweep_new, &mut data.sweep_emit);
+                // SAFETY: both point into the mmapped .data map, alive as
+                // long as the skeleton; volatile because BPF reads them.
+                unsafe {
+                    std::ptr::write_volatile(new, (n == 0) as u32);
+                    std::ptr::write_volatile(e, emit as u32);
+                }
             }
-            let stopped = self.run_once(skel)?;
+            let full = self.run_once(skel)? != 0;
             self.ring.consume().context("draining the sweep's ring")?;
             let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
             flows.append(&mut out.records);
-            if stopped == 0 {
+            if !full {
                 return Ok(());
             }
-            skip = stopped - 1;
         }
         anyhow::bail!("the moved-set sweep stopped on a full ring {SWEEP_MAX_RUNS} times in a row")
     }
