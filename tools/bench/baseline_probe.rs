@@ -1,18 +1,22 @@
-//! `baseline-probe [--duration D]`, the benchmark's yardstick (an example,
-//! so it never ships in the product): attaches the empty program
-//! (tools/bench/empty.bpf.c) to `tp_btf/tcp_probe` for a while, so
-//! tools/bench can compare `on_tcp_probe`'s cost per event with the fixed
-//! cost of running any BPF program on that tracepoint, over the same events.
+//! `baseline-probe [--duration D] [--only NAME,...]`, the benchmark's
+//! yardstick (an example, so it never ships in the product): attaches empty
+//! programs (tools/bench/empty.bpf.c), one on each tracepoint the
+//! observer's per-event programs use that this kernel has, for a while, so
+//! tools/bench can compare each program's cost per event with the fixed
+//! cost of running any BPF program on its tracepoint, over the same events.
+//! `--only` attaches the named ones only (`empty_tcp_probe,...`).
 //!
-//! Output, for scripts: one JSON line when attached (the program's kernel
-//! id, to read its stats with bpftool over an exact window) and one JSON
-//! line at exit with the cumulative kernel stats since load.
+//! Output, for scripts: per program, one JSON line when attached (its
+//! kernel id, to read its stats with bpftool over an exact window) and one
+//! JSON line at exit with the cumulative kernel stats since load.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use libbpf_rs::btf::types::Typedef;
+use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use throttlescope::collect::probes::flows::{prog_stats, ProgStats};
@@ -27,52 +31,117 @@ mod empty_skel {
 use empty_skel::EmptySkelBuilder;
 
 /// The one program in bpf/empty.bpf.c.
-const PROGRAM: &str = "empty_tcp_probe";
+/// Each empty program and its tracepoint.
+const PROGRAMS: &[(&str, &str)] = &[
+    ("empty_tcp_probe", "tcp_probe"),
+    ("empty_tcp_sendmsg_locked", "tcp_sendmsg_locked"),
+    ("empty_qdisc_enqueue", "qdisc_enqueue"),
+    ("empty_qdisc_dequeue", "qdisc_dequeue"),
+    ("empty_kfree_skb", "kfree_skb"),
+    ("empty_net_dev_start_xmit", "net_dev_start_xmit"),
+    ("empty_netif_receive_skb", "netif_receive_skb"),
+];
+
+const USAGE: &str = "usage: baseline-probe [--duration D] [--only NAME,...]  (D: 30s, 5m, ...)";
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let duration = match args.as_slice() {
-        [] => None,
-        [flag, d] if flag == "--duration" => Some(parse_duration(d).map_err(anyhow::Error::msg)?),
-        _ => bail!("usage: baseline-probe [--duration D]  (D: 30s, 5m, ...)"),
-    };
-    run(duration)
+    let mut duration = None;
+    let mut only: Option<Vec<String>> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match (a.as_str(), args.next()) {
+            ("--duration", Some(d)) => {
+                duration = Some(parse_duration(&d).map_err(anyhow::Error::msg)?)
+            }
+            ("--only", Some(names)) => {
+                let names: Vec<String> = names.split(',').map(str::to_string).collect();
+                if let Some(n) = names.iter().find(|n| !PROGRAMS.iter().any(|(p, _)| p == n)) {
+                    bail!("no empty program {n}; there are: {}", names_of_all());
+                }
+                only = Some(names);
+            }
+            _ => bail!("{USAGE}"),
+        }
+    }
+    run(duration, only)
+}
+
+fn names_of_all() -> String {
+    PROGRAMS
+        .iter()
+        .map(|(p, _)| *p)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Attaches, waits for `duration` (or until SIGINT/SIGTERM), detaches.
-fn run(duration: Option<Duration>) -> Result<()> {
+fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
     signals::install();
+    let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
+    let wanted = |name: &str, tp: &str| {
+        only.as_ref().is_none_or(|o| o.iter().any(|n| n == name))
+            && btf
+                .type_by_name::<Typedef<'_>>(&format!("btf_trace_{tp}"))
+                .is_some()
+    };
     let mut storage = MaybeUninit::<OpenObject>::uninit();
-    let open = EmptySkelBuilder::default()
+    let mut open = EmptySkelBuilder::default()
         .open(&mut storage)
         .context("opening the empty BPF object")?;
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().to_string();
+        let tp = PROGRAMS
+            .iter()
+            .find(|(p, _)| *p == name)
+            .map_or("", |(_, t)| *t);
+        prog.set_autoload(wanted(&name, tp));
+    }
     let mut skel = open
         .load()
-        .context("loading the empty program (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
+        .context("loading the empty programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
     skel.attach()
-        .context("attaching empty_tcp_probe to tp_btf/tcp_probe")?;
-    let fd = skel.progs.empty_tcp_probe.as_fd().as_raw_fd();
-
-    print_report("attached", program_info(fd)?);
+        .context("attaching the empty programs to their tracepoints")?;
+    let loaded: Vec<(String, i32)> = skel
+        .object()
+        .progs()
+        .filter(|p| p.as_fd().as_raw_fd() >= 0 && p.autoload())
+        .map(|p| {
+            (
+                p.name().to_string_lossy().to_string(),
+                p.as_fd().as_raw_fd(),
+            )
+        })
+        .collect();
+    if loaded.is_empty() {
+        bail!("none of the empty programs' tracepoints is in this kernel");
+    }
+    for (name, fd) in &loaded {
+        print_report("attached", name, program_info(*fd)?);
+    }
     match duration {
         Some(d) => {
             signals::sleep_or_stop(d);
         }
         None => while !signals::sleep_or_stop(Duration::from_secs(3600)) {},
     }
-    // Read before the skeleton (and so the program) goes away.
-    let last = program_info(fd)?;
+    // Read before the skeleton (and so the programs) go away.
+    let last: Vec<ProgStats> = loaded
+        .iter()
+        .map(|(_, fd)| program_info(*fd))
+        .collect::<Result<_>>()?;
     drop(skel);
-    print_report("detached", last);
+    for ((name, _), info) in loaded.iter().zip(last) {
+        print_report("detached", name, info);
+    }
     Ok(())
 }
 
 /// One JSON line: the event, the program, its id and its kernel stats (run
 /// counters stay 0 unless `kernel.bpf_stats_enabled` is 1).
-fn print_report(event: &str, info: ProgStats) {
+fn print_report(event: &str, program: &str, info: ProgStats) {
     let line = serde_json::json!({
         "event": event,
-        "program": PROGRAM,
+        "program": program,
         "id": info.id,
         "run_cnt": info.run_cnt,
         "run_time_ns": info.run_time_ns,
@@ -82,5 +151,5 @@ fn print_report(event: &str, info: ProgStats) {
 }
 
 fn program_info(fd: i32) -> Result<ProgStats> {
-    prog_stats(fd).context("reading the empty program's info (bpf_prog_get_info_by_fd)")
+    prog_stats(fd).context("reading an empty program's info (bpf_prog_get_info_by_fd)")
 }
