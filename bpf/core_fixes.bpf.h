@@ -43,6 +43,24 @@ static __always_inline int sk_rx_ifindex(struct sock *sk)
 #define tcp_chrono_type(tp) BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type)
 
 /*
+ * 6.2 ("bpf: Add a kfunc for generic type cast"): bpf_rdonly_cast(), which
+ * the verifier replaces by a register move, gives a tcp_sock view of a
+ * socket with no helper call; before it, bpf_skc_to_tcp_sock(), a helper
+ * (a call and a return: tens of ns per event on CPUs whose return-stack
+ * mitigation makes every return dear). For a socket the tracepoint
+ * guarantees is a full TCP one (tcp_probe, tcp_sendmsg_locked): the cast
+ * does not check, the helper did. The view is read-only. Where the kernel
+ * has no such kfunc, libbpf resolves the weak symbol to 0 and the verifier
+ * drops the branch.
+ */
+static __always_inline struct tcp_sock *tcp_sock_of(struct sock *sk)
+{
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		return bpf_core_cast(sk, struct tcp_sock);
+	return bpf_skc_to_tcp_sock(sk);
+}
+
+/*
  * 6.17, ad892e912b84 ("tcp: trace retransmit failures in
  * tcp_retransmit_skb"): the tracepoint gained a third argument, `err`, and
  * fires for failed retransmits too (err != 0). Before it, (sk, skb) only,

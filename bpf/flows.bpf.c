@@ -679,7 +679,7 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	if (probe_sample_mask && !probe_sampled(skb)) {
 		if (!moved_gate || !skb_carries_data(skb) || !observed(sk))
 			return 0;
-		tp = bpf_skc_to_tcp_sock(sk);
+		tp = tcp_sock_of(sk);
 		if (!tp || (__s32)(tp->inet_conn.icsk_ack.lrcvtime - gate_jiffies) > 0)
 			return 0;
 		flow_get(sk, true);
@@ -688,7 +688,7 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	if (!observed(sk))
 		return 0;
 	st = flow_get(sk, true);
-	tp = bpf_skc_to_tcp_sock(sk);
+	tp = tcp_sock_of(sk);
 	if (!st || !tp)
 		return 0;
 	gen = flow_dump_gen;
@@ -828,6 +828,7 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 	struct ts_close_event *ev;
 	struct ts_flow_state *st;
 	struct tcp_sock *tp;
+	__u64 cookie;
 
 	if (!observed(sk))
 		return 0;
@@ -844,7 +845,10 @@ int BPF_PROG(on_tcp_destroy_sock, struct sock *sk)
 		return 0;
 	}
 	fill_record(&ev->rec, sk, tp, st);
-	bpf_map_delete_elem(&moved_flows, &ev->rec.cookie);
+	/* The key from the stack: kernels before 6.2 or so refuse one in
+	 * ring-buffer memory. */
+	cookie = ev->rec.cookie;
+	bpf_map_delete_elem(&moved_flows, &cookie);
 	ev->hdr.ts_ns = ev->rec.now_ns;
 	ev->hdr.cookie = ev->rec.cookie;
 	ev->hdr.kind = TS_EV_CLOSE;
@@ -876,7 +880,7 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	 * not once per send; an owner that changes is seen at the first send
 	 * of a generation that finds nothing sent yet. */
 	if (moved_gate) {
-		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+		struct tcp_sock *tp = tcp_sock_of(sk);
 
 		if (tp && (__s32)(tp->lsndtime - gate_jiffies) > 0)
 			return 0;

@@ -140,6 +140,12 @@ def main():
                 if not any(name in l for l in lost_lines):
                     fails.append(f"{scenario}: {name} is not attached, and doctor has no [lost] line for it")
             lost = ", ".join(missing) or "nothing"
+            # The per-interval flow read is the same design on every kernel
+            # of the matrix (docs/performance.md): the moved-set sweep.
+            dump = next((l.split("flow dump: ", 1)[1] for l in doctor.splitlines()
+                         if "flow dump: " in l), "")
+            if not dump.startswith("flows that moved"):
+                fails.append(f"{scenario}: doctor's flow dump is not the moved set: {dump or 'no line'!r}")
             judged = []
             for r in rows[1:]:
                 for i in r["analysis"]["interfaces"]:
@@ -170,7 +176,8 @@ def main():
                     fails.append(f"{scenario}: per-flow retransmits {ours}, RetransSegs {theirs} (>5% apart)")
             else:
                 fails.append(f"{scenario}: no /proc/net/snmp readings")
-        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}, doctor names as lost: {lost}{mode}\t"
+        dumped = "the moved set" if "flow dump: flows that moved" in doctor else "NOT the moved set"
+        print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}, doctor names as lost: {lost}, flows read from {dumped}{mode}\t"
               f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")
     for f in fails:
         print(f"  FAIL {kernel}: {f}")

@@ -41,7 +41,10 @@ def scenario(name, rows, retrans_before=100, retrans_after=110, rc=0):
         "=== TC", "qdisc tbf 8001: root", "=== JSON", *rows])
 
 
-def log(*body, doctor="all programs attached", doctor_rc=0, end=True, jail=None):
+MOVED_SET = "[ok]   flow dump: flows that moved, from the moved set (sweep_moved); every flow once a minute through the socket-storage map iterator"
+
+
+def log(*body, doctor="all programs attached\n" + MOVED_SET, doctor_rc=0, end=True, jail=None):
     parts = ["boot noise", "=== KERNEL 6.1.0-56-amd64"]
     if jail is not None:
         parts += ["=== JAIL", *jail]
@@ -130,9 +133,19 @@ class Judge(unittest.TestCase):
         rc, out = self.judge(log(*body))
         self.assertEqual(rc, 1)
         self.assertIn("sendmsg_locked is not attached, and doctor has no [lost] line", out)
-        rc, out = self.judge(log(*body, doctor="[lost] sendmsg_locked (tracepoint)"))
+        rc, out = self.judge(log(*body, doctor="[lost] sendmsg_locked (tracepoint)\n" + MOVED_SET))
         self.assertEqual(rc, 0, out)
         self.assertIn("programs attached 1/2, doctor names as lost: sendmsg_locked", out)
+
+    def test_flows_read_otherwise_than_from_the_moved_set_fail(self):
+        walk = "[ok]   flow dump: every flow each interval through the TCP socket iterator"
+        rc, out = self.judge(good_observe(doctor="all programs attached\n" + walk))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("flows read from NOT the moved set", out)
+        self.assertIn("flow dump is not the moved set: 'every flow each interval", out)
+        rc, out = self.judge(good_observe())
+        self.assertEqual(rc, 0, out)
+        self.assertIn("flows read from the moved set", out)
 
     def test_a_missing_scenario_and_end_fail(self):
         q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5) for _ in range(2)]
