@@ -489,6 +489,8 @@ impl Collector {
                 + self.probes.lost_in_reader(),
             closes_deferred: counters.get(ts_health_counter::TS_H_CLOSES_DEFERRED),
             closes_lost: counters.get(ts_health_counter::TS_H_CLOSES_LOST),
+            moved_set_full: counters.get(ts_health_counter::TS_H_MOVED_FULL),
+            moved_set_gone: counters.get(ts_health_counter::TS_H_SWEEP_GONE),
             iter_records: counters.get(ts_health_counter::TS_H_ITER_RECORDS),
             seeded_flows: counters.get(ts_health_counter::TS_H_SEEDED),
             counter_read_failures: self.counter_read_failures,

@@ -609,6 +609,17 @@ pub struct Health {
     /// lost closes were counted in `ringbuf_drops`.
     #[serde(default)]
     pub closes_lost: u64,
+    /// Flows that moved and found the moved set full (docs/architecture.md,
+    /// "The moved set"): the dump after each read every flow, so nothing is
+    /// missing, but the interval cost what a full dump costs. Absent (0)
+    /// before format 1.11.
+    #[serde(default)]
+    pub moved_set_full: u64,
+    /// Members of the moved set whose socket was gone when the sweep came
+    /// (its close event was missed): dropped, their flows forgotten at the
+    /// next full dump. Absent (0) before format 1.11.
+    #[serde(default)]
+    pub moved_set_gone: u64,
     /// Flow records the snapshot iterator wrote.
     pub iter_records: u64,
     /// Sockets found already open when the observer started.

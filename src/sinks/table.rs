@@ -225,6 +225,14 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
     if let Some(s) = untracked_text(h) {
         let _ = writeln!(out, "health: {s}");
     }
+    if h.moved_set_full + h.moved_set_gone > 0 {
+        let _ = writeln!(
+            out,
+            "health: moved set full {} times (the next dump read every flow), {} members gone \
+             with their close missed",
+            h.moved_set_full, h.moved_set_gone
+        );
+    }
     if let Some(s) = h.probe_sampling_text() {
         let _ = writeln!(
             out,

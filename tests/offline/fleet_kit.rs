@@ -51,6 +51,8 @@ const EXPORTER_METRICS: &[&str] = &[
     "throttlescope_folded_flows",
     "throttlescope_closes_lost_total",
     "throttlescope_closes_deferred_total",
+    "throttlescope_moved_set_full_total",
+    "throttlescope_moved_set_gone_total",
     "throttlescope_allowance_read_failures_total",
     "throttlescope_allowance_untrusted_reads_total",
     "throttlescope_allowance_counter_resets_total",

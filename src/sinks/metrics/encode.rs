@@ -586,6 +586,20 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     closes_deferred.int(Vec::new(), state.closes_deferred);
+    let mut moved_full = Family::new(
+        "throttlescope_moved_set_full",
+        "Flows that moved and found the moved set full: the next dump read every flow \
+         (nothing missing; that interval cost a full dump).",
+        Kind::Counter,
+    );
+    moved_full.int(Vec::new(), state.moved_set_full);
+    let mut moved_gone = Family::new(
+        "throttlescope_moved_set_gone",
+        "Members of the moved set whose socket was gone when the sweep came (their close \
+         event was missed): dropped, their flows forgotten at the next full dump.",
+        Kind::Counter,
+    );
+    moved_gone.int(Vec::new(), state.moved_set_gone);
     let mut missing = Family::new(
         "throttlescope_interface_missing",
         "1 for an interface asked for with --iface that was missing in the last interval \
@@ -623,6 +637,8 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
         folded,
         closes_lost,
         closes_deferred,
+        moved_full,
+        moved_gone,
         missing,
         intervals,
         last,

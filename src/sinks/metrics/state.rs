@@ -105,6 +105,8 @@ pub struct ExporterState {
     pub ringbuf_drops: u64,
     pub closes_lost: u64,
     pub closes_deferred: u64,
+    pub moved_set_full: u64,
+    pub moved_set_gone: u64,
     pub folded_flows: u64,
     pub untracked_flows: u64,
     /// Untracked sockets open at the end of the last interval, and the
@@ -262,6 +264,8 @@ impl ExporterState {
         self.ringbuf_drops = h.ringbuf_drops;
         self.closes_lost = h.closes_lost;
         self.closes_deferred = h.closes_deferred;
+        self.moved_set_full = h.moved_set_full;
+        self.moved_set_gone = h.moved_set_gone;
         self.folded_flows = snap.folded.flow_count();
         self.untracked_flows = h.untracked_flows;
         self.untracked_open = h.untracked_open;
