@@ -13,44 +13,18 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-SEC("tp_btf/tcp_probe")
-int BPF_PROG(empty_tcp_probe)
-{
-	return 0;
-}
+/* An empty program named empty_TP on tp_btf/TP. */
+#define EMPTY_ON(tp)                                                           \
+	SEC("tp_btf/" #tp)                                                     \
+	int BPF_PROG(empty_##tp)                                               \
+	{                                                                      \
+		return 0;                                                      \
+	}
 
-SEC("tp_btf/tcp_sendmsg_locked")
-int BPF_PROG(empty_tcp_sendmsg_locked)
-{
-	return 0;
-}
-
-SEC("tp_btf/qdisc_enqueue")
-int BPF_PROG(empty_qdisc_enqueue)
-{
-	return 0;
-}
-
-SEC("tp_btf/qdisc_dequeue")
-int BPF_PROG(empty_qdisc_dequeue)
-{
-	return 0;
-}
-
-SEC("tp_btf/kfree_skb")
-int BPF_PROG(empty_kfree_skb)
-{
-	return 0;
-}
-
-SEC("tp_btf/net_dev_start_xmit")
-int BPF_PROG(empty_net_dev_start_xmit)
-{
-	return 0;
-}
-
-SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(empty_netif_receive_skb)
-{
-	return 0;
-}
+EMPTY_ON(tcp_probe)
+EMPTY_ON(tcp_sendmsg_locked)
+EMPTY_ON(qdisc_enqueue)
+EMPTY_ON(qdisc_dequeue)
+EMPTY_ON(kfree_skb)
+EMPTY_ON(net_dev_start_xmit)
+EMPTY_ON(netif_receive_skb)

@@ -306,21 +306,15 @@ impl FlowProbes {
         };
 
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let mut builder = RingBufferBuilder::new();
-        {
-            let pending = pending.clone();
-            builder
-                .add(&skel.maps.events, move |data: &[u8]| {
-                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
-                    match decode_event(data) {
-                        Some(ev) => p.push(ev),
-                        None => p.malformed += 1,
-                    }
-                    0
-                })
-                .context("setting up the event ring buffer")?;
-        }
-        let ring = builder.build().context("building the ring buffer")?;
+        let ring = ring_into(
+            &skel.maps.events,
+            pending.clone(),
+            |p, data| match decode_event(data) {
+                Some(ev) => p.push(ev),
+                None => p.malformed += 1,
+            },
+        )
+        .context("setting up the event ring buffer")?;
         let events =
             EventReader::start(ring, pending).context("starting the event reader thread")?;
 
@@ -530,7 +524,10 @@ impl FlowProbes {
     /// messages that could not be decoded (never expected).
     pub(crate) fn lost_in_reader(&self) -> u64 {
         let (over_cap, malformed) = self.events.lost();
-        over_cap + malformed
+        let sweep_malformed = self.sweep.as_ref().map_or(0, |s| {
+            s.out.lock().unwrap_or_else(|e| e.into_inner()).malformed
+        });
+        over_cap + malformed + sweep_malformed
     }
 
     /// The `health` array summed over CPUs.
@@ -617,23 +614,15 @@ impl Sweep {
     /// or policy that refuses test runs says so here, at start.
     fn start(skel: &FlowsSkel<'static>) -> Result<Self> {
         let out = Arc::new(Mutex::new(SweepOut::default()));
-        let mut builder = RingBufferBuilder::new();
-        {
-            let out = out.clone();
-            builder
-                .add(&skel.maps.sweep_out, move |data: &[u8]| {
-                    let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
-                    match read_record::<ts_flow_record>(data) {
-                        Some(rec) => o.records.push(rec),
-                        None => o.malformed += 1,
-                    }
-                    0
-                })
-                .context("setting up the sweep's ring buffer")?;
-        }
-        let ring = builder
-            .build()
-            .context("building the sweep's ring buffer")?;
+        let ring = ring_into(
+            &skel.maps.sweep_out,
+            out.clone(),
+            |o, data| match read_record::<ts_flow_record>(data) {
+                Some(rec) => o.records.push(rec),
+                None => o.malformed += 1,
+            },
+        )
+        .context("setting up the sweep's ring buffer")?;
         let sweep = Sweep {
             ring,
             out,
@@ -695,6 +684,21 @@ impl Sweep {
         }
         anyhow::bail!("the moved-set sweep stopped on a full ring {SWEEP_MAX_RUNS} times in a row")
     }
+}
+
+/// A ring buffer over `map` whose messages `take` hands to `sink`, under its
+/// lock (the event reader thread and the collector share some).
+fn ring_into<T: Send + 'static>(
+    map: &dyn MapCore,
+    sink: Arc<Mutex<T>>,
+    take: fn(&mut T, &[u8]),
+) -> Result<libbpf_rs::RingBuffer<'static>> {
+    let mut builder = RingBufferBuilder::new();
+    builder.add(map, move |data: &[u8]| {
+        take(&mut sink.lock().unwrap_or_else(|e| e.into_inner()), data);
+        0
+    })?;
+    Ok(builder.build()?)
 }
 
 /// The dropped programs of `specs`, in the specs' order.
