@@ -875,14 +875,19 @@ int BPF_PROG(on_tcp_sendmsg_locked, const struct sock *csk)
 	health_inc(health, TS_H_SENDMSG_EVENTS);
 	/* The gate (moved_gate): new data went out after this generation's
 	 * sweep began, so a run before this one (a send, or the ACK that
-	 * clocked it out) marked the flow already and looked at its owner.
-	 * The storage is looked up about once a generation per sending flow,
-	 * not once per send; an owner that changes is seen at the first send
-	 * of a generation that finds nothing sent yet. */
+	 * clocked it out) marked the flow already. The owner is looked at on
+	 * a connection's first send (nothing sent yet: the connection's setup
+	 * stamps lsndtime too), on the first send of a generation that finds
+	 * nothing sent since the sweep, and on one send in 64 besides (a draw
+	 * on write_seq, which every send moves): a flow that never stops
+	 * sending, its transmits clocked out by ACKs between the sweep and its
+	 * next send, finds lsndtime fresh at every send and would otherwise
+	 * never name a new owner. */
 	if (moved_gate) {
 		struct tcp_sock *tp = tcp_sock_of(sk);
 
-		if (tp && (__s32)(tp->lsndtime - gate_jiffies) > 0)
+		if (tp && tp->bytes_sent && (__s32)(tp->lsndtime - gate_jiffies) > 0 &&
+		    ((tp->write_seq * 2654435761u) >> 26))
 			return 0;
 	}
 	st = flow_get(sk, true);
