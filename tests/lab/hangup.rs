@@ -375,6 +375,17 @@ fn sigterm_to_a_recorder_whose_terminal_has_gone_stops_it_cleanly() {
         Session::StdioOnly,
     );
     child.wait_for_screen("recording to");
+    // "recording to" is said before the probes load: the CPU budget is for
+    // recording, so it is measured once the first interval is written
+    // (loading and the first full dump are not idling).
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&rec).map_or(0, |t| t.lines().count()) < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "no interval recorded in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let before = child.cpu();
     child.close_pty();
     std::thread::sleep(Duration::from_secs(1));
