@@ -534,19 +534,7 @@ impl FlowProbes {
     pub(crate) fn counters(&self) -> Result<ProbeCounters> {
         let mut out = ProbeCounters::default();
         for (i, slot) in out.0.iter_mut().enumerate() {
-            let key = (i as u32).to_ne_bytes();
-            let per_cpu = self
-                .skel
-                .maps
-                .health
-                .lookup_percpu(&key, MapFlags::ANY)
-                .context("reading the health counters")?
-                .unwrap_or_default();
-            *slot = per_cpu
-                .iter()
-                .filter(|v| v.len() >= 8)
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum();
+            *slot = Self::health_counter(&self.skel, ts_health_counter(i as u32))?;
         }
         Ok(out)
     }
