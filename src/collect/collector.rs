@@ -137,7 +137,7 @@ pub struct Collector {
     prev_frag_creates: Option<u64>,
     /// Ring-buffer events lost (or undecodable) as of the last interval: when
     /// it grows a close event may be among them, so the next dump is full.
-    prev_lost_closes: u64,
+    prev_full_dump_losses: u64,
     /// A full dump failed: the next interval dumps in full again.
     full_dump_due: bool,
     /// A failed flow dump was said on stderr (once per run: the count is in
@@ -237,14 +237,14 @@ impl Collector {
             late_intervals: 0,
             due_ns: None,
             prev_frag_creates: fragments::read_frag_creates().ok(),
-            prev_lost_closes: 0,
+            prev_full_dump_losses: 0,
             full_dump_due: false,
             flow_dump_error_said: false,
             untracked_bytes: Default::default(),
             netns_seen: HashMap::new(),
         };
         // Baselines: the first snapshot reports growth from now on.
-        c.prev_lost_closes = c.lost_closes()?;
+        c.prev_full_dump_losses = c.full_dump_losses()?;
         // The first dump is a full one: room for every socket seeding found.
         let seeded = c.probes.counters()?.get(ts_health_counter::TS_H_SEEDED);
         let live = c.probes.read_flows(true, seeded as usize + 1024)?;
@@ -276,14 +276,13 @@ impl Collector {
         Ok(c)
     }
 
-    /// Close records lost since start (the ring buffer and the overflow map
-    /// both full): their flows vanish without a final record, which only a
-    /// full dump notices.
-    fn lost_closes(&self) -> Result<u64> {
-        Ok(self
-            .probes
-            .counters()?
-            .get(ts_health_counter::TS_H_CLOSES_LOST))
+    /// What only a full dump makes up for, counted since start: close
+    /// records lost (the ring buffer and the overflow map both full: their
+    /// flows vanish without a final record) and flows that moved when the
+    /// moved set was full (the sweep does not read them).
+    fn full_dump_losses(&self) -> Result<u64> {
+        let c = self.probes.counters()?;
+        Ok(c.get(ts_health_counter::TS_H_CLOSES_LOST) + c.get(ts_health_counter::TS_H_MOVED_FULL))
     }
 
     /// The interval the next `collect` ends should end by `due` (the
@@ -301,11 +300,11 @@ impl Collector {
     pub fn collect(&mut self) -> Result<Snapshot> {
         // Losses are read before the events are drained: a close record lost
         // after this is seen next interval, and its flow forgotten then.
-        let lost = self.lost_closes()?;
-        let all = lost != self.prev_lost_closes
+        let lost = self.full_dump_losses()?;
+        let all = lost != self.prev_full_dump_losses
             || (self.seq + 1) % FULL_DUMP_EVERY == 0
             || std::mem::take(&mut self.full_dump_due);
-        self.prev_lost_closes = lost;
+        self.prev_full_dump_losses = lost;
         let events = self.probes.drain_events()?;
         // A full dump reads every tracked flow: room for them all at once,
         // not a buffer doubled up to it (at 30,000 flows, 16 MB copied into

@@ -67,9 +67,6 @@ struct Sweep {
     ring: libbpf_rs::RingBuffer<'static>,
     /// What the ring's callback decoded since the last take.
     out: Arc<Mutex<SweepOut>>,
-    /// `TS_H_MOVED_FULL` as of the last dump: when it grows, a flow that
-    /// moved is missing from the set, and the next dump reads every flow.
-    moved_full: u64,
 }
 
 #[derive(Default)]
@@ -410,20 +407,12 @@ impl FlowProbes {
         }
         let mut flows = Vec::with_capacity(expected);
         if let Some(sweep) = &mut self.sweep {
-            let moved_full = Self::health_counter(&self.skel, ts_health_counter::TS_H_MOVED_FULL)?;
-            let missing = std::mem::replace(&mut sweep.moved_full, moved_full) != moved_full;
-            if !all && !missing {
+            if !all {
                 sweep.run(&mut self.skel, true, &mut flows)?;
                 return Ok(flows);
             }
             // A full dump: the iterator reads every flow; the sweep only
             // keeps the set (and opens the gate's window), emitting nothing.
-            // Its data words are set before the iterator so that both see
-            // one generation.
-            if !all {
-                // SAFETY: as above.
-                unsafe { std::ptr::write_volatile(dump_all, 1) };
-            }
             Self::read_iterators(&mut self.dump.borrow_mut(), &mut flows)?;
             sweep.run(&mut self.skel, false, &mut flows)?;
             return Ok(flows);
@@ -611,11 +600,7 @@ impl Sweep {
             },
         )
         .context("setting up the sweep's ring buffer")?;
-        let sweep = Sweep {
-            ring,
-            out,
-            moved_full: FlowProbes::health_counter(skel, ts_health_counter::TS_H_MOVED_FULL)?,
-        };
+        let sweep = Sweep { ring, out };
         sweep
             .run_once(skel)
             .context("a first test run of the sweep")?;
