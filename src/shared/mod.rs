@@ -5,6 +5,7 @@
 pub(crate) mod build_info;
 pub(crate) mod clock;
 pub mod signals;
+pub(crate) mod stop_fd;
 pub mod terminal_text;
 pub mod units;
 pub mod usage_error;

@@ -32,6 +32,11 @@ static CAUSE: AtomicI32 = AtomicI32::new(0);
 static URGENT_SIGNALS: AtomicU32 = AtomicU32::new(0);
 /// The pipe's write end, -1 before [`install`].
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
+/// A second pipe, for sleepers ([`sleep_or_stop`]): one byte is written at
+/// the first stop and never read, so it stays readable from then on. -1
+/// before [`install`] (its read end, then its write end).
+static STOPPED_READ_FD: AtomicI32 = AtomicI32::new(-1);
+static STOPPED_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 /// A `fn()` to run before a forced exit (0: none).
 static FORCED_EXIT_HOOK: AtomicUsize = AtomicUsize::new(0);
 /// SIGTSTP and SIGCONT seen, for the full-screen view ([`take_job_control`]).
@@ -53,8 +58,24 @@ extern "C" fn on_signal(sig: libc::c_int) {
         again = URGENT_SIGNALS.fetch_add(1, Ordering::SeqCst) > 0;
     }
     let byte = if again { WAKE_AGAIN } else { WAKE_STOP };
+    if first {
+        announce_stop();
+    }
     if first || again {
         wake(byte);
+    }
+}
+
+/// Makes the sleepers' pipe readable. Async-signal-safe.
+fn announce_stop() {
+    let fd = STOPPED_WRITE_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = WAKE_STOP;
+        // SAFETY: write(2) on our own non-blocking pipe from a valid
+        // one-byte buffer.
+        unsafe {
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
     }
 }
 
@@ -114,6 +135,12 @@ pub fn install() {
                 WAKE_FD.store(-1, Ordering::SeqCst);
             }
         }
+        let mut stopped = [0 as libc::c_int; 2];
+        // SAFETY: pipe2 fills two descriptors we own from here on.
+        if unsafe { libc::pipe2(stopped.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
+            STOPPED_READ_FD.store(stopped[0], Ordering::SeqCst);
+            STOPPED_WRITE_FD.store(stopped[1], Ordering::SeqCst);
+        }
         let handler = on_signal as *const () as usize;
         set_handler(libc::SIGINT, handler, true);
         set_handler(libc::SIGTERM, handler, false);
@@ -138,6 +165,7 @@ pub(crate) fn terminal_lost() {
         .compare_exchange(0, libc::SIGHUP, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
     {
+        announce_stop();
         wake(WAKE_STOP);
     }
 }
@@ -183,8 +211,13 @@ pub(crate) fn stop_self() {
 }
 
 /// Sleeps up to `d`, returning early (true) when a stop was requested.
+/// The sleep is one poll(2) on the sleepers' pipe (a stop makes it
+/// readable), not a loop of short sleeps: an idle observer wakes once an
+/// interval, not twenty times. Before [`install`] it looks at the flag
+/// every 50 ms.
 pub fn sleep_or_stop(d: Duration) -> bool {
     let end = Instant::now() + d;
+    let fd = STOPPED_READ_FD.load(Ordering::SeqCst);
     loop {
         if stop_requested() {
             return true;
@@ -193,7 +226,20 @@ pub fn sleep_or_stop(d: Duration) -> bool {
         if now >= end {
             return false;
         }
-        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+        let left = end - now;
+        if fd < 0 {
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+            continue;
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // Rounded up, so the loop does not spin on a sub-millisecond rest.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: one pollfd, as passed, on our own pipe's read end.
+        unsafe { libc::poll(&mut pfd, 1, ms) };
     }
 }
 

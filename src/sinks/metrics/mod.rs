@@ -14,7 +14,6 @@ mod server;
 mod state;
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 
@@ -23,6 +22,7 @@ use prometheus_client::registry::Registry;
 
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
+use crate::shared::stop_fd::StopFd;
 use crate::sinks::otlp::OtlpCounters;
 
 pub use encode::to_prometheus_text;
@@ -53,7 +53,7 @@ pub struct MetricsServer {
     registry: Registry,
     published: http::Published,
     stats: Arc<server::Stats>,
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopFd>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -76,7 +76,9 @@ impl MetricsServer {
         // Before the first interval /metrics already answers, with the
         // families that have values (`throttlescope_intervals_total 0`).
         let published = Arc::new(RwLock::new(Arc::new(exposition(&registry))));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(
+            StopFd::new().with_context(|| format!("--metrics {addr}: making the stop eventfd"))?,
+        );
         let thread = {
             let (published, stop, stats) = (published.clone(), stop.clone(), stats.clone());
             std::thread::Builder::new()
@@ -130,9 +132,9 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        // The server thread looks at `stop` at least every 100 ms; it
-        // closes the listener and every connection as it returns.
-        self.stop.store(true, Ordering::Release);
+        // The server thread waits on `stop` beside its sockets; it closes
+        // the listener and every connection as it returns.
+        self.stop.signal();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

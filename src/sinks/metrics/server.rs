@@ -24,12 +24,13 @@
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::http::{self, Published, Response, Taken, MAX_HEADER_BYTES};
 use super::state::EndpointCounters;
+use crate::shared::stop_fd::StopFd;
 
 /// Open connections at most: Prometheus needs one per scraper, so this is
 /// room for many scrapers and a flood, at ~8 KiB of buffer each.
@@ -41,8 +42,6 @@ pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time to take a whole answer. Prometheus' default scrape timeout is
 /// 10 s: past it the scraper has given up anyway.
 pub(crate) const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest poll(2) wait: how soon a stop request is seen.
-const TICK: Duration = Duration::from_millis(100);
 /// After a failed accept() that evicting cannot cure (no connection to
 /// give back, or not EMFILE/ENFILE/ECONNABORTED) the listener rests this
 /// long, so a persistent error cannot spin the loop.
@@ -372,12 +371,15 @@ fn ms_until(now: Instant, t: Instant) -> libc::c_int {
     libc::c_int::try_from(d.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX)
 }
 
-/// Serves `listener` (already non-blocking) until `stop` is set; at most
-/// `cap` connections at once.
+/// Serves `listener` (already non-blocking) until `stop` is signalled; at
+/// most `cap` connections at once. The thread sleeps in poll(2) until a
+/// socket is ready, a deadline (a connection's, the listener's rest, the
+/// refusal report's quiet time) comes, or `stop` is signalled: between
+/// scrapes it does not wake.
 pub(crate) fn run(
     listener: TcpListener,
     published: Published,
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopFd>,
     stats: Arc<Stats>,
     cap: usize,
 ) {
@@ -401,7 +403,7 @@ pub(crate) fn run(
         }
     };
 
-    while !stop.load(Ordering::Acquire) {
+    loop {
         let now = Instant::now();
         conns.retain(|c| {
             if c.deadline > now {
@@ -425,30 +427,35 @@ pub(crate) fn run(
             events: libc::POLLIN,
             revents: 0,
         });
-        let mut wake = now + TICK;
+        pollfds.push(stop.pollfd());
+        let mut wake: Option<Instant> = None;
+        let mut wake_by = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
         for c in &conns {
             pollfds.push(libc::pollfd {
                 fd: c.stream.as_raw_fd(),
                 events: c.events(),
                 revents: 0,
             });
-            wake = wake.min(c.deadline);
+            wake_by(c.deadline);
         }
         if let Some(t) = listen_after {
-            wake = wake.min(t);
+            wake_by(t);
         }
+        // Refusals counted during the report's quiet time are said when
+        // it ends.
+        if let Some(t) = reporter.quiet_until.filter(|t| *t > now) {
+            wake_by(t);
+        }
+        let timeout = wake.map_or(-1, |t| ms_until(now, t));
         // SAFETY: `pollfds` is a live, initialised array of its length.
-        let n = unsafe {
-            libc::poll(
-                pollfds.as_mut_ptr(),
-                pollfds.len() as libc::nfds_t,
-                ms_until(now, wake),
-            )
-        };
+        let n = unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, timeout) };
         if n < 0 {
             // EINTR, or ENOMEM: either way the next turn tries again.
             std::thread::sleep(Duration::from_millis(1));
             continue;
+        }
+        if pollfds[1].revents != 0 {
+            return;
         }
         let now = Instant::now();
 
@@ -456,7 +463,7 @@ pub(crate) fn run(
         // that has arrived is served before a burst of accepts could
         // evict its connection.
         let mut keep = Vec::with_capacity(conns.len());
-        for (c, p) in conns.iter_mut().zip(&pollfds[1..]) {
+        for (c, p) in conns.iter_mut().zip(&pollfds[2..]) {
             let next = if p.revents != 0 {
                 c.on_ready(&published, now)
             } else {
