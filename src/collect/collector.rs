@@ -281,8 +281,8 @@ impl Collector {
     /// flows vanish without a final record) and flows that moved when the
     /// moved set was full (the sweep does not read them).
     fn full_dump_losses(&self) -> Result<u64> {
-        let c = self.probes.counters()?;
-        Ok(c.get(ts_health_counter::TS_H_CLOSES_LOST) + c.get(ts_health_counter::TS_H_MOVED_FULL))
+        Ok(self.probes.counter(ts_health_counter::TS_H_CLOSES_LOST)?
+            + self.probes.counter(ts_health_counter::TS_H_MOVED_FULL)?)
     }
 
     /// The interval the next `collect` ends should end by `due` (the

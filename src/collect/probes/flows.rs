@@ -2,7 +2,7 @@
 //! the `dump_flows` iterator, events through the ring buffer, health through
 //! the per-CPU `health` array and each program's kernel stats.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io::Read;
 use std::mem::{size_of, MaybeUninit};
 use std::os::fd::{AsFd, AsRawFd};
@@ -92,6 +92,8 @@ pub(crate) struct FlowProbes {
     /// tcp_probe's per-segment figures come from one run in this many (1:
     /// every run).
     probe_sampling: u32,
+    /// TS_H_CLOSES_DEFERRED when `closed_overflow` was last walked.
+    deferred_walked: Cell<u64>,
 }
 
 /// Every program of flows.bpf.c. Required: the per-flow figures the verdicts
@@ -338,6 +340,7 @@ impl FlowProbes {
             events,
             dropped,
             probe_sampling,
+            deferred_walked: Cell::new(0),
         };
         probes.seed().context("seeding pre-existing flows")?;
         if probes.sweep.is_some() {
@@ -480,8 +483,18 @@ impl FlowProbes {
 
     /// Moves every record of `closed_overflow` into `out` as a close event.
     /// Keys are listed first and deleted after: deleting while walking a
-    /// hash map's keys can restart the walk.
+    /// hash map's keys can restart the walk. The map is walked only when
+    /// the count of deferred closes grew since the last walk: listing the
+    /// keys of an empty hash visits all its 32,768 buckets (about 65 us a
+    /// walk here). The count is taken before the walk and a program adds to
+    /// it after its record is in the map, so a record the walk misses is
+    /// counted after this read, and the next interval walks.
     fn take_deferred_closes(&self, out: &mut Vec<RawEvent>) -> Result<()> {
+        let deferred = Self::health_counter(&self.skel, ts_health_counter::TS_H_CLOSES_DEFERRED)?;
+        if deferred == self.deferred_walked.get() {
+            return Ok(());
+        }
+        self.deferred_walked.set(deferred);
         let map = &self.skel.maps.closed_overflow;
         let keys: Vec<Vec<u8>> = map.keys().collect();
         for key in keys {
@@ -517,6 +530,12 @@ impl FlowProbes {
             s.out.lock().unwrap_or_else(|e| e.into_inner()).malformed
         });
         over_cap + malformed + sweep_malformed
+    }
+
+    /// One slot of the `health` array summed over CPUs: a read of the map
+    /// for that slot only.
+    pub(crate) fn counter(&self, c: ts_health_counter) -> Result<u64> {
+        Self::health_counter(&self.skel, c)
     }
 
     /// The `health` array summed over CPUs.
