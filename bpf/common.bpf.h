@@ -29,6 +29,23 @@
 	} while (0)
 
 /*
+ * A field of a kernel object, read one of two ways, chosen by `direct`, a
+ * constant at every use (so each inlined copy keeps one way):
+ *   direct: a plain load through a BTF pointer (a program's trusted
+ *     argument, or a bpf_core_cast() view), which the verifier turns into a
+ *     fault-safe load: no helper call;
+ *   else: BPF_CORE_READ, a bpf_probe_read_kernel() call per field, for an
+ *     address the verifier knows nothing of (the moved-set sweep on kernels
+ *     without bpf_rdonly_cast, before 6.2).
+ * Both are CO-RE relocated. Where every return costs tens of ns (the
+ * "Safe RET" mitigation), a record of ~50 fields was ~2 us of helper calls.
+ * `field` is one member path (a.b.c or a[1]), not a chain of pointers.
+ */
+#define TS_READ(direct, p, field) ((direct) ? (p)->field : BPF_CORE_READ(p, field))
+#define TS_READ_BITS(direct, p, field)                                           \
+	((direct) ? BPF_CORE_READ_BITFIELD(p, field) : BPF_CORE_READ_BITFIELD_PROBED(p, field))
+
+/*
  * Network namespace inodes. Plain dereferences, not BPF_CORE_READ: `sk` and
  * `dev` are BTF pointers in every program that calls these, so the verifier
  * turns them into direct loads, where BPF_CORE_READ would make two

@@ -24,23 +24,25 @@ struct inet_sock___pre_5_16 {
 	int rx_dst_ifindex;
 } __attribute__((preserve_access_index));
 
-static __always_inline int sk_rx_ifindex(struct sock *sk)
+static __always_inline int sk_rx_ifindex(struct sock *sk, bool direct)
 {
 	if (bpf_core_field_exists(sk->sk_rx_dst_ifindex))
-		return BPF_CORE_READ(sk, sk_rx_dst_ifindex);
+		return TS_READ(direct, sk, sk_rx_dst_ifindex);
+	/* Always a checked read: a plain load past struct sock through a sock
+	 * pointer is refused. */
 	return BPF_CORE_READ((struct inet_sock___pre_5_16 *)sk, rx_dst_ifindex);
 }
 
 /*
  * 7.0, 4b78c9cbd8f1 ("tcp: move tp->chrono_type next tp->chrono_stat[]"):
  * chrono_type was a 2-bit field of struct tcp_sock and became a whole u8.
- * The probed bitfield read takes either. A macro, not an inline function:
+ * The CO-RE bitfield read (direct or probed: TS_READ_BITS) takes either. A macro, not an inline function:
  * as a function, clang 19 emitted the object's BTF in an order that changed
  * from one build to the next (the same source gave two different objects,
  * and the release's check that both architectures embed the same BPF
  * objects failed).
  */
-#define tcp_chrono_type(tp) BPF_CORE_READ_BITFIELD_PROBED(tp, chrono_type)
+#define tcp_chrono_type(tp, direct) TS_READ_BITS(direct, tp, chrono_type)
 
 /*
  * 6.2 ("bpf: Add a kfunc for generic type cast"): bpf_rdonly_cast(), which

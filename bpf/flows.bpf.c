@@ -153,7 +153,6 @@ struct ts_close_event _abi_close_event = {};
 enum ts_health_counter _abi_health_counter = TS_H_MAX;
 enum ts_event_kind _abi_event_kind = TS_EV_OPEN;
 enum ts_ifindex_source _abi_ifindex_source = TS_IFX_NONE;
-enum ts_event_reader _abi_event_reader = TS_EVENTS_POLL_MS;
 struct ts_moved _abi_moved = {};
 
 struct {
@@ -250,13 +249,14 @@ static __always_inline bool observed(const struct sock *sk)
 	return NETNS_OBSERVED(sk_netns(sk), target_netns, all_netns);
 }
 
-static __always_inline __u32 current_ca_state(struct sock *sk)
+/* `direct`: TS_READ (common.bpf.h). Through the tcp_sock: a plain load
+ * past struct sock through a sock pointer is refused. */
+static __always_inline __u32 current_ca_state(struct tcp_sock *tp, bool direct)
 {
-	struct inet_connection_sock *icsk = (struct inet_connection_sock *)sk;
-	return BPF_CORE_READ_BITFIELD_PROBED(icsk, icsk_ca_state);
+	return TS_READ_BITS(direct, tp, inet_conn.icsk_ca_state);
 }
 
-static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st);
+static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st, bool direct);
 
 /* The flow moved: the next dumps read it again. A load and a compare first,
  * so that on the hot path a flow already stamped this generation costs no
@@ -280,7 +280,7 @@ static __always_inline void mark_moved(struct sock *sk, struct ts_flow_state *st
 	st->moved_gen = gen;
 	if (!moved_gate)
 		return;
-	update_ifindex(sk, st);
+	update_ifindex(sk, st, true);
 	err = bpf_map_update_elem(&moved_flows, &st->cookie, &member, BPF_NOEXIST);
 	if (err == -17 /* EEXIST: a member already */)
 		return;
@@ -395,7 +395,7 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 		st->cookie = bpf_get_socket_cookie(sk);
 		st->first_seen_ns = now;
 		st->ca_since_ns = now;
-		st->ca_state = current_ca_state(sk);
+		st->ca_state = current_ca_state((struct tcp_sock *)sk, false); /* once a flow */
 		if (seeded_netns && sk_netns(sk) == seeded_netns)
 			st->opened_ns = now;
 	}
@@ -405,10 +405,10 @@ static __always_inline struct ts_flow_state *flow_get(struct sock *sk, bool crea
 	return st;
 }
 
-/* Wake the reader thread only once the ring holds a quarter of its size: it
- * also looks every TS_EVENTS_POLL_MS, so a lone event waits at most that
- * long, while a steady trickle of events costs no wakeup each (the kernel's
- * default wakes the reader for every record that finds the ring empty). */
+/* Wake the reader thread only once the ring holds a quarter of its size: a
+ * lone event waits for the interval's own drain, and a steady trickle of
+ * events costs no wakeup each (the kernel's default wakes the reader for
+ * every record that finds the ring empty). */
 static __always_inline __u64 wakeup_flags(void)
 {
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= TS_EVENTS_RINGBUF_BYTES / 4
@@ -463,16 +463,17 @@ static __always_inline void emit(__u32 kind, struct sock *sk, __s32 arg0, __s32 
  * RTO or a route change), the device its segments last arrived on. The value
  * is kept in the storage, so a flow whose route is gone for the moment (and
  * the close record) still carries it; a route-derived value is not replaced
- * by a receive-derived one. Runs at snapshot and close time only, so the
- * helper reads (NULL-safe on the RCU pointers) cost nothing that matters. */
-static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st)
+ * by a receive-derived one. Runs at a flow's first event of a generation,
+ * and at dumps and closes. The pointers are RCU ones and may be NULL: a
+ * direct load through a NULL one reads 0, as the checked read does. */
+static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state *st, bool direct)
 {
-	struct dst_entry *dst = BPF_CORE_READ(sk, sk_dst_cache);
-	struct net_device *dev = dst ? BPF_CORE_READ(dst, dev) : NULL;
+	struct dst_entry *dst = TS_READ(direct, sk, sk_dst_cache);
+	struct net_device *dev = dst ? TS_READ(direct, dst, dev) : NULL;
 	int rx = 0;
 
 	if (dev) {
-		int idx = BPF_CORE_READ(dev, ifindex);
+		int idx = TS_READ(direct, dev, ifindex);
 		if (idx > 0) {
 			st->ifindex = idx;
 			st->ifindex_source = TS_IFX_ROUTE;
@@ -481,7 +482,7 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
 	}
 	if (st->ifindex_source == TS_IFX_ROUTE)
 		return;
-	rx = sk_rx_ifindex(sk); /* core_fixes.bpf.h: moved in 5.16 */
+	rx = sk_rx_ifindex(sk, direct); /* core_fixes.bpf.h: moved in 5.16 */
 	if (rx > 0) {
 		st->ifindex = rx;
 		st->ifindex_source = TS_IFX_RX;
@@ -493,19 +494,20 @@ static __always_inline void update_ifindex(struct sock *sk, struct ts_flow_state
  * changed in 7.0: tcp_chrono_type(), core_fixes.bpf.h). Returns
  * whether a period is running (its time grows at every read), so that the
  * dump's still_busy() need not read chrono_type again. */
-static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp)
+static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct tcp_sock *tp,
+					     bool direct)
 {
 	__u32 stat[3];
 	__u32 type, now;
 
 	rec->now_jiffies = bpf_jiffies64();
 	now = (__u32)rec->now_jiffies;
-	stat[0] = BPF_CORE_READ(tp, chrono_stat[0]);
-	stat[1] = BPF_CORE_READ(tp, chrono_stat[1]);
-	stat[2] = BPF_CORE_READ(tp, chrono_stat[2]);
-	type = tcp_chrono_type(tp);
+	stat[0] = TS_READ(direct, tp, chrono_stat[0]);
+	stat[1] = TS_READ(direct, tp, chrono_stat[1]);
+	stat[2] = TS_READ(direct, tp, chrono_stat[2]);
+	type = tcp_chrono_type(tp, direct);
 	if (type >= 1 && type <= 3) {
-		__u32 running = now - BPF_CORE_READ(tp, chrono_start);
+		__u32 running = now - TS_READ(direct, tp, chrono_start);
 
 		if (type == 1)
 			stat[0] += running;
@@ -517,65 +519,83 @@ static __always_inline bool fill_send_limits(struct ts_flow_record *rec, struct 
 	rec->busy_jiffies = stat[0] + stat[1] + stat[2];
 	rec->rwnd_limited_jiffies = stat[1];
 	rec->sndbuf_limited_jiffies = stat[2];
-	rec->notsent_bytes = BPF_CORE_READ(tp, write_seq) - BPF_CORE_READ(tp, snd_nxt);
-	rec->cwnd_limited = BPF_CORE_READ_BITFIELD_PROBED(tp, is_cwnd_limited);
+	rec->notsent_bytes = TS_READ(direct, tp, write_seq) - TS_READ(direct, tp, snd_nxt);
+	rec->cwnd_limited = TS_READ_BITS(direct, tp, is_cwnd_limited);
 	return type != 0;
 }
 
 /* Fills `rec` from the socket, `rec->st` holding a copy of the flow's
  * storage already (its port and interface are brought up to date in that
  * copy); returns whether a send-limit period is running
- * (fill_send_limits). Checked reads only (BPF_CORE_READ), so the sweep,
- * which has the socket's address and not a pointer the verifier trusts,
- * fills its records with the same code as the iterators and the close. */
+ * (fill_send_limits). `direct` (TS_READ, common.bpf.h): `sk` and `tp` are
+ * BTF pointers (the iterators' and the close's arguments, or the sweep's
+ * bpf_core_cast views), read with plain loads; else addresses (the sweep
+ * before 6.2), read with checked reads. One body for the iterators, the
+ * close and the sweep, so their records agree. */
 static __always_inline bool fill_from_socket(struct ts_flow_record *rec, struct sock *sk,
-					     struct tcp_sock *tp)
+					     struct tcp_sock *tp, bool direct)
 {
+	struct socket *sock;
+	struct file *file;
+	struct inode *inode;
 	bool sending;
 
 	rec->now_ns = bpf_ktime_get_ns();
-	rec->family = BPF_CORE_READ(sk, __sk_common.skc_family);
-	rec->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	rec->family = TS_READ(direct, sk, __sk_common.skc_family);
+	rec->lport = TS_READ(direct, sk, __sk_common.skc_num);
 	if (rec->lport)
 		rec->st.lport = rec->lport;
 	else
 		rec->lport = rec->st.lport; /* closing: the kernel already unhashed it */
-	rec->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
-	rec->tcp_state = BPF_CORE_READ(sk, __sk_common.skc_state);
-	rec->ca_state = current_ca_state(sk);
+	rec->rport = bpf_ntohs(TS_READ(direct, sk, __sk_common.skc_dport));
+	rec->tcp_state = TS_READ(direct, sk, __sk_common.skc_state);
+	rec->ca_state = current_ca_state(tp, direct);
 	if (rec->family == AF_INET6) {
-		BPF_CORE_READ_INTO(&rec->saddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
-		BPF_CORE_READ_INTO(&rec->daddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+		__u32 *sa = (__u32 *)rec->saddr, *da = (__u32 *)rec->daddr;
+
+		sa[0] = TS_READ(direct, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[0]);
+		sa[1] = TS_READ(direct, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[1]);
+		sa[2] = TS_READ(direct, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[2]);
+		sa[3] = TS_READ(direct, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32[3]);
+		da[0] = TS_READ(direct, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[0]);
+		da[1] = TS_READ(direct, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[1]);
+		da[2] = TS_READ(direct, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[2]);
+		da[3] = TS_READ(direct, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32[3]);
 	} else {
 		__builtin_memset(rec->saddr, 0, sizeof(rec->saddr));
 		__builtin_memset(rec->daddr, 0, sizeof(rec->daddr));
-		BPF_CORE_READ_INTO((__u32 *)rec->saddr, sk, __sk_common.skc_rcv_saddr);
-		BPF_CORE_READ_INTO((__u32 *)rec->daddr, sk, __sk_common.skc_daddr);
+		*(__u32 *)rec->saddr = TS_READ(direct, sk, __sk_common.skc_rcv_saddr);
+		*(__u32 *)rec->daddr = TS_READ(direct, sk, __sk_common.skc_daddr);
 	}
-	rec->sock_ino = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	/* Each pointer may be NULL (a socket being torn down): both ways read
+	 * 0 through one. */
+	sock = TS_READ(direct, sk, sk_socket);
+	file = sock ? TS_READ(direct, sock, file) : NULL;
+	inode = file ? TS_READ(direct, file, f_inode) : NULL;
+	rec->sock_ino = inode ? TS_READ(direct, inode, i_ino) : 0;
 
-	rec->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
-	rec->min_rtt_us = BPF_CORE_READ(tp, rtt_min.s[0].v);
-	rec->mdev_us = BPF_CORE_READ(tp, mdev_us) >> 2;
-	rec->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
-	rec->snd_ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
-	rec->packets_out = BPF_CORE_READ(tp, packets_out);
-	rec->retrans_out = BPF_CORE_READ(tp, retrans_out);
-	rec->lost_out = BPF_CORE_READ(tp, lost_out);
-	rec->sacked_out = BPF_CORE_READ(tp, sacked_out);
-	rec->total_retrans = BPF_CORE_READ(tp, total_retrans);
-	rec->dsack_dups = BPF_CORE_READ(tp, dsack_dups);
-	rec->delivered = BPF_CORE_READ(tp, delivered);
-	rec->segs_out = BPF_CORE_READ(tp, segs_out);
-	rec->data_segs_out = BPF_CORE_READ(tp, data_segs_out);
-	rec->mss_cache = BPF_CORE_READ(tp, mss_cache);
-	rec->bytes_sent = BPF_CORE_READ(tp, bytes_sent);
-	rec->bytes_retrans = BPF_CORE_READ(tp, bytes_retrans);
-	rec->bytes_acked = BPF_CORE_READ(tp, bytes_acked);
-	rec->bytes_received = BPF_CORE_READ(tp, bytes_received);
-	sending = fill_send_limits(rec, tp);
+	rec->srtt_us = TS_READ(direct, tp, srtt_us) >> 3;
+	rec->min_rtt_us = TS_READ(direct, tp, rtt_min.s[0].v);
+	rec->mdev_us = TS_READ(direct, tp, mdev_us) >> 2;
+	rec->snd_cwnd = TS_READ(direct, tp, snd_cwnd);
+	rec->snd_ssthresh = TS_READ(direct, tp, snd_ssthresh);
+	rec->packets_out = TS_READ(direct, tp, packets_out);
+	rec->retrans_out = TS_READ(direct, tp, retrans_out);
+	rec->lost_out = TS_READ(direct, tp, lost_out);
+	rec->sacked_out = TS_READ(direct, tp, sacked_out);
+	rec->total_retrans = TS_READ(direct, tp, total_retrans);
+	rec->dsack_dups = TS_READ(direct, tp, dsack_dups);
+	rec->delivered = TS_READ(direct, tp, delivered);
+	rec->segs_out = TS_READ(direct, tp, segs_out);
+	rec->data_segs_out = TS_READ(direct, tp, data_segs_out);
+	rec->mss_cache = TS_READ(direct, tp, mss_cache);
+	rec->bytes_sent = TS_READ(direct, tp, bytes_sent);
+	rec->bytes_retrans = TS_READ(direct, tp, bytes_retrans);
+	rec->bytes_acked = TS_READ(direct, tp, bytes_acked);
+	rec->bytes_received = TS_READ(direct, tp, bytes_received);
+	sending = fill_send_limits(rec, tp, direct);
 	rec->moved_lately = 0; /* the dump's to say (dump_one, sweep_one) */
-	update_ifindex(sk, &rec->st);
+	update_ifindex(sk, &rec->st, direct);
 	return sending;
 }
 
@@ -589,7 +609,7 @@ static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock 
 	__builtin_memcpy(&rec->st, st, sizeof(rec->st));
 	rec->cookie = bpf_get_socket_cookie(sk);
 	rec->netns = sk_netns(sk);
-	sending = fill_from_socket(rec, sk, tp);
+	sending = fill_from_socket(rec, sk, tp, true);
 	st->lport = rec->st.lport;
 	st->ifindex = rec->st.ifindex;
 	st->ifindex_source = rec->st.ifindex_source;
@@ -714,7 +734,7 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	if (peak_window_us)
 		flow_peak(st, tp);
 	if (ca_from_probe)
-		ca_transition(sk, st, current_ca_state(sk));
+		ca_transition(sk, st, current_ca_state(tp, true));
 	return 0;
 }
 
@@ -948,13 +968,13 @@ int seed_flows(struct bpf_iter__tcp *ctx)
  * connection is not established (segments of other states do not pass
  * tcp_probe), or an ACK is scheduled (the delayed-ACK timer sends it). */
 static __always_inline bool still_busy(struct tcp_sock *tp, const struct ts_flow_record *rec,
-				       bool sending)
+				       bool sending, bool direct)
 {
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)tp;
 
 	return sending || rec->packets_out ||
 	       rec->notsent_bytes || rec->ca_state != 0 /* TCP_CA_Open */ ||
-	       rec->tcp_state != TCP_ESTABLISHED || BPF_CORE_READ(icsk, icsk_ack.pending);
+	       rec->tcp_state != TCP_ESTABLISHED || TS_READ(direct, icsk, icsk_ack.pending);
 }
 
 /* Whether the flow was stamped within the last TS_DUMP_GENS_KEPT dumps. The
@@ -1019,32 +1039,25 @@ static __always_inline bool in_window(__u32 stamp, struct ts_stamp_window w)
  * (icsk_ack.lrcvtime). These cover the segments tcp_probe sees that were not
  * sampled; everything else that moves a flow comes through an event that
  * marks its storage, or leaves it busy (still_busy). */
-static __always_inline bool tcp_stamped_since(const struct tcp_sock *tp, struct ts_stamp_window w)
+static __always_inline bool tcp_stamped_since(struct tcp_sock *tp, struct ts_stamp_window w,
+					      bool direct)
 {
-	return in_window(tp->rcv_tstamp, w) || in_window(tp->lsndtime, w) ||
-	       in_window(tp->inet_conn.icsk_ack.lrcvtime, w);
-}
-
-/* tcp_stamped_since for a socket known by address (the sweep): the same
- * stamps through checked reads. */
-static __always_inline bool tcp_stamped_since_read(struct tcp_sock *tp, struct ts_stamp_window w)
-{
-	return in_window(BPF_CORE_READ(tp, rcv_tstamp), w) ||
-	       in_window(BPF_CORE_READ(tp, lsndtime), w) ||
-	       in_window(BPF_CORE_READ(tp, inet_conn.icsk_ack.lrcvtime), w);
+	return in_window(TS_READ(direct, tp, rcv_tstamp), w) ||
+	       in_window(TS_READ(direct, tp, lsndtime), w) ||
+	       in_window(TS_READ(direct, tp, inet_conn.icsk_ack.lrcvtime), w);
 }
 
 /* Whether this dump emits the flow: it moved lately (marked by an event, or,
  * with tcp_probe sampled, stamped by the kernel), or every flow is asked
  * for. The mark is checked first, so without sampling an idle flow costs the
  * iterator one load and a compare. */
-static __always_inline bool moved_lately(const struct ts_flow_state *st, const struct tcp_sock *tp,
+static __always_inline bool moved_lately(const struct ts_flow_state *st, struct tcp_sock *tp,
 					 __u32 gen, struct ts_stamp_window w)
 {
-	return stamped_lately(st, gen) || (probe_sample_mask && tcp_stamped_since(tp, w));
+	return stamped_lately(st, gen) || (probe_sample_mask && tcp_stamped_since(tp, w, true));
 }
 
-static __always_inline bool wanted(const struct ts_flow_state *st, const struct tcp_sock *tp,
+static __always_inline bool wanted(const struct ts_flow_state *st, struct tcp_sock *tp,
 				   struct ts_stamp_window w)
 {
 	return flow_dump_all || moved_lately(st, tp, flow_dump_gen, w);
@@ -1063,7 +1076,7 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	rec = bpf_map_lookup_elem(&scratch, &zero);
 	if (!rec)
 		return;
-	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st));
+	busy = still_busy(tp, rec, fill_record(rec, sk, tp, st), true);
 	rec->moved_lately = busy || moved_lately(st, tp, gen, w);
 	interval_extremes(rec, gen);
 	bpf_seq_write(seq, rec, sizeof(*rec));
@@ -1134,15 +1147,46 @@ struct sweep_state {
  * for longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not
  * busy. The ring space is taken before the member leaves the queue, so a
  * full ring stops the sweep with nothing lost. */
+enum sweep_found {
+	SWEEP_GONE,   /* not the member's socket or storage any more */
+	SWEEP_IDLE,   /* read; idle for longer than the dumps keep a flow */
+	SWEEP_LATELY, /* read; moved lately or busy: stays in the set */
+};
+
+/* A member's record: the socket `sk` (`tp`, the same address) checked to be
+ * the member's, its storage copied in, the rest read from the socket;
+ * `direct` as in fill_from_socket. */
+static __always_inline enum sweep_found sweep_read(struct ts_flow_record *rec, struct ts_moved *m,
+						   struct sweep_state *sw, struct sock *sk,
+						   struct tcp_sock *tp, bool direct)
+{
+	__u32 gen = sw->gen;
+	bool busy, lately;
+
+	if (TS_READ(direct, sk, __sk_common.skc_cookie.counter) != m->cookie ||
+	    TS_READ(direct, sk, __sk_common.skc_state) == TCP_CLOSE ||
+	    bpf_probe_read_kernel(&rec->st, sizeof(rec->st), (void *)m->st) ||
+	    rec->st.cookie != m->cookie)
+		return SWEEP_GONE;
+	rec->cookie = m->cookie;
+	rec->netns = direct ? sk_netns(sk) : BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	busy = still_busy(tp, rec, fill_from_socket(rec, sk, tp, direct), direct);
+	if (busy)
+		m->busy_gen = gen;
+	lately = busy || stamped_lately(&rec->st, gen) || gen - m->busy_gen <= TS_DUMP_GENS_KEPT ||
+		 (probe_sample_mask && tcp_stamped_since(tp, sw->w, direct));
+	rec->moved_lately = lately;
+	interval_extremes(rec, gen);
+	return lately ? SWEEP_LATELY : SWEEP_IDLE;
+}
+
 static long sweep_one(__u64 i, struct sweep_state *sw)
 {
 	struct ts_flow_record *rec;
 	struct ts_moved m;
-	struct sock *sk;
-	struct tcp_sock *tp;
+	enum sweep_found found;
 	__u32 gen = sw->gen, moved_gen = 0;
 	__u8 member = 1;
-	bool busy, lately;
 
 	if (sweep_left <= 0)
 		return 1;
@@ -1158,35 +1202,28 @@ static long sweep_one(__u64 i, struct sweep_state *sw)
 	}
 	sweep_left--;
 	__sync_fetch_and_add(&moved_queued, -1);
-	sk = (struct sock *)m.sk;
-	tp = (struct tcp_sock *)m.sk;
 	/* Closed (its close event took it out of the set), or gone. */
 	if (!bpf_map_lookup_elem(&moved_flows, &m.cookie))
 		goto drop;
-	if (BPF_CORE_READ(sk, __sk_common.skc_cookie.counter) != m.cookie ||
-	    BPF_CORE_READ(sk, __sk_common.skc_state) == TCP_CLOSE ||
-	    bpf_probe_read_kernel(&rec->st, sizeof(rec->st), (void *)m.st) ||
-	    rec->st.cookie != m.cookie) {
+	/* From 6.2 a read-only BTF view of the address (bpf_core_cast: plain,
+	 * fault-safe loads); before, checked reads of the address. */
+	if (bpf_ksym_exists(bpf_rdonly_cast))
+		found = sweep_read(rec, &m, sw, bpf_core_cast((void *)m.sk, struct sock),
+				   bpf_core_cast((void *)m.sk, struct tcp_sock), true);
+	else
+		found = sweep_read(rec, &m, sw, (struct sock *)m.sk, (struct tcp_sock *)m.sk, false);
+	if (found == SWEEP_GONE) {
 		bpf_map_delete_elem(&moved_flows, &m.cookie);
 		health_inc(health, TS_H_SWEEP_GONE);
 		goto drop;
 	}
-	rec->cookie = m.cookie;
-	rec->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	busy = still_busy(tp, rec, fill_from_socket(rec, sk, tp));
-	if (busy)
-		m.busy_gen = gen;
-	lately = busy || stamped_lately(&rec->st, gen) || gen - m.busy_gen <= TS_DUMP_GENS_KEPT ||
-		 (probe_sample_mask && tcp_stamped_since_read(tp, sw->w));
-	rec->moved_lately = lately;
-	interval_extremes(rec, gen);
 	if (sw->emit) {
 		bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 		health_inc(health, TS_H_SWEEP_RECORDS);
 	} else {
 		bpf_ringbuf_discard(rec, BPF_RB_NO_WAKEUP);
 	}
-	if (lately) {
+	if (found == SWEEP_LATELY) {
 		moved_enqueue(&m);
 		return 0;
 	}

@@ -20,7 +20,7 @@
  * The event ring buffer, in bytes (the kernel wants a power of two and a
  * multiple of the page size). A reader thread in user space drains it as it
  * fills (src/collect/probes/event_reader.rs): programs wake it when the ring
- * holds a quarter of this, and it also looks every TS_EVENTS_POLL_MS. It holds
+ * holds a quarter of this, and each interval drains what is left. It holds
  * ~100,000 open, state, retransmit or congestion events (32 bytes and an
  * 8-byte ring header each), or ~9,700 close records (424 + 8 bytes): the
  * slack for the reader to be scheduled in a storm of closes. Events past it
@@ -31,10 +31,6 @@
 _Static_assert((TS_EVENTS_RINGBUF_BYTES & (TS_EVENTS_RINGBUF_BYTES - 1)) == 0 &&
 		       TS_EVENTS_RINGBUF_BYTES % 4096 == 0,
 	       "the kernel wants a ring buffer of a power of two pages");
-/* An enum, not a #define, so that BTF carries it to the Rust side. */
-enum ts_event_reader {
-	TS_EVENTS_POLL_MS = 100,
-};
 /*
  * Close records that found the ring buffer full wait here, by socket cookie,
  * for the next interval (a hash without preallocation: memory only while a
