@@ -119,6 +119,25 @@ impl Lab {
         out.stdout
     }
 
+    /// As [`Lab::watch_json_in_broker`], started and left running: the
+    /// caller reads its output (one JSON line an interval) and waits for it.
+    pub fn spawn_watch_json_in_broker(
+        &self,
+        duration: &str,
+        extra: &[&str],
+    ) -> std::process::Child {
+        let counters = format!("{}={}", self.broker_if, self.counters.display());
+        Command::new("ip")
+            .args(["netns", "exec", &self.broker()])
+            .arg(binary())
+            .args(["watch", "--json", "--duration", duration])
+            .args(["--counters", &counters])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting watch")
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;
