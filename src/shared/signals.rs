@@ -19,8 +19,10 @@
 //! background job of a non-interactive shell) stay ignored.
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
+
+use crate::shared::stop_fd::StopFd;
 
 /// How long a clean stop may take before the watchdog ends the process.
 pub(crate) const STOP_GRACE: Duration = Duration::from_secs(1);
@@ -32,11 +34,10 @@ static CAUSE: AtomicI32 = AtomicI32::new(0);
 static URGENT_SIGNALS: AtomicU32 = AtomicU32::new(0);
 /// The pipe's write end, -1 before [`install`].
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-/// A second pipe, for sleepers ([`sleep_or_stop`]): one byte is written at
-/// the first stop and never read, so it stays readable from then on. -1
-/// before [`install`] (its read end, then its write end).
-static STOPPED_READ_FD: AtomicI32 = AtomicI32::new(-1);
-static STOPPED_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
+/// What sleepers wait on ([`sleep_or_stop`]): signalled at the first stop,
+/// readable from then on. Unset before [`install`]. Reading it is an atomic
+/// load and signalling it a write(2), both async-signal-safe.
+static STOPPED: OnceLock<StopFd> = OnceLock::new();
 /// A `fn()` to run before a forced exit (0: none).
 static FORCED_EXIT_HOOK: AtomicUsize = AtomicUsize::new(0);
 /// SIGTSTP and SIGCONT seen, for the full-screen view ([`take_job_control`]).
@@ -66,16 +67,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Makes the sleepers' pipe readable. Async-signal-safe.
+/// Wakes the sleepers. Async-signal-safe.
 fn announce_stop() {
-    let fd = STOPPED_WRITE_FD.load(Ordering::SeqCst);
-    if fd >= 0 {
-        let byte = WAKE_STOP;
-        // SAFETY: write(2) on our own non-blocking pipe from a valid
-        // one-byte buffer.
-        unsafe {
-            libc::write(fd, (&byte as *const u8).cast(), 1);
-        }
+    if let Some(stopped) = STOPPED.get() {
+        stopped.signal();
     }
 }
 
@@ -135,11 +130,8 @@ pub fn install() {
                 WAKE_FD.store(-1, Ordering::SeqCst);
             }
         }
-        let mut stopped = [0 as libc::c_int; 2];
-        // SAFETY: pipe2 fills two descriptors we own from here on.
-        if unsafe { libc::pipe2(stopped.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
-            STOPPED_READ_FD.store(stopped[0], Ordering::SeqCst);
-            STOPPED_WRITE_FD.store(stopped[1], Ordering::SeqCst);
+        if let Ok(stopped) = StopFd::new() {
+            let _ = STOPPED.set(stopped);
         }
         let handler = on_signal as *const () as usize;
         set_handler(libc::SIGINT, handler, true);
@@ -211,13 +203,13 @@ pub(crate) fn stop_self() {
 }
 
 /// Sleeps up to `d`, returning early (true) when a stop was requested.
-/// The sleep is one poll(2) on the sleepers' pipe (a stop makes it
-/// readable), not a loop of short sleeps: an idle observer wakes once an
+/// The sleep is one poll(2) on [`STOPPED`] (a stop makes it readable), not
+/// a loop of short sleeps: an idle observer wakes once an
 /// interval, not twenty times. Before [`install`] it looks at the flag
 /// every 50 ms.
 pub fn sleep_or_stop(d: Duration) -> bool {
     let end = Instant::now() + d;
-    let fd = STOPPED_READ_FD.load(Ordering::SeqCst);
+    let stopped = STOPPED.get();
     loop {
         if stop_requested() {
             return true;
@@ -227,18 +219,14 @@ pub fn sleep_or_stop(d: Duration) -> bool {
             return false;
         }
         let left = end - now;
-        if fd < 0 {
+        let Some(stopped) = stopped else {
             std::thread::sleep(left.min(Duration::from_millis(50)));
             continue;
-        }
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
         };
+        let mut pfd = stopped.pollfd();
         // Rounded up, so the loop does not spin on a sub-millisecond rest.
         let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-        // SAFETY: one pollfd, as passed, on our own pipe's read end.
+        // SAFETY: one pollfd, as passed, on our own eventfd.
         unsafe { libc::poll(&mut pfd, 1, ms) };
     }
 }

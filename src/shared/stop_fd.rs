@@ -1,7 +1,8 @@
 //! A stop request a sleeping thread can wait on beside its other
 //! descriptors: an eventfd that becomes readable once [`StopFd::signal`]
 //! is called, and stays so. Threads that wait in poll(2) for work (the
-//! event-ring reader, the metrics server) wait on it too, instead of
+//! event-ring reader, the metrics server, the interval wait, which the
+//! signal handler wakes through one) wait on it too, instead of
 //! waking on a timer to look at a flag: an idle observer then costs no
 //! wakeups at all.
 
@@ -23,6 +24,7 @@ impl StopFd {
     }
 
     /// Asks the waiting thread to stop; the descriptor stays readable.
+    /// Async-signal-safe: one write(2).
     pub(crate) fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: an 8-byte write from a live u64 to our eventfd. It can
