@@ -441,9 +441,11 @@ impl FlowProbes {
         Ok(())
     }
 
-    /// One slot of the `health` array summed over CPUs.
-    fn health_counter(skel: &FlowsSkel<'static>, c: ts_health_counter) -> Result<u64> {
-        let per_cpu = skel
+    /// One slot of the `health` array summed over CPUs: a read of the map
+    /// for that slot only.
+    pub(crate) fn counter(&self, c: ts_health_counter) -> Result<u64> {
+        let per_cpu = self
+            .skel
             .maps
             .health
             .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
@@ -490,7 +492,7 @@ impl FlowProbes {
     /// it after its record is in the map, so a record the walk misses is
     /// counted after this read, and the next interval walks.
     fn take_deferred_closes(&self, out: &mut Vec<RawEvent>) -> Result<()> {
-        let deferred = Self::health_counter(&self.skel, ts_health_counter::TS_H_CLOSES_DEFERRED)?;
+        let deferred = self.counter(ts_health_counter::TS_H_CLOSES_DEFERRED)?;
         if deferred == self.deferred_walked.get() {
             return Ok(());
         }
@@ -532,17 +534,11 @@ impl FlowProbes {
         over_cap + malformed + sweep_malformed
     }
 
-    /// One slot of the `health` array summed over CPUs: a read of the map
-    /// for that slot only.
-    pub(crate) fn counter(&self, c: ts_health_counter) -> Result<u64> {
-        Self::health_counter(&self.skel, c)
-    }
-
     /// The `health` array summed over CPUs.
     pub(crate) fn counters(&self) -> Result<ProbeCounters> {
         let mut out = ProbeCounters::default();
         for (i, slot) in out.0.iter_mut().enumerate() {
-            *slot = Self::health_counter(&self.skel, ts_health_counter(i as u32))?;
+            *slot = self.counter(ts_health_counter(i as u32))?;
         }
         Ok(out)
     }
