@@ -1138,15 +1138,6 @@ struct sweep_state {
 	bool full;   /* the output ring filled: the rest waits for the next run */
 };
 
-/* One member of the moved set, off the queue: its socket and storage read
- * by address, each trusted only once it carries the member's cookie (a
- * socket whose close event was missed may be freed and its memory reused:
- * TCP sockets come from a slab whose memory stays a socket under RCU,
- * which the test run holds, and storage is freed after a grace period);
- * its record written; and back on the queue unless the flow has been idle
- * for longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not
- * busy. The ring space is taken before the member leaves the queue, so a
- * full ring stops the sweep with nothing lost. */
 enum sweep_found {
 	SWEEP_GONE,   /* not the member's socket or storage any more */
 	SWEEP_IDLE,   /* read; idle for longer than the dumps keep a flow */
@@ -1180,6 +1171,15 @@ static __always_inline enum sweep_found sweep_read(struct ts_flow_record *rec, s
 	return lately ? SWEEP_LATELY : SWEEP_IDLE;
 }
 
+/* One member of the moved set, off the queue: its socket and storage read
+ * by address, each trusted only once it carries the member's cookie (a
+ * socket whose close event was missed may be freed and its memory reused:
+ * TCP sockets come from a slab whose memory stays a socket under RCU,
+ * which the test run holds, and storage is freed after a grace period);
+ * its record written; and back on the queue unless the flow has been idle
+ * for longer than the dumps keep a flow (TS_DUMP_GENS_KEPT) and is not
+ * busy. The ring space is taken before the member leaves the queue, so a
+ * full ring stops the sweep with nothing lost. */
 static long sweep_one(__u64 i, struct sweep_state *sw)
 {
 	struct ts_flow_record *rec;
