@@ -109,14 +109,20 @@ impl Lab {
         duration: &str,
         extra: &[&str],
     ) -> Vec<u8> {
+        run(&mut self.watch_command(counters, duration, extra)).stdout
+    }
+
+    /// `watch --json` in the broker's namespace, b0's counters from
+    /// `counters`.
+    fn watch_command(&self, counters: &Path, duration: &str, extra: &[&str]) -> Command {
         let counters = format!("{}={}", self.broker_if, counters.display());
-        let out = run(Command::new("ip")
-            .args(["netns", "exec", &self.broker()])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.broker()])
             .arg(binary())
             .args(["watch", "--json", "--duration", duration])
             .args(["--counters", &counters])
-            .args(extra));
-        out.stdout
+            .args(extra);
+        cmd
     }
 
     /// As [`Lab::watch_json_in_broker`], started and left running: the
@@ -126,13 +132,7 @@ impl Lab {
         duration: &str,
         extra: &[&str],
     ) -> std::process::Child {
-        let counters = format!("{}={}", self.broker_if, self.counters.display());
-        Command::new("ip")
-            .args(["netns", "exec", &self.broker()])
-            .arg(binary())
-            .args(["watch", "--json", "--duration", duration])
-            .args(["--counters", &counters])
-            .args(extra)
+        self.watch_command(&self.counters, duration, extra)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("starting watch")
