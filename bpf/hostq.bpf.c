@@ -52,12 +52,10 @@ const volatile bool peaks_at_dequeue = false;
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
-/* The peak-rate window (struct hq_rate): buckets of `sub` jiffies, windows
- * of `subs` buckets (1 to HQ_RATE_BUCKETS), as sub << 8 | subs in one word
- * so a packet never sees half of a change; 0: no peak rates. Written by
- * user space once it knows HZ (hostq.rs): in .data, which is mapped
- * writable (a zero-initialised global would go to .bss). */
-volatile __u64 peak_window SEC(".data") = 0;
+/* The peak-rate window (struct hq_rate): buckets of `peak_bucket_ns`,
+ * windows of `peak_subs` buckets (1 to HQ_RATE_BUCKETS); 0: no peak rates. */
+const volatile __u64 peak_bucket_ns = 0;
+const volatile __u32 peak_subs = 0;
 
 /* Force the ABI types into BTF so libbpf-cargo generates them for Rust. */
 struct hq_if_key _abi_if_key = {};
@@ -449,6 +447,12 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 		r->peak_bytes[slot] = bytes;
 	if (pkts > r->peak_pkts[slot])
 		r->peak_pkts[slot] = pkts;
+	/* The clock's pace for the bucket now open (hostq.h). */
+	b = r->cur & (HQ_RATE_BUCKETS - 1);
+	bytes = gap == 1 ? r->bytes[b] / 8 : 0;
+	pkts = gap == 1 ? r->pkts[b] / 8 : 0;
+	r->clock_every_bytes = bytes > HQ_CLOCK_BYTES ? bytes : HQ_CLOCK_BYTES;
+	r->clock_every_pkts = pkts > HQ_CLOCK_PKTS ? pkts : HQ_CLOCK_PKTS;
 	for (i = 1; i <= HQ_RATE_BUCKETS; i++) {
 		if (i > gap)
 			break;
@@ -460,17 +464,18 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 
 /*
  * One skb of `len` frame bytes passing `dev` in direction `dir` on queue
- * `queue`: added to its slot's bucket in progress; the first packet of a
- * new bucket sums the window that just ended (rate_roll) and reads the
- * clock (for HZ: once a bucket, a jiffy or more). Wire packets: 1 unless
- * the skb is longer than a frame of the device's MTU, when gso_segs is read
- * (a probe read, only for gso/gro skbs, each of which carries many packets).
+ * `queue`: added to its slot's bucket in progress. The clock is read only
+ * when the jiffy changed or enough traffic passed since the last read
+ * (hostq.h); a read that opens a new bucket sums the window that just ended
+ * (rate_roll). Wire packets: 1 unless the skb is longer than a frame of the
+ * device's MTU, when gso_segs is read (a probe read, only for gso/gro skbs,
+ * each of which carries many packets).
  */
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
 				      __u32 dir, __u32 queue, __u32 len)
 {
-	__u64 w = peak_window, sub = w >> 8, now, pkts = 1;
-	__u32 subs = w & 0xff, idx, b;
+	__u64 sub = peak_bucket_ns, jiffies, now, pkts = 1;
+	__u32 subs = peak_subs, idx, b;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
 
@@ -493,14 +498,24 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 	    r->key.pad != k.pad) {
 		__builtin_memset(r, 0, sizeof(*r));
 		r->key = k;
+		r->clock_every_bytes = HQ_CLOCK_BYTES;
+		r->clock_every_pkts = HQ_CLOCK_PKTS;
 	}
-	now = bpf_jiffies64();
-	if (now / sub != r->cur) {
-		if (r->cur)
-			rate_roll(r, now / sub, subs);
-		r->cur = now / sub;
-		r->clock_ns = bpf_ktime_get_ns();
-		r->clock_jiffies = now;
+	jiffies = bpf_jiffies64();
+	r->unclocked_bytes += len;
+	r->unclocked_pkts += pkts;
+	if (jiffies != r->clock_jiffies || r->unclocked_bytes >= r->clock_every_bytes ||
+	    r->unclocked_pkts >= r->clock_every_pkts) {
+		now = bpf_ktime_get_ns();
+		r->clock_ns = now;
+		r->clock_jiffies = jiffies;
+		r->unclocked_bytes = 0;
+		r->unclocked_pkts = 0;
+		if (now / sub != r->cur) {
+			if (r->cur)
+				rate_roll(r, now / sub, subs);
+			r->cur = now / sub;
+		}
 	}
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
 	__sync_fetch_and_add(&r->bytes[b], len);

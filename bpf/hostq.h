@@ -132,18 +132,30 @@ struct hq_if_stats {
  * over from each other (`key`; rare, as for the per-CPU slots).
  *
  * Windows slide: the slot keeps the bytes and packets of its last
- * HQ_RATE_BUCKETS buckets of `sub` jiffies (sub = 1 for windows of up to
- * HQ_RATE_BUCKETS jiffies), and when a packet opens a new bucket the window
- * of `subs` buckets that ends with the bucket just completed is summed and
- * folded into the interval's peak. So every window that ends at a bucket's
- * edge is seen, not only the ones aligned on a multiple of the window
- * (which cut a burst in two and read up to half of it). In jiffies because
- * no clock is read per packet (hostq.bpf.c): the kernel's tick (1 to 10 ms
- * by HZ) is the resolution. User space also takes the window that ends with
- * the bucket in progress at its read (hostq.rs). `clock_ns`/`clock_jiffies`:
- * both clocks read together at the latest bucket's start (one clock read
- * per bucket, not per packet), from which user space tells HZ.
+ * HQ_RATE_BUCKETS buckets of `peak_bucket_ns`, and when a packet opens a
+ * new bucket the window of `peak_subs` buckets that ends with the bucket
+ * just completed is summed and folded into the interval's peak. So every
+ * window that ends at a bucket's edge is seen, not only the ones aligned on
+ * a multiple of the window (which cut a burst in two and read up to half of
+ * it). User space also takes the window that ends with the bucket in
+ * progress at its read (hostq.rs).
+ *
+ * Packets are placed in time by a clock read shared by the packets that
+ * follow it (a clock read costs a helper call; the jiffies are a load): the
+ * clock is read again once the jiffy changes or `clock_every_bytes` or
+ * `clock_every_pkts` have passed unclocked: HQ_CLOCK_BYTES and
+ * HQ_CLOCK_PKTS, or an eighth of the bucket just completed when that is
+ * more (a busy link reads the clock about 8 times a bucket, not once per
+ * 64 KB skb). A packet's bucket is thus off by at most that much traffic
+ * and never by more than a tick, so a window's sum is off by at most twice
+ * that at its two edges: a few percent of any burst worth the name (the
+ * kernel's tick alone, 4 ms at HZ=250, misplaced a third of a 12 ms
+ * window's bytes).
  */
+enum hq_rate_clock {
+	HQ_CLOCK_BYTES = 8192,
+	HQ_CLOCK_PKTS = 64,
+};
 #define HQ_RATE_SLOTS (2 * HQ_IF_SLOTS)
 /* Buckets a slot keeps: the most a window is cut in. A power of two: the
  * ring of buckets is walked with a mask of HQ_RATE_BUCKETS - 1. */
@@ -157,7 +169,7 @@ enum hq_dir {
 
 struct hq_rate {
 	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
-	__u64 cur;               /* the bucket in progress: jiffies / sub; 0: none yet */
+	__u64 cur;               /* the bucket in progress: clock_ns / peak_bucket_ns; 0: none yet */
 	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
 	 * tcpdump counts them) and wire packets (gso segments). */
 	__u64 bytes[HQ_RATE_BUCKETS];
@@ -165,8 +177,12 @@ struct hq_rate {
 	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
 	__u64 peak_bytes[2];
 	__u64 peak_pkts[2];
-	__u64 clock_ns;
-	__u64 clock_jiffies;
+	__u64 clock_ns;          /* the latest clock read (bpf_ktime_get_ns) */
+	__u64 clock_jiffies;     /* the jiffies at that read */
+	__u32 unclocked_bytes;   /* passed since that read */
+	__u32 unclocked_pkts;
+	__u64 clock_every_bytes; /* read the clock again past this many */
+	__u64 clock_every_pkts;
 };
 
 /* Drops are keyed by (netns, ifindex, reason); ifindex 0: no device, by socket. */

@@ -63,8 +63,8 @@ pub struct CollectorConfig {
     /// others are counted as untracked, with the bytes they move. 0: no cap.
     pub max_flows: u32,
     /// The window of the peak rates (`--peak-window`, microseconds; 0:
-    /// none): per interface in whole ticks of the kernel's clock, per flow
-    /// by the socket's microsecond clock.
+    /// none): per interface by the kernel's clock (hostq.h), per flow by the
+    /// socket's microsecond clock.
     pub peak_window_us: u32,
 }
 

@@ -184,8 +184,8 @@ pub struct ObserveArgs {
     pub max_flows: u32,
     /// The window of the peak rates (microbursts): per interface and
     /// interval, the busiest window this long (1ms to 1s; 0 turns peaks
-    /// off). Interfaces measure it in whole ticks of the kernel's clock
-    /// (4 ms at HZ=250: 10ms reads 12 ms); `peak_window_us` says which.
+    /// off). The kernel slides it by an eighth of itself; a packet is
+    /// placed in time within 8 KiB or 64 packets of traffic, or a tick.
     #[arg(long, value_name = "DURATION", default_value = "10ms",
           value_parser = parse_peak_window)]
     pub peak_window: u32,

@@ -133,8 +133,8 @@ pub struct InterfaceSample {
     /// packets per second, measured in the kernel (tx: the packets leaving
     /// the interface's qdiscs, docs/architecture.md "Peak rates"). `None`:
     /// not measured (no qdisc on the interface, the host-queue probes not
-    /// attached, the kernel's tick not yet known, or a recording older than
-    /// format 1.9). A mean far below its peak is a microburst.
+    /// attached, or a recording older than format 1.9). A mean far below
+    /// its peak is a microburst.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_peak_bps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,9 +143,10 @@ pub struct InterfaceSample {
     pub tx_peak_pps: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rx_peak_pps: Option<u64>,
-    /// The window of the peaks, in microseconds: `--peak-window` rounded to
-    /// whole ticks of the kernel's clock (jiffies: 4 ms at HZ=250, so 10 ms
-    /// asked reads 12 ms).
+    /// The window of the peaks, in microseconds: `--peak-window`. Builds
+    /// before 2026-11-26 rounded it to whole ticks of the kernel's clock
+    /// (jiffies: 4 ms at HZ=250, so 10 ms asked read 12 ms); the field says
+    /// which.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_window_us: Option<u64>,
 }

@@ -182,91 +182,37 @@ pub(crate) type Peaks = (Option<Peak>, Option<Peak>);
 /// Buckets a window is cut in at most (HQ_RATE_BUCKETS, hostq.h).
 const RATE_BUCKETS: u64 = 16;
 
-/// The peak-rate window (struct hq_rate, hostq.h): buckets of `sub`
-/// jiffies, windows of `subs` buckets. The kernel's tick is not known before
-/// the programs run, so the window starts from a guess of HZ and is set
-/// again once two clocks read together in the kernel tell it
-/// (`kernel_hz`); peaks are reported only for epochs whose windows had the
-/// right length.
+/// The peak-rate window (struct hq_rate, hostq.h): windows of
+/// `WINDOW_BUCKETS` buckets of `bucket_ns`, so a window slides by an eighth
+/// of itself; the kernel clocks packets in nanoseconds, so the window is
+/// the one asked.
 #[derive(Debug, Clone, Copy)]
 struct PeakWindow {
     /// What was asked (`--peak-window`), in microseconds; 0: off.
     asked_us: u64,
-    /// The kernel's HZ, once told from a window's clocks.
-    hz: Option<f64>,
-    /// (sub, subs) written to the programs; (0, 0): off.
-    shape: (u64, u64),
-    /// The first epoch whose windows all have the length for `hz`.
-    valid_from: Option<u64>,
 }
 
-/// The HZ assumed until the kernel tells it: Debian's and most
-/// distributions' (250). A wrong guess costs the intervals before the first
-/// bucket closes and the one after.
-const GUESSED_HZ: f64 = 250.0;
+/// Buckets a window is cut in (at most RATE_BUCKETS): the step by which the
+/// windows slide. Half the ring, so the window in progress at a read never
+/// needs a bucket the kernel already emptied.
+const WINDOW_BUCKETS: u64 = RATE_BUCKETS / 2;
 
 impl PeakWindow {
-    /// (jiffies a bucket, buckets a window) for `asked_us` at `hz`: the
-    /// window in whole jiffies (at least one), cut in at most RATE_BUCKETS.
-    fn shape_for(asked_us: u64, hz: f64) -> (u64, u64) {
-        let jiffies = ((asked_us as f64 * hz / 1e6).round() as u64).max(1);
-        let sub = jiffies.div_ceil(RATE_BUCKETS);
-        let subs = ((jiffies as f64 / sub as f64).round() as u64).clamp(1, RATE_BUCKETS);
-        (sub, subs)
+    /// A bucket's length, written to the programs (`peak_bucket_ns`); 0: off.
+    fn bucket_ns(&self) -> u64 {
+        self.asked_us * 1000 / WINDOW_BUCKETS
     }
 
-    fn new(asked_us: u64) -> PeakWindow {
-        PeakWindow {
-            asked_us,
-            hz: None,
-            shape: if asked_us == 0 {
-                (0, 0)
-            } else {
-                PeakWindow::shape_for(asked_us, GUESSED_HZ)
-            },
-            valid_from: None,
-        }
-    }
-
-    /// The word the programs read (`peak_window`, hostq.bpf.c).
-    fn word(&self) -> u64 {
-        self.shape.0 << 8 | self.shape.1
-    }
-
-    fn jiffies(&self) -> u64 {
-        self.shape.0 * self.shape.1
-    }
-
-    /// Learns HZ (at the read that closed `epoch`); returns the word to
-    /// write when the guess was wrong.
-    fn learn(&mut self, hz: f64, epoch: u64) -> Option<u64> {
-        if self.hz.is_some() || self.asked_us == 0 {
+    /// Bits and packets per second of a window of `bytes` and `pkts`.
+    fn rate(&self, bytes: u64, pkts: u64) -> Option<Peak> {
+        if self.asked_us == 0 {
             return None;
         }
-        self.hz = Some(hz);
-        let right = PeakWindow::shape_for(self.asked_us, hz);
-        if right == self.shape {
-            self.valid_from = Some(0);
-            return None;
-        }
-        self.shape = right;
-        // Windows summed in the epoch now open may have the old length.
-        self.valid_from = Some(epoch + 2);
-        Some(self.word())
-    }
-
-    /// Bits and packets per second of a window of `bytes` and `pkts` closed
-    /// in `epoch`; None before the window is known to be right.
-    fn rate(&self, epoch: u64, bytes: u64, pkts: u64) -> Option<Peak> {
-        let hz = self.hz?;
-        if epoch < self.valid_from? || self.jiffies() == 0 {
-            return None;
-        }
-        let secs = self.jiffies() as f64 / hz;
+        let secs = self.asked_us as f64 / 1e6;
         Some(Peak {
             bps: (bytes as f64 * 8.0 / secs).round() as u64,
             pps: (pkts as f64 / secs).round() as u64,
-            window_us: (secs * 1e6).round() as u64,
+            window_us: self.asked_us,
         })
     }
 }
@@ -276,15 +222,15 @@ impl PeakWindow {
 /// progress when that bucket began after `since_ns` (the previous read, on
 /// the kernel's monotonic clock): it may be the busiest, and is summed by
 /// the kernel only when the next bucket begins, in the next epoch.
-fn queue_peak(r: &hq_rate, epoch: u64, since_ns: u64, subs: u64) -> (u64, u64) {
+fn queue_peak(r: &hq_rate, epoch: u64, since_ns: u64, bucket_ns: u64) -> (u64, u64) {
     let slot = (epoch & 1) as usize;
     let mut peak = (0, 0);
     if r.peak_epoch[slot] == epoch {
         peak = (r.peak_bytes[slot], r.peak_pkts[slot]);
     }
-    if r.cur != 0 && r.clock_ns >= since_ns {
+    if r.cur != 0 && r.cur.saturating_mul(bucket_ns) >= since_ns {
         let n = RATE_BUCKETS as usize;
-        let last = (0..subs.min(RATE_BUCKETS)).map(|i| (r.cur.wrapping_sub(i) as usize) % n);
+        let last = (0..WINDOW_BUCKETS).map(|i| (r.cur.wrapping_sub(i) as usize) % n);
         let (b, p) = last.fold((0, 0), |(b, p), i| (b + r.bytes[i], p + r.pkts[i]));
         peak = (peak.0.max(b), peak.1.max(p));
     }
@@ -321,7 +267,9 @@ impl HostQueueProbes {
     /// Open, load and attach the qdisc and kfree_skb programs; peak rates
     /// over windows of `peak_window_us` (0: none).
     pub fn attach(filter: NetnsFilter, peak_window_us: u64) -> Result<Self> {
-        let peak_window = PeakWindow::new(peak_window_us);
+        let peak_window = PeakWindow {
+            asked_us: peak_window_us,
+        };
         let btf = Btf::from_vmlinux().ok();
         let fail = load::test_fail_programs();
         let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
@@ -345,12 +293,8 @@ impl HostQueueProbes {
                 }
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
                 rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
-                let data = open
-                    .maps
-                    .data_data
-                    .as_deref_mut()
-                    .context("host-queue BPF object has no .data")?;
-                data.peak_window = peak_window.word();
+                rodata.peak_bucket_ns = peak_window.bucket_ns();
+                rodata.peak_subs = WINDOW_BUCKETS as u32;
                 plan.apply(open.open_object_mut());
                 if peak_window_us == 0 {
                     // Peaks off: the two per-packet programs would run on
@@ -476,10 +420,9 @@ impl HostQueueProbes {
     }
 
     /// Per interface, the closed `epoch`'s busiest window per direction
-    /// summed over its queues; learns HZ from the windows' clocks first.
+    /// summed over its queues.
     fn read_peaks(&mut self, epoch: u64) -> Result<HashMap<(u32, u32), Peaks>> {
         let mut sums: HashMap<(u32, u32, u32), (u64, u64)> = HashMap::new();
-        let mut clocks = None;
         let map = &self.skel.maps.rates;
         for slot in 0..map.max_entries() {
             let Some(bytes) = map
@@ -494,24 +437,16 @@ impl HostQueueProbes {
             if r.key.ifindex == 0 {
                 continue;
             }
-            if r.clock_ns != 0 {
-                clocks = Some((r.clock_ns, r.clock_jiffies));
-            }
-            let (b, p) = queue_peak(&r, epoch, self.prev_read_ns, self.peak_window.shape.1);
+            let (b, p) = queue_peak(&r, epoch, self.prev_read_ns, self.peak_window.bucket_ns());
             let sum = sums
                 .entry((r.key.netns, r.key.ifindex, r.key.pad))
                 .or_default();
             sum.0 += b;
             sum.1 += p;
         }
-        if let Some(hz) = clocks.and_then(|(ns, j)| crate::collect::flowtable::kernel_hz(ns, j)) {
-            if let Some(word) = self.peak_window.learn(hz, epoch) {
-                self.set_peak_window(word)?;
-            }
-        }
         let mut out: HashMap<(u32, u32), Peaks> = HashMap::new();
         for ((netns, ifindex, dir), (b, p)) in sums {
-            let Some(rate) = self.peak_window.rate(epoch, b, p) else {
+            let Some(rate) = self.peak_window.rate(b, p) else {
                 continue;
             };
             let e = out.entry((netns, ifindex)).or_default();
@@ -522,19 +457,6 @@ impl HostQueueProbes {
             }
         }
         Ok(out)
-    }
-
-    fn set_peak_window(&mut self, word: u64) -> Result<()> {
-        let data = self
-            .skel
-            .maps
-            .data_data
-            .as_deref_mut()
-            .context("host-queue BPF object has no .data")?;
-        let slot: *mut u64 = &mut data.peak_window;
-        // SAFETY: as in close_epoch: the mmapped .data, read by the programs.
-        unsafe { std::ptr::write_volatile(slot, word) };
-        Ok(())
     }
 
     /// Bumps the peak epoch and returns the one just closed (see hostq.h).
@@ -823,14 +745,14 @@ mod tests {
 
     #[test]
     fn a_queue_peak_is_the_closed_epochs_or_the_window_in_progress() {
+        // Buckets of 100 ns: bucket 33, in progress, began at 3,300 ns.
         let mut r = hq_rate {
             cur: 33,
-            clock_ns: 5_000,
             ..Default::default()
         };
-        // Buckets 31, 32, 33 (33 in progress) and an older one, 30.
-        r.bytes[30 % 16] = 1_000;
-        r.bytes[31 % 16] = 100;
+        // Buckets 26 to 33 make the window in progress; 25 is older.
+        r.bytes[25 % 16] = 1_000;
+        r.bytes[26 % 16] = 100;
         r.bytes[32 % 16] = 200;
         r.bytes[33 % 16] = 300;
         r.pkts[33 % 16] = 40;
@@ -838,37 +760,27 @@ mod tests {
         r.peak_bytes = [550, 900];
         r.peak_pkts = [9, 90];
         // Epoch 6 closed, its bucket in progress begun since the previous
-        // read: windows of 3 buckets end at it (600 bytes); each figure is
-        // its own busiest window.
-        assert_eq!(queue_peak(&r, 6, 4_000, 3), (600, 40));
+        // read: the window of 8 buckets ending at it (600 bytes); each
+        // figure is its own busiest window.
+        assert_eq!(queue_peak(&r, 6, 3_300, 100), (600, 40));
         // The bucket began before the previous read: the folded peak only.
-        assert_eq!(queue_peak(&r, 6, 6_000, 3), (550, 9));
+        assert_eq!(queue_peak(&r, 6, 3_301, 100), (550, 9));
         // Epoch 5: its folded peak.
-        assert_eq!(queue_peak(&r, 5, 6_000, 3), (900, 90));
+        assert_eq!(queue_peak(&r, 5, 6_000, 100), (900, 90));
         // Epoch 8 (slot 0 holds 6's): nothing.
-        assert_eq!(queue_peak(&r, 8, 6_000, 3), (0, 0));
+        assert_eq!(queue_peak(&r, 8, 6_000, 100), (0, 0));
     }
 
     #[test]
-    fn peak_windows_are_whole_jiffies_and_wait_for_the_tick_to_be_known() {
-        let mut w = PeakWindow::new(10_000);
-        assert_eq!(w.shape, (1, 3), "10 ms at the guessed HZ=250: 3 ticks");
-        assert_eq!(w.rate(1, 1000, 1), None, "HZ not known yet");
-        // HZ=1000 learnt at the read closing epoch 4: 10 ticks from then,
-        // rates from epoch 6 (epoch 5's windows may be 3 ticks long).
-        assert_eq!(w.learn(1000.0, 4), Some(1 << 8 | 10));
-        assert_eq!(w.rate(5, 1000, 1), None);
-        let r = w.rate(6, 12_500, 10).unwrap();
+    fn peak_windows_are_the_window_asked_cut_in_eight() {
+        let w = PeakWindow { asked_us: 10_000 };
+        assert_eq!(w.bucket_ns(), 1_250_000);
+        let r = w.rate(12_500, 10).unwrap();
         assert_eq!((r.bps, r.pps, r.window_us), (10_000_000, 1000, 10_000));
-        // A right guess: every epoch counts; 12 ms is what 250 Hz allows.
-        let mut w = PeakWindow::new(10_000);
-        assert_eq!(w.learn(250.0, 4), None);
-        assert_eq!(w.rate(1, 15_000, 1).unwrap().window_us, 12_000);
-        assert_eq!(w.rate(1, 15_000, 1).unwrap().bps, 10_000_000);
-        // Long windows are cut in at most 16 buckets: 1 s at HZ=1000 is
-        // 16 buckets of 63 jiffies (1.008 s).
-        assert_eq!(PeakWindow::shape_for(1_000_000, 1000.0), (63, 16));
-        assert_eq!(PeakWindow::new(0).word(), 0, "off");
+        let w = PeakWindow { asked_us: 1_000 };
+        assert_eq!(w.bucket_ns(), 125_000);
+        let off = PeakWindow { asked_us: 0 };
+        assert_eq!((off.bucket_ns(), off.rate(1, 1)), (0, None));
     }
 
     #[test]

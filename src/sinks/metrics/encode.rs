@@ -241,7 +241,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     );
     let mut peak_window = Family::new(
         "throttlescope_interface_peak_window_seconds",
-        "The window of the peak rates: --peak-window in whole ticks of the kernel's clock.",
+        "The window of the peak rates: --peak-window.",
         Kind::Gauge,
     );
     let mut read_failures = Family::new(
