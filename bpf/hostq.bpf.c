@@ -474,7 +474,7 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
 				      __u32 dir, __u32 queue, __u32 len)
 {
-	__u64 sub = peak_bucket_ns, jiffies, now, pkts = 1;
+	__u64 sub = peak_bucket_ns, jiffies, bucket, pkts = 1;
 	__u32 subs = peak_subs, idx, b;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
@@ -506,15 +506,14 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 	r->unclocked_pkts += pkts;
 	if (jiffies != r->clock_jiffies || r->unclocked_bytes >= r->clock_every_bytes ||
 	    r->unclocked_pkts >= r->clock_every_pkts) {
-		now = bpf_ktime_get_ns();
-		r->clock_ns = now;
+		bucket = bpf_ktime_get_ns() / sub;
 		r->clock_jiffies = jiffies;
 		r->unclocked_bytes = 0;
 		r->unclocked_pkts = 0;
-		if (now / sub != r->cur) {
+		if (bucket != r->cur) {
 			if (r->cur)
-				rate_roll(r, now / sub, subs);
-			r->cur = now / sub;
+				rate_roll(r, bucket, subs);
+			r->cur = bucket;
 		}
 	}
 	b = r->cur & (HQ_RATE_BUCKETS - 1);

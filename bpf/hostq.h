@@ -169,7 +169,7 @@ enum hq_dir {
 
 struct hq_rate {
 	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
-	__u64 cur;               /* the bucket in progress: clock_ns / peak_bucket_ns; 0: none yet */
+	__u64 cur;               /* the bucket in progress: the latest clock read / peak_bucket_ns; 0: none yet */
 	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
 	 * tcpdump counts them) and wire packets (gso segments). */
 	__u64 bytes[HQ_RATE_BUCKETS];
@@ -177,8 +177,7 @@ struct hq_rate {
 	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
 	__u64 peak_bytes[2];
 	__u64 peak_pkts[2];
-	__u64 clock_ns;          /* the latest clock read (bpf_ktime_get_ns) */
-	__u64 clock_jiffies;     /* the jiffies at that read */
+	__u64 clock_jiffies;     /* the jiffies at the latest clock read */
 	__u32 unclocked_bytes;   /* passed since that read */
 	__u32 unclocked_pkts;
 	__u64 clock_every_bytes; /* read the clock again past this many */
