@@ -19,14 +19,18 @@
  * is per (interface, transmit queue), because a multi-queue device (ENA, with
  * mq as its root) has one qdisc per queue, each with its own backlog: the
  * interface's backlog is their sum, as `tc -s qdisc` gives it for mq. Queue q
- * of interface i takes slot (i + q * HQ_TXQ_STRIDE) % HQ_IF_SLOTS on each CPU
+ * of interface i takes slot (i + c * HQ_TXQ_STRIDE) % HQ_IF_SLOTS on each CPU,
+ * c the queue's offset in the device's queue array in cache lines (q times
+ * sizeof(struct netdev_queue) / 64, 5 on 6.18: found without a division),
  * and writes its key there; an event whose slot holds another queue that was
  * active on that CPU in the last HQ_SLOT_IDLE_JIFFIES is not counted
  * (HQ_H_IF_UNTRACKED), an idle holder is evicted. ifindexes are small and
- * dense per namespace and the stride is odd, so an interface's queues never
- * collide with each other, and busy queues of two interfaces collide only
- * with many namespaces (--all-netns) or many multi-queue interfaces.
- * 256 x 120 bytes: 30 KiB per CPU. A power of two: slots are picked with a
+ * dense per namespace and the stride is odd, so an interface's first
+ * 256 / 2^k queues never collide with each other (2^k the largest power of
+ * two dividing the cache lines per queue: 1 for 5 lines, 64 queues for 4),
+ * and busy queues of two interfaces collide only with many namespaces
+ * (--all-netns) or many multi-queue interfaces.
+ * 256 x 144 bytes: 36 KiB per CPU. A power of two: slots are picked with a
  * mask of HQ_IF_SLOTS - 1.
  */
 #define HQ_IF_SLOTS 256
@@ -88,6 +92,7 @@ struct hq_if_key {
  */
 struct hq_if_stats {
 	struct hq_if_key key;
+	__u64 txq_addr;          /* the queue's kernel address: how the holder is recognised */
 	__u64 enqueued;          /* packets (gso segments) entering the tx qdisc */
 	__u64 dequeued;          /* packets (gso segments) leaving it */
 	__u64 enqueued_skbs;     /* = observed qdisc_enqueue events */
