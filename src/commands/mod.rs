@@ -22,7 +22,7 @@ use cli::ViewArgs;
 /// view depends on the trait and not the other way round.)
 pub(crate) fn choose_view(args: &ViewArgs) -> Result<Box<dyn View>> {
     if args.json {
-        return Ok(Box::new(JsonView));
+        return Ok(Box::new(JsonView::default()));
     }
     if args.plain || !std::io::stdout().is_terminal() {
         return Ok(Box::new(PlainView { top: args.top }));
