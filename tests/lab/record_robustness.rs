@@ -9,6 +9,7 @@
 
 use std::io::Read;
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -97,11 +98,19 @@ fn recording(lab: &Lab, path: &Path, intervals: usize) -> Child {
         "60s",
         "-q",
     ];
-    let mut child = in_broker(lab, &args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut cmd = in_broker(lab, &args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    // SIGHUP at its default action, whatever this test run inherited: under
+    // `nohup` (a CI step run so) it arrives ignored, `record` rightly keeps
+    // it so (`--help`: "nohup"), and the SIGHUP test would wait out --duration.
+    // SAFETY: signal(2) only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
     let started = Instant::now();
     while intervals_now(path) < intervals {
         assert!(
