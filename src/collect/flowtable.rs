@@ -376,7 +376,7 @@ const HZ_CHOICES: [f64; 4] = [100.0, 250.0, 300.0, 1000.0];
 /// in) while bpf_ktime counts from boot, so jiffies - 2^32 = HZ * (t - 300 s).
 /// None near t = 300 s (too little to divide by), and when the result is not
 /// within 5% of a rate a kernel can have.
-pub(crate) fn kernel_hz(now_ns: u64, now_jiffies: u64) -> Option<f64> {
+fn kernel_hz(now_ns: u64, now_jiffies: u64) -> Option<f64> {
     let since_wrap_s = now_ns as f64 / 1e9 - 300.0;
     if since_wrap_s.abs() < 20.0 {
         return None;
