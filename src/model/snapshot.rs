@@ -38,6 +38,7 @@ pub struct Snapshot {
     /// established), opened or closed. Idle flows are counted in
     /// `idle_flows` instead (docs/architecture.md, "Work proportional to
     /// what moved"): they have no growth to show.
+    #[serde(serialize_with = "crate::model::flow_json::serialize_flows")]
     pub flows: Vec<FlowSample>,
     /// Open flows tracked but not listed in `flows` because they did not
     /// move lately, whatever their workload (`--workload` filters `flows`

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::format::{EndReason, EndRecord, TraceHeader};
 use super::lines::MAX_LINE_BYTES;
 use super::segments;
+use crate::model::flow_json;
 use crate::model::fold::encode_within;
 use crate::model::snapshot::Snapshot;
 
@@ -157,8 +158,9 @@ impl TraceWriter {
             }
         }
         // One byte under the readers' limit is left for the newline.
+        let capacity = self.line.capacity();
         let (line, _) = encode_within(snap, MAX_LINE_BYTES - 1, |s| {
-            serde_json::to_vec(&RecordRef::Snapshot(s))
+            flow_json::to_json_vec(&RecordRef::Snapshot(s), s, capacity)
         })?;
         self.line = line;
         self.line.push(b'\n');

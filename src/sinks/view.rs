@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::analysis::IntervalAnalysis;
+use crate::model::flow_json;
 use crate::model::fold::encode_within;
 use crate::model::snapshot::Snapshot;
 use crate::record::MAX_LINE_BYTES;
@@ -109,8 +110,7 @@ impl View for JsonView {
         // these lines can read every one (as `report` reads a recording).
         let capacity = self.last_len + self.last_len / 8 + 1024;
         let (mut bytes, _) = encode_within(snap, MAX_LINE_BYTES - 1, |snapshot| {
-            let mut buf = Vec::with_capacity(capacity);
-            serde_json::to_writer(&mut buf, &WatchLine { snapshot, analysis }).map(|()| buf)
+            flow_json::to_json_vec(&WatchLine { snapshot, analysis }, snapshot, capacity)
         })
         .context("encoding the interval as JSON")?;
         bytes.push(b'\n');
