@@ -4,6 +4,7 @@
 //! docs/verdicts.md.
 
 pub(crate) mod attribution;
+pub(crate) mod attribution_json;
 mod decide;
 pub(crate) mod episodes;
 mod gather;
@@ -43,6 +44,7 @@ pub struct IntervalAnalysis {
     pub mono_ns: u64,
     pub interfaces: Vec<InterfaceVerdict>,
     /// Flows that did something in the interval, ranked by backoff score.
+    #[serde(serialize_with = "attribution_json::serialize_attributions")]
     pub flows: Vec<FlowAttribution>,
     /// Per interface, the episode under way and the last few before it
     /// (filled by the live pipeline's episode tracker; empty elsewhere).

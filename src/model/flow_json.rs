@@ -1,165 +1,51 @@
-//! A snapshot's flows as JSON, written by hand: the same bytes serde's
-//! derive writes for `Vec<FlowSample>`, in a fraction of the time.
-//!
-//! Why: at 200 busy flows a `watch --json` line or a recorded interval is
-//! ~400 KB, nine tenths of it flows, and serde_json spends most of its time
-//! per field, not per byte: every field name is scanned for characters to
-//! escape and written in four small pieces. That was a fifth of the
-//! observer's process time at a broker's scale (docs/performance.md,
-//! "Fourth pass"). Here the names are constants written with their quotes
-//! and colon in one piece, and numbers go straight through `itoa`.
-//!
-//! How it joins the rest of a line: while [`to_json_vec`] encodes a value
-//! that holds a snapshot, `Snapshot::flows` serializes as a placeholder
-//! string (see [`serialize_flows`]); the hand-written array then replaces
-//! that string in the output. Strings that come from elsewhere (states,
-//! owners, interface names) still go through serde_json, so they are
-//! escaped exactly as before. A test compares the bytes with serde's.
+//! A snapshot's flows as JSON, written by hand (src/model/json_splice.rs
+//! says why and how): the same bytes serde's derive writes.
 
-use std::cell::Cell;
 use std::net::SocketAddr;
 
-use serde::{Serialize, Serializer};
+use serde::Serializer;
 
+use super::json_splice::{self, write_array, HandWritten, JsonObject};
 use super::snapshot::{FlowCounters, FlowSample, PerCaState, Snapshot};
 
-thread_local! {
-    /// Set while [`to_json_vec`] encodes on this thread: the flows are
-    /// written afterwards, by hand.
-    static FLOWS_BY_HAND: Cell<bool> = const { Cell::new(false) };
-}
-
-/// What `Snapshot::flows` serializes as while [`FLOWS_BY_HAND`] is set
-/// (with control characters, which serde_json escapes).
-const PLACEHOLDER: &str = "\u{1}throttlescope:flows\u{1}";
-/// The field as serde_json writes it with the placeholder for its value.
-/// Only a key can be followed by `:`, and a string's inner quotes are
-/// escaped, so the first match is the snapshot's flows field (nothing
-/// before it in a snapshot holds a field of that name).
-const FIELD_JSON: &[u8] = b"\"flows\":\"\\u0001throttlescope:flows\\u0001\"";
-
-/// `serialize_with` of `Snapshot::flows`: the placeholder while a line is
-/// encoded by [`to_json_vec`], else the flows as serde writes them.
+/// `serialize_with` of `Snapshot::flows`.
 pub(crate) fn serialize_flows<S: Serializer>(
     flows: &[FlowSample],
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    if FLOWS_BY_HAND.with(Cell::get) {
-        serializer.serialize_str(PLACEHOLDER)
-    } else {
-        flows.serialize(serializer)
+    json_splice::by_hand(flows, "flows", serializer)
+}
+
+/// What writes `snap`'s flows into a line that holds it.
+pub(crate) fn flows_of(snap: &Snapshot) -> impl Fn(&mut Vec<u8>) -> serde_json::Result<()> + '_ {
+    |out| write_flows(out, &snap.flows)
+}
+
+/// The part of [`json_splice::to_json_vec`] for a snapshot's flows.
+pub(crate) fn hand_written<'a>(
+    write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
+) -> HandWritten<'a> {
+    HandWritten {
+        key: "flows",
+        tag: "flows",
+        write,
     }
 }
 
-/// Clears [`FLOWS_BY_HAND`] however the encoding ends.
-struct ByHand;
-
-impl ByHand {
-    fn start() -> Self {
-        FLOWS_BY_HAND.with(|f| f.set(true));
-        ByHand
-    }
-}
-
-impl Drop for ByHand {
-    fn drop(&mut self) {
-        FLOWS_BY_HAND.with(|f| f.set(false));
-    }
-}
-
-/// `value`, which serializes `snap` once (a record line, a `--json` line),
-/// as JSON: the same bytes as `serde_json::to_vec(value)`. `capacity`: the
-/// buffer's size to start with (the last line's length, say).
-pub(crate) fn to_json_vec<T: Serialize + ?Sized>(
+/// `value`, which serializes `snap` once (a record line), as JSON: the
+/// same bytes as `serde_json::to_vec(value)`.
+pub(crate) fn to_json_vec<T: serde::Serialize + ?Sized>(
     value: &T,
     snap: &Snapshot,
     capacity: usize,
 ) -> serde_json::Result<Vec<u8>> {
-    let rest = {
-        let _by_hand = ByHand::start();
-        let mut rest = Vec::with_capacity(capacity / 8 + 1024);
-        serde_json::to_writer(&mut rest, value)?;
-        rest
-    };
-    let Some(field) = rest.windows(FIELD_JSON.len()).position(|w| w == FIELD_JSON) else {
-        // `value` holds no snapshot: serde alone.
-        return Ok(rest);
-    };
-    // The array goes where the placeholder string is (after `"flows":`).
-    let start = field + b"\"flows\":".len();
-    let mut out = Vec::with_capacity(capacity.max(rest.len() + snap.flows.len() * 1700));
-    out.extend_from_slice(&rest[..start]);
-    write_flows(&mut out, &snap.flows)?;
-    out.extend_from_slice(&rest[field + FIELD_JSON.len()..]);
-    Ok(out)
+    let flows = flows_of(snap);
+    json_splice::to_json_vec(value, &[hand_written(&flows)], capacity)
 }
 
 /// `flows` as serde writes a `Vec<FlowSample>`.
 pub(crate) fn write_flows(out: &mut Vec<u8>, flows: &[FlowSample]) -> serde_json::Result<()> {
-    out.push(b'[');
-    for (i, flow) in flows.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_flow(out, flow)?;
-    }
-    out.push(b']');
-    Ok(())
-}
-
-/// A JSON object written a field at a time: `key` is the field's name as
-/// serde writes it (names here are plain ASCII: nothing to escape).
-struct Object<'a> {
-    out: &'a mut Vec<u8>,
-    first: bool,
-}
-
-impl<'a> Object<'a> {
-    fn start(out: &'a mut Vec<u8>) -> Self {
-        out.push(b'{');
-        Object { out, first: true }
-    }
-
-    fn key(&mut self, key: &str) -> &mut Vec<u8> {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        self.out.push(b'"');
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\":");
-        self.out
-    }
-
-    fn u64(&mut self, key: &str, v: u64) {
-        let out = self.key(key);
-        out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-    }
-
-    fn u32(&mut self, key: &str, v: u32) {
-        self.u64(key, v.into());
-    }
-
-    fn opt_u32(&mut self, key: &str, v: Option<u32>) {
-        match v {
-            Some(v) => self.u32(key, v),
-            None => self.key(key).extend_from_slice(b"null"),
-        }
-    }
-
-    fn bool(&mut self, key: &str, v: bool) {
-        let text: &[u8] = if v { b"true" } else { b"false" };
-        self.key(key).extend_from_slice(text);
-    }
-
-    /// Anything else (strings, addresses, owners) as serde_json writes it.
-    fn serde<T: Serialize + ?Sized>(&mut self, key: &str, v: &T) -> serde_json::Result<()> {
-        serde_json::to_writer(&mut *self.key(key), v)
-    }
-
-    fn end(self) {
-        self.out.push(b'}');
-    }
+    write_array(out, flows, write_flow)
 }
 
 fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
@@ -196,7 +82,7 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
         netns_name,
         peak_bps,
     } = flow;
-    let mut o = Object::start(out);
+    let mut o = JsonObject::start(out);
     o.u64("id", *id);
     o.u32("netns", *netns);
     write_addr(&mut o, "local", local)?;
@@ -236,7 +122,7 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
 
 /// An address as serde writes one to a human-readable format: its Display
 /// form as a string (digits, dots, colons and brackets: nothing to escape).
-fn write_addr(o: &mut Object, key: &str, addr: &SocketAddr) -> serde_json::Result<()> {
+fn write_addr(o: &mut JsonObject, key: &str, addr: &SocketAddr) -> serde_json::Result<()> {
     o.serde(key, addr)
 }
 
@@ -263,7 +149,7 @@ fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
         rwnd_limited_us,
         sndbuf_limited_us,
     } = c;
-    let mut o = Object::start(out);
+    let mut o = JsonObject::start(out);
     o.u64("bytes_sent", *bytes_sent);
     o.u64("bytes_acked", *bytes_acked);
     o.u64("bytes_retrans", *bytes_retrans);
@@ -295,7 +181,7 @@ fn write_per_state(out: &mut Vec<u8>, v: &PerCaState<u64>) {
         recovery,
         loss,
     } = v;
-    let mut o = Object::start(out);
+    let mut o = JsonObject::start(out);
     o.u64("open", *open);
     o.u64("disorder", *disorder);
     o.u64("cwr", *cwr);
@@ -309,6 +195,9 @@ mod tests {
     use super::*;
     use crate::model::snapshot::{InterfaceSample, Owner};
     use crate::model::workload::Workload;
+    use serde::Serialize;
+
+    const PLACEHOLDER: &str = "\u{1}throttlescope:flows\u{1}";
 
     /// Flows with every optional part both ways, numbers at their limits,
     /// strings that need escaping and both address families.
@@ -395,13 +284,13 @@ mod tests {
     fn flows_by_hand_are_the_bytes_serde_writes() {
         let snap = snapshot();
         let by_hand = to_json_vec(&snap, &snap, 0).unwrap();
+        // After to_json_vec, serde writes the flows itself again.
         let by_serde = serde_json::to_vec(&snap).unwrap();
+        assert!(memchr::memmem::find(&by_serde, b"\"flows\":\"\\u0001").is_none());
         assert_eq!(
             String::from_utf8(by_hand).unwrap(),
             String::from_utf8(by_serde).unwrap()
         );
-        // The flag is down again: serde alone writes the flows.
-        assert!(!FLOWS_BY_HAND.with(Cell::get));
         let mut alone = Vec::new();
         write_flows(&mut alone, &snap.flows).unwrap();
         assert_eq!(alone, serde_json::to_vec(&snap.flows).unwrap());

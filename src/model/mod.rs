@@ -5,5 +5,6 @@
 pub(crate) mod flow_json;
 pub mod fold;
 pub mod instance;
+pub(crate) mod json_splice;
 pub mod snapshot;
 pub(crate) mod workload;
