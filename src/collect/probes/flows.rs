@@ -20,6 +20,7 @@ use super::flows_skel::types::{
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::netns_dump::{read_iter, OtherNamespaces};
+use super::percpu;
 use super::records::read_record;
 use crate::model::snapshot::ProgramHealth;
 
@@ -534,9 +535,15 @@ impl FlowProbes {
         over_cap + malformed + sweep_malformed
     }
 
-    /// The `health` array summed over CPUs.
+    /// The `health` array summed over CPUs: in one batch, else slot by slot.
     pub(crate) fn counters(&self) -> Result<ProbeCounters> {
         let mut out = ProbeCounters::default();
+        if let Some(all) = percpu::read_all(&self.skel.maps.health) {
+            for (i, slot) in out.0.iter_mut().enumerate() {
+                *slot = all.sum_u64(i);
+            }
+            return Ok(out);
+        }
         for (i, slot) in out.0.iter_mut().enumerate() {
             *slot = self.counter(ts_health_counter(i as u32))?;
         }

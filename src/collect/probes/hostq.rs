@@ -17,6 +17,7 @@ use super::flows::{health_of, not_loaded, NetnsFilter};
 use super::hostq_skel::types::{hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
+use super::percpu;
 use super::records::read_record;
 use crate::model::snapshot::{HostQueueSample, ProgramHealth};
 
@@ -342,14 +343,24 @@ impl HostQueueProbes {
         // CPUs and queues whose copies name it.
         let map = &self.skel.maps.if_stats;
         let mut folds: HashMap<(u32, u32), IfFold> = HashMap::new();
+        // In one batch (256 lookups an interval before), else slot by slot.
+        let batch = percpu::read_all(map);
         for slot in 0..map.max_entries() {
-            let Some(per_cpu) = map
-                .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-                .context("reading the host-queue interface slots")?
-            else {
-                continue;
+            let owned;
+            let per_cpu: Vec<&[u8]> = match &batch {
+                Some(all) => all.slot(slot as usize).collect(),
+                None => {
+                    let Some(values) = map
+                        .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+                        .context("reading the host-queue interface slots")?
+                    else {
+                        continue;
+                    };
+                    owned = values;
+                    owned.iter().map(Vec::as_slice).collect()
+                }
             };
-            for (cpu, bytes) in per_cpu.iter().enumerate() {
+            for (cpu, bytes) in per_cpu.into_iter().enumerate() {
                 let Some(c) = read_record::<hq_if_stats>(bytes) else {
                     continue;
                 };

@@ -15,4 +15,5 @@ pub mod flows;
 pub mod hostq;
 pub mod load;
 pub(crate) mod netns_dump;
+pub(crate) mod percpu;
 pub(crate) mod records;

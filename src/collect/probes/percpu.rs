@@ -1,0 +1,144 @@
+//! Per-CPU arrays read whole, in one `BPF_MAP_LOOKUP_BATCH`.
+//!
+//! A lookup per slot is a syscall per slot: each interval the host-queue
+//! probes read 256 slots of transmit-queue counters and the flow probes ~25
+//! health counters that way. One batch reads every slot of an array (on
+//! every kernel we support: arrays have had batch lookups since 5.7); where
+//! the kernel refuses it anyway, the caller reads slot by slot as before.
+
+use std::mem::size_of;
+use std::os::fd::AsRawFd;
+
+use libbpf_rs::MapCore;
+
+/// Every slot of a per-CPU array, as the kernel lays them out: per slot,
+/// one value per possible CPU, each padded to 8 bytes.
+pub(crate) struct PerCpuSlots {
+    buf: Vec<u8>,
+    slots: usize,
+    cpus: usize,
+    stride: usize,
+    value_size: usize,
+}
+
+impl PerCpuSlots {
+    /// Slot `slot`'s value on each CPU (nothing for a slot past the end).
+    pub(crate) fn slot(&self, slot: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        let row = slot * self.cpus * self.stride;
+        let cpus = if slot < self.slots { self.cpus } else { 0 };
+        (0..cpus).map(move |cpu| {
+            let at = row + cpu * self.stride;
+            &self.buf[at..at + self.value_size]
+        })
+    }
+
+    /// Slot `slot` summed over CPUs, its value a u64 counter (wrapping, as
+    /// the counters themselves do).
+    pub(crate) fn sum_u64(&self, slot: usize) -> u64 {
+        self.slot(slot)
+            .filter_map(|v| v.get(..8))
+            .map(|v| u64::from_ne_bytes(v.try_into().unwrap()))
+            .fold(0, u64::wrapping_add)
+    }
+}
+
+/// All of `map` (a per-CPU array) in one batch; None when the kernel
+/// refused the batch or returned less than the whole array.
+pub(crate) fn read_all<M: MapCore>(map: &M) -> Option<PerCpuSlots> {
+    let slots = map.max_entries() as usize;
+    let cpus = libbpf_rs::num_possible_cpus().ok()?;
+    let value_size = map.value_size() as usize;
+    let stride = value_size.next_multiple_of(8);
+    let mut keys = vec![0u32; slots];
+    let mut buf = vec![0u8; slots * cpus * stride];
+    let mut count = u32::try_from(slots).ok()?;
+    let mut next = 0u32;
+    let opts = libbpf_sys::bpf_map_batch_opts {
+        sz: size_of::<libbpf_sys::bpf_map_batch_opts>() as _,
+        elem_flags: 0,
+        flags: 0,
+    };
+    // SAFETY: `keys` holds `count` u32 keys (an array's key size), `buf`
+    // `count` values of `cpus * stride` bytes (the kernel's per-CPU layout),
+    // `next` one key; `opts` is a zeroed, sized bpf_map_batch_opts, and a
+    // null `in_batch` starts at the first slot.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_batch(
+            map.as_fd().as_raw_fd(),
+            std::ptr::null_mut(),
+            (&mut next as *mut u32).cast(),
+            keys.as_mut_ptr().cast(),
+            buf.as_mut_ptr().cast(),
+            &mut count,
+            &opts,
+        )
+    };
+    // ENOENT: the end of the array was reached in the same call.
+    let whole = (rc == 0 || rc == -libc::ENOENT) && count as usize == slots;
+    // An array's keys come in order; anything else is not read as one.
+    let in_order = keys.iter().enumerate().all(|(i, &k)| k as usize == i);
+    (whole && in_order).then_some(PerCpuSlots {
+        buf,
+        slots,
+        cpus,
+        stride,
+        value_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libbpf_rs::{MapFlags, MapHandle, MapType};
+
+    /// A real per-CPU array (root, as every probe test): the batch reads
+    /// what a lookup per slot reads, values of an odd size included.
+    #[test]
+    fn one_batch_reads_what_a_lookup_per_slot_reads() {
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let cpus = libbpf_rs::num_possible_cpus().unwrap();
+        for value_size in [8u32, 12] {
+            let map = MapHandle::create(
+                MapType::PercpuArray,
+                Some("ts_percpu_t"),
+                4,
+                value_size,
+                5,
+                &opts,
+            )
+            .expect("creating a per-CPU array (needs root)");
+            for slot in [0u32, 3] {
+                let values: Vec<Vec<u8>> = (0..cpus)
+                    .map(|cpu| {
+                        (0..value_size)
+                            .map(|b| (slot as usize * 50 + cpu * 7 + b as usize) as u8)
+                            .collect()
+                    })
+                    .collect();
+                map.update_percpu(&slot.to_ne_bytes(), &values, MapFlags::ANY)
+                    .unwrap();
+            }
+            let all = read_all(&map).expect("a batch lookup of an array");
+            for slot in 0..5u32 {
+                let one = map
+                    .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
+                    .unwrap()
+                    .unwrap();
+                let batch: Vec<Vec<u8>> = all.slot(slot as usize).map(<[u8]>::to_vec).collect();
+                assert_eq!(batch, one, "slot {slot}, values of {value_size} bytes");
+            }
+            assert_eq!(all.slot(5).count(), 0);
+            let first8 = |slot: usize, cpu: usize| -> u64 {
+                u64::from_ne_bytes(std::array::from_fn(|b| (slot * 50 + cpu * 7 + b) as u8))
+            };
+            assert_eq!(
+                all.sum_u64(3),
+                (0..cpus).map(|c| first8(3, c)).fold(0, u64::wrapping_add)
+            );
+            assert_eq!(all.sum_u64(1), 0);
+        }
+    }
+}
