@@ -117,6 +117,8 @@ pub struct Collector {
     /// Each watched interface's MTU as last read: a removed interface's
     /// last interval needs it (wire packets) and has no /sys left.
     mtus: HashMap<String, u32>,
+    /// The watched interfaces' counter files, kept open.
+    counter_files: ifstats::OpenCounters,
     /// Notices of interfaces removed from the namespace, with their
     /// counters at removal (None: the socket could not be opened, and a
     /// removed interface's last interval is lost as before).
@@ -228,6 +230,7 @@ impl Collector {
             config,
             prev_links: HashMap::new(),
             mtus: HashMap::new(),
+            counter_files: ifstats::OpenCounters::default(),
             // Opened before the baselines are read, so that a removal
             // between them and the first interval is seen.
             removed_links: RemovedLinks::open().ok(),
@@ -593,9 +596,10 @@ impl Collector {
         self.mtus.retain(|n, _| present(n));
         self.allowance.retain(|n, _| present(n));
         self.drivers.retain(|n, _| present(n));
+        self.counter_files.retain(present);
         for name in names {
-            let totals = match ifstats::read_counters(&name) {
-                Ok(t) => t,
+            let (totals, mtu) = match self.counter_files.read(&name) {
+                Ok(read) => read,
                 Err(_) => {
                     self.counter_read_failures += 1;
                     continue;
@@ -604,7 +608,6 @@ impl Collector {
             // A new interface starts as a baseline: zero growth.
             let prev = self.prev_links.get(&name).copied().unwrap_or(totals);
             let allowance = self.read_allowance(&name);
-            let mtu = ifstats::mtu(&name).unwrap_or(0);
             self.mtus.insert(name.clone(), mtu);
             out.push(InterfaceSample {
                 driver: self.driver(&name),
