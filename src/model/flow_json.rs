@@ -1,8 +1,6 @@
 //! A snapshot's flows as JSON, written by hand (src/model/json_splice.rs
 //! says why and how): the same bytes serde's derive writes.
 
-use std::net::SocketAddr;
-
 use serde::Serializer;
 
 use super::json_splice::{self, write_array, HandWritten, JsonObject};
@@ -85,8 +83,10 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
     let mut o = JsonObject::start(out);
     o.u64("id", *id);
     o.u32("netns", *netns);
-    write_addr(&mut o, "local", local)?;
-    write_addr(&mut o, "peer", peer)?;
+    // Addresses as serde writes them to a human-readable format: their
+    // Display form, as a string.
+    o.serde("local", local)?;
+    o.serde("peer", peer)?;
     o.serde("state", state)?;
     o.serde("ca_state", ca_state)?;
     o.serde("owner", owner)?;
@@ -118,12 +118,6 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
     }
     o.end();
     Ok(())
-}
-
-/// An address as serde writes one to a human-readable format: its Display
-/// form as a string (digits, dots, colons and brackets: nothing to escape).
-fn write_addr(o: &mut JsonObject, key: &str, addr: &SocketAddr) -> serde_json::Result<()> {
-    o.serde(key, addr)
 }
 
 fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
