@@ -5,25 +5,20 @@
 use serde::Serializer;
 
 use super::attribution::{BackoffParts, FlowAttribution};
-use crate::model::json_splice::{self, write_array, HandWritten, JsonObject};
+use crate::model::json_splice::{write_array, HandField, JsonObject};
+
+/// `IntervalAnalysis::flows`, written by hand.
+pub(crate) const FIELD: HandField = HandField {
+    key: "flows",
+    tag: "attribution",
+};
 
 /// `serialize_with` of `IntervalAnalysis::flows`.
 pub(crate) fn serialize_attributions<S: Serializer>(
     flows: &[FlowAttribution],
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    json_splice::by_hand(flows, "attribution", serializer)
-}
-
-/// The part of [`json_splice::to_json_vec`] for an analysis's flows.
-pub(crate) fn hand_written<'a>(
-    write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
-) -> HandWritten<'a> {
-    HandWritten {
-        key: "flows",
-        tag: "attribution",
-        write,
-    }
+    FIELD.serialize(flows, serializer)
 }
 
 /// `flows` as serde writes a `Vec<FlowAttribution>`.

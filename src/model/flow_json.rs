@@ -3,31 +3,21 @@
 
 use serde::Serializer;
 
-use super::json_splice::{self, write_array, HandWritten, JsonObject};
+use super::json_splice::{self, write_array, HandField, JsonObject};
 use super::snapshot::{FlowCounters, FlowSample, PerCaState, Snapshot};
+
+/// `Snapshot::flows`, written by hand.
+pub(crate) const FIELD: HandField = HandField {
+    key: "flows",
+    tag: "flows",
+};
 
 /// `serialize_with` of `Snapshot::flows`.
 pub(crate) fn serialize_flows<S: Serializer>(
     flows: &[FlowSample],
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
-    json_splice::by_hand(flows, "flows", serializer)
-}
-
-/// What writes `snap`'s flows into a line that holds it.
-pub(crate) fn flows_of(snap: &Snapshot) -> impl Fn(&mut Vec<u8>) -> serde_json::Result<()> + '_ {
-    |out| write_flows(out, &snap.flows)
-}
-
-/// The part of [`json_splice::to_json_vec`] for a snapshot's flows.
-pub(crate) fn hand_written<'a>(
-    write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
-) -> HandWritten<'a> {
-    HandWritten {
-        key: "flows",
-        tag: "flows",
-        write,
-    }
+    FIELD.serialize(flows, serializer)
 }
 
 /// `value`, which serializes `snap` once (a record line), as JSON: the
@@ -37,8 +27,8 @@ pub(crate) fn to_json_vec<T: serde::Serialize + ?Sized>(
     snap: &Snapshot,
     capacity: usize,
 ) -> serde_json::Result<Vec<u8>> {
-    let flows = flows_of(snap);
-    json_splice::to_json_vec(value, &[hand_written(&flows)], capacity)
+    let flows = |out: &mut Vec<u8>| write_flows(out, &snap.flows);
+    json_splice::to_json_vec(value, &[FIELD.written_by(&flows)], capacity)
 }
 
 /// `flows` as serde writes a `Vec<FlowSample>`.

@@ -12,7 +12,8 @@
 //! serde_json.
 //!
 //! How an array joins the rest of its line: while [`to_json_vec`] encodes,
-//! a field marked with [`by_hand`] serializes as a placeholder string; the
+//! a field whose `serialize_with` is its [`HandField`]'s serializes as a
+//! placeholder string; the
 //! array written by hand then replaces that string in the output. Strings
 //! that come from elsewhere (states, owners, interface names) still go
 //! through serde_json, so they are escaped exactly as before. Tests compare
@@ -27,18 +28,50 @@ thread_local! {
     static BY_HAND: Cell<bool> = const { Cell::new(false) };
 }
 
-/// `serialize_with` of a field written by hand: while [`to_json_vec`]
-/// encodes, the placeholder for `tag` (a string with control characters,
-/// which serde_json escapes), else the items as serde writes them.
-pub(crate) fn by_hand<S: Serializer, T: Serialize>(
-    items: &[T],
-    tag: &str,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    if BY_HAND.with(Cell::get) {
-        serializer.serialize_str(&format!("\u{1}throttlescope:{tag}\u{1}"))
-    } else {
-        items.serialize(serializer)
+/// A field written by hand: its name in the line, and the tag that tells
+/// its placeholder from another field's.
+#[derive(Clone, Copy)]
+pub(crate) struct HandField {
+    pub key: &'static str,
+    pub tag: &'static str,
+}
+
+impl HandField {
+    /// The string the field serializes as while [`to_json_vec`] encodes
+    /// (with control characters, which serde_json escapes).
+    fn placeholder(&self) -> String {
+        format!("\u{1}throttlescope:{}\u{1}", self.tag)
+    }
+
+    /// For the field's `serialize_with`: the placeholder while
+    /// [`to_json_vec`] encodes, else the items as serde writes them.
+    pub(crate) fn serialize<S: Serializer, T: Serialize>(
+        &self,
+        items: &[T],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        if BY_HAND.with(Cell::get) {
+            serializer.serialize_str(&self.placeholder())
+        } else {
+            items.serialize(serializer)
+        }
+    }
+
+    /// The field, with what writes its value.
+    pub(crate) fn written_by<'a>(
+        self,
+        write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) -> HandWritten<'a> {
+        HandWritten { field: self, write }
+    }
+
+    /// The field as serde_json writes it holding the placeholder. Only a
+    /// key can be followed by `:`, and a string's own quotes are escaped,
+    /// so a match is a field of this name holding the placeholder.
+    fn needle(&self) -> serde_json::Result<Vec<u8>> {
+        let mut needle = format!("\"{}\":", self.key).into_bytes();
+        serde_json::to_writer(&mut needle, &self.placeholder())?;
+        Ok(needle)
     }
 }
 
@@ -58,25 +91,10 @@ impl Drop for ByHand {
     }
 }
 
-/// One field written by hand: its name in the line, the tag its
-/// [`by_hand`] was given, and what writes its value.
+/// A field written by hand, with what writes its value.
 pub(crate) struct HandWritten<'a> {
-    pub key: &'static str,
-    pub tag: &'static str,
-    pub write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
-}
-
-impl HandWritten<'_> {
-    /// The field as serde_json writes it with the placeholder for a value.
-    /// Only a key can be followed by `:`, and a string's own quotes are
-    /// escaped, so a match is a field of this name holding the placeholder.
-    fn needle(&self) -> Vec<u8> {
-        format!(
-            "\"{}\":\"\\u0001throttlescope:{}\\u0001\"",
-            self.key, self.tag
-        )
-        .into_bytes()
-    }
+    field: HandField,
+    write: &'a dyn Fn(&mut Vec<u8>) -> serde_json::Result<()>,
 }
 
 /// `value` as JSON: the same bytes as `serde_json::to_vec(value)`, with each
@@ -97,12 +115,12 @@ pub(crate) fn to_json_vec<T: Serialize + ?Sized>(
     let mut out = Vec::with_capacity(capacity.max(rest.len()));
     let mut from = 0;
     for part in parts {
-        let needle = part.needle();
+        let needle = part.field.needle()?;
         let Some(at) = memchr::memmem::find(&rest[from..], &needle).map(|i| from + i) else {
             continue; // not in this value
         };
         // The value goes where the placeholder string is, after `"key":`.
-        let value_at = at + part.key.len() + 3;
+        let value_at = at + part.field.key.len() + 3;
         out.extend_from_slice(&rest[from..value_at]);
         (part.write)(&mut out)?;
         from = at + needle.len();

@@ -115,10 +115,10 @@ impl JsonView {
         let capacity = self.last_len + self.last_len / 8 + 1024;
         let attributions = |out: &mut Vec<u8>| write_attributions(out, &analysis.flows);
         let (mut bytes, _) = encode_within(snap, MAX_LINE_BYTES - 1, |snapshot| {
-            let flows = flow_json::flows_of(snapshot);
+            let flows = |out: &mut Vec<u8>| flow_json::write_flows(out, &snapshot.flows);
             let parts = [
-                flow_json::hand_written(&flows),
-                attribution_json::hand_written(&attributions),
+                flow_json::FIELD.written_by(&flows),
+                attribution_json::FIELD.written_by(&attributions),
             ];
             json_splice::to_json_vec(&WatchLine { snapshot, analysis }, &parts, capacity)
         })
