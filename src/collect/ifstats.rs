@@ -158,24 +158,22 @@ impl CounterFiles {
             anyhow::bail!("{}: another device has the name now", self.dir.display());
         }
         let mut buf = [0u8; 32];
-        let mut number = |f: &File, name: &str| -> Result<u64> {
+        // `sub` and `name` make the file's path for an error only.
+        let mut number = |f: &File, sub: &str, name: &str| -> Result<u64> {
+            let path = || format!("{}/{sub}{name}", self.dir.display());
             let n = f
                 .read_at(&mut buf, 0)
-                .with_context(|| format!("reading {}/{name}", self.dir.display()))?;
+                .with_context(|| format!("reading {}", path()))?;
             let text = String::from_utf8_lossy(&buf[..n]);
-            text.trim().parse().with_context(|| {
-                format!(
-                    "{}/{name}: not a number: {:?}",
-                    self.dir.display(),
-                    text.trim()
-                )
-            })
+            text.trim()
+                .parse()
+                .with_context(|| format!("{}: not a number: {:?}", path(), text.trim()))
         };
         let mut v = [0u64; 8];
         for ((slot, f), name) in v.iter_mut().zip(&self.counters).zip(COUNTERS) {
-            *slot = number(f, &format!("statistics/{name}"))?;
+            *slot = number(f, "statistics/", name)?;
         }
-        let mtu = number(&self.mtu, "mtu")?;
+        let mtu = number(&self.mtu, "", "mtu")?;
         Ok((counters_from(v), u32::try_from(mtu).unwrap_or(0)))
     }
 }

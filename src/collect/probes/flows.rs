@@ -452,11 +452,7 @@ impl FlowProbes {
             .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
             .context("reading the health counters")?
             .unwrap_or_default();
-        Ok(per_cpu
-            .iter()
-            .filter(|v| v.len() >= 8)
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-            .sum())
+        Ok(percpu::sum_u64(per_cpu.iter().map(Vec::as_slice)))
     }
 
     /// How each interval's flows are read, for `doctor` and the docs' table.

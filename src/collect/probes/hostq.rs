@@ -394,14 +394,11 @@ impl HostQueueProbes {
             let Some(key) = read_record::<hq_drop_key>(&key_bytes) else {
                 continue;
             };
-            let total: u64 = map
+            let per_cpu = map
                 .lookup_percpu(&key_bytes, MapFlags::ANY)
                 .context("reading the host-queue drop counters")?
-                .unwrap_or_default()
-                .iter()
-                .filter(|v| v.len() >= 8)
-                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-                .sum();
+                .unwrap_or_default();
+            let total = percpu::sum_u64(per_cpu.iter().map(Vec::as_slice));
             let prev = self
                 .prev_drops
                 .insert((key.netns, key.ifindex, key.reason), total)
@@ -501,17 +498,15 @@ impl HostQueueProbes {
     /// The `hq_health` array summed over CPUs.
     fn counter(&self, c: hq_health_counter) -> u64 {
         let key = c.0.to_ne_bytes();
-        self.skel
+        let per_cpu = self
+            .skel
             .maps
             .hq_health
             .lookup_percpu(&key, MapFlags::ANY)
             .ok()
             .flatten()
-            .unwrap_or_default()
-            .iter()
-            .filter(|v| v.len() >= 8)
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-            .sum()
+            .unwrap_or_default();
+        percpu::sum_u64(per_cpu.iter().map(Vec::as_slice))
     }
 
     /// Failures of the programs themselves, cumulative since attach.

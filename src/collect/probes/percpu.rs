@@ -32,14 +32,20 @@ impl PerCpuSlots {
         })
     }
 
-    /// Slot `slot` summed over CPUs, its value a u64 counter (wrapping, as
-    /// the counters themselves do).
+    /// Slot `slot` summed over CPUs, its value a u64 counter.
     pub(crate) fn sum_u64(&self, slot: usize) -> u64 {
-        self.slot(slot)
-            .filter_map(|v| v.get(..8))
-            .map(|v| u64::from_ne_bytes(v.try_into().unwrap()))
-            .fold(0, u64::wrapping_add)
+        sum_u64(self.slot(slot))
     }
+}
+
+/// A u64 counter's per-CPU values summed (wrapping, as the counters
+/// themselves do); a value shorter than 8 bytes counts nothing.
+pub(crate) fn sum_u64<'a>(per_cpu: impl IntoIterator<Item = &'a [u8]>) -> u64 {
+    per_cpu
+        .into_iter()
+        .filter_map(|v| v.get(..8))
+        .map(|v| u64::from_ne_bytes(v.try_into().unwrap()))
+        .fold(0, u64::wrapping_add)
 }
 
 /// All of `map` (a per-CPU array) in one batch; None when the kernel
