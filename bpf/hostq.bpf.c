@@ -65,6 +65,7 @@ struct hq_drop_key _abi_drop_key = {};
 struct hq_sojourn _abi_sojourn = {};
 struct hq_rate _abi_rate = {};
 enum hq_dir _abi_dir = HQ_DIR_RX;
+enum hq_rate_pack _abi_rate_pack = HQ_RATE_PKTS_SHIFT;
 enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 
 /* A sample whose packet was never seen leaving (qdisc reset, a drop from
@@ -76,6 +77,8 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
  * qdisc keeps qlen and backlog per CPU (pfifo_fast), not in q.qlen. A macro,
  * not vmlinux.h: it has no #defines. */
 #define HQ_TCQ_F_CPUSTATS 0x20
+/* The bytes of a bucket's word (struct hq_rate, frames). */
+#define HQ_RATE_BYTES_MASK ((1ULL << HQ_RATE_PKTS_SHIFT) - 1)
 
 /* Per-CPU slots of transmit queues, indexed by (ifindex, queue) (hostq.h). */
 struct {
@@ -442,8 +445,8 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 		if (i >= subs)
 			break;
 		b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
-		bytes += r->bytes[b];
-		pkts += r->pkts[b];
+		bytes += r->frames[b] & HQ_RATE_BYTES_MASK;
+		pkts += r->frames[b] >> HQ_RATE_PKTS_SHIFT;
 	}
 	barrier_var(slot);
 	if (slot > 1)
@@ -459,17 +462,30 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
 		r->peak_pkts[slot] = pkts;
 	/* The clock's pace for the bucket now open (hostq.h). */
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
-	bytes = gap == 1 ? r->bytes[b] / 8 : 0;
-	pkts = gap == 1 ? r->pkts[b] / 8 : 0;
+	bytes = gap == 1 ? (r->frames[b] & HQ_RATE_BYTES_MASK) / 8 : 0;
+	pkts = gap == 1 ? (r->frames[b] >> HQ_RATE_PKTS_SHIFT) / 8 : 0;
 	r->clock_every_bytes = bytes > HQ_CLOCK_BYTES ? bytes : HQ_CLOCK_BYTES;
 	r->clock_every_pkts = pkts > HQ_CLOCK_PKTS ? pkts : HQ_CLOCK_PKTS;
 	for (i = 1; i <= HQ_RATE_BUCKETS; i++) {
 		if (i > gap)
 			break;
 		b = (r->cur + i) & (HQ_RATE_BUCKETS - 1);
-		r->bytes[b] = 0;
-		r->pkts[b] = 0;
+		r->frames[b] = 0;
 	}
+}
+
+/* Runs counted on the plain-add path, moved to the health counter (at a
+ * clock read, or before the slot starts over). */
+static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
+{
+	__u64 *v;
+
+	if (!r->unclocked_runs)
+		return;
+	v = bpf_map_lookup_elem(&hq_health, &counter);
+	if (v)
+		*v += r->unclocked_runs;
+	r->unclocked_runs = 0;
 }
 
 /*
@@ -479,13 +495,16 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
  * (hostq.h); a read that opens a new bucket sums the window that just ended
  * (rate_roll). Wire packets: 1 unless the skb is longer than a frame of the
  * device's MTU, when gso_segs is read (a probe read, only for gso/gro skbs,
- * each of which carries many packets).
+ * each of which carries many packets). `plain`: only one CPU at a time
+ * passes packets of this queue (tx_serialized): the bucket's add and the
+ * run's count need no atomic and no per-run health counter.
  */
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
-				      __u32 dir, __u32 queue, __u32 len)
+				      __u32 dir, __u32 queue, __u32 len, bool plain)
 {
-	__u64 sub = peak_bucket_ns, jiffies, bucket, pkts = 1;
+	__u64 sub = peak_bucket_ns, jiffies, bucket, pkts = 1, frame;
 	__u32 subs = peak_subs, idx, b;
+	__u32 counter = dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
 
@@ -494,18 +513,23 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 	k.netns = dev_netns(dev);
 	if (!observed(k.netns))
 		return;
-	health_inc(hq_health, dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS);
+	if (!plain)
+		health_inc(hq_health, counter);
 	k.ifindex = dev->ifindex;
 	k.txq = queue < HQ_MAX_TXQ ? queue : HQ_MAX_TXQ;
 	k.pad = dir;
 	idx = ((k.ifindex + k.txq * HQ_TXQ_STRIDE) & (HQ_IF_SLOTS - 1)) + (dir ? HQ_IF_SLOTS : 0);
 	r = bpf_map_lookup_elem(&rates, &idx);
-	if (!r)
+	if (!r) {
+		if (plain)
+			health_inc(hq_health, counter);
 		return;
+	}
 	if (len > dev->mtu + dev->hard_header_len)
 		pkts = skb_segs_shinfo(skb);
 	if (r->key.ifindex != k.ifindex || r->key.txq != k.txq || r->key.netns != k.netns ||
 	    r->key.pad != k.pad) {
+		rate_flush_runs(r, counter);
 		__builtin_memset(r, 0, sizeof(*r));
 		r->key = k;
 		r->clock_every_bytes = HQ_CLOCK_BYTES;
@@ -514,12 +538,15 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 	jiffies = bpf_jiffies64();
 	r->unclocked_bytes += len;
 	r->unclocked_pkts += pkts;
+	if (plain)
+		r->unclocked_runs++;
 	if (jiffies != r->clock_jiffies || r->unclocked_bytes >= r->clock_every_bytes ||
 	    r->unclocked_pkts >= r->clock_every_pkts) {
 		bucket = bpf_ktime_get_ns() / sub;
 		r->clock_jiffies = jiffies;
 		r->unclocked_bytes = 0;
 		r->unclocked_pkts = 0;
+		rate_flush_runs(r, counter);
 		if (bucket != r->cur) {
 			if (r->cur)
 				rate_roll(r, bucket, subs);
@@ -527,8 +554,35 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		}
 	}
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
-	__sync_fetch_and_add(&r->bytes[b], len);
-	__sync_fetch_and_add(&r->pkts[b], pkts);
+	frame = len | pkts << HQ_RATE_PKTS_SHIFT;
+	if (plain)
+		r->frames[b] += frame;
+	else
+		__sync_fetch_and_add(&r->frames[b], frame);
+}
+
+/*
+ * Whether the skbs of transmit queue `queue` reach the driver one at a time:
+ * the queue has a qdisc (txq->qdisc->enqueue set; noqueue clears it), so
+ * __dev_queue_xmit() hands them over only from the CPU that holds the
+ * qdisc's run (qdisc_run_begin(): the root lock's owner, or the seqlock of
+ * a lockless qdisc), also on its empty-queue bypass. Without a qdisc, a
+ * lockless (LLTX) device such as veth is sent to by CPUs at once. Queues
+ * past HQ_MAX_TXQ share one slot: not one at a time. Needs a plain read of
+ * the queue from its address (bpf_core_cast, 6.2): before that, false
+ * (atomic adds, as for receive).
+ */
+static __always_inline bool tx_serialized(const struct net_device *dev, __u32 queue)
+{
+	struct netdev_queue *txq;
+	struct Qdisc *q;
+
+	if (!bpf_ksym_exists(bpf_rdonly_cast) || queue >= HQ_MAX_TXQ)
+		return false;
+	txq = bpf_core_cast((void *)dev->_tx + queue * bpf_core_type_size(struct netdev_queue),
+			    struct netdev_queue);
+	q = txq->qdisc;
+	return q && q->enqueue;
 }
 
 /* Every skb handed to a driver: after the qdisc, and also the ones that
@@ -536,8 +590,10 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
+	__u32 queue = skb->queue_mapping;
+
 	TEST_REJECT(test_reject, HQ_H_XMIT_EVENTS);
-	rate_note(skb, dev, HQ_DIR_TX, skb->queue_mapping, skb->len);
+	rate_note(skb, dev, HQ_DIR_TX, queue, skb->len, tx_serialized(dev, queue));
 	return 0;
 }
 
@@ -547,6 +603,6 @@ SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(on_netif_receive, struct sk_buff *skb)
 {
 	TEST_REJECT(test_reject, HQ_H_RECV_EVENTS);
-	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len);
+	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len, false);
 	return 0;
 }

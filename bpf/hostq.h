@@ -128,11 +128,15 @@ struct hq_if_stats {
  * A plain (not per-CPU) ARRAY of HQ_RATE_SLOTS: one window split over
  * per-CPU copies would not add up, and one TCP flow transmits from two
  * CPUs at once (its sender's and the one its ACKs arrive on). A transmit
- * queue's driver calls run under its lock (one at a time) except on
- * lockless (LLTX) devices such as veth, a receive queue's on one CPU
- * without RPS: the adds are atomic for the rest, and a window closing on
- * two CPUs at once may lose the other's adds of that instant, never count
- * twice. Slot of (dir, ifindex, queue): dir * HQ_IF_SLOTS + (ifindex +
+ * queue with a qdisc hands its skbs to the driver from one CPU at a time
+ * (the CPU that holds the qdisc's run, qdisc_run_begin(), whatever the
+ * device's locking): there the adds are plain (hostq.bpf.c, tx_serialized;
+ * from 6.2, where the queue can be read without a helper call). Elsewhere
+ * (a receive queue with RPS, a queue without a qdisc on a lockless (LLTX)
+ * device such as veth's default noqueue) several CPUs may add at once: the
+ * add is atomic, one per skb (bytes and packets packed in one word,
+ * HQ_RATE_PKTS_SHIFT), and a window closing on two CPUs at once may lose
+ * the other's adds of that instant, never count twice. Slot of (dir, ifindex, queue): dir * HQ_IF_SLOTS + (ifindex +
  * queue * HQ_TXQ_STRIDE) % HQ_IF_SLOTS; queues colliding on a slot take it
  * over from each other (`key`; rare, as for the per-CPU slots).
  *
@@ -157,6 +161,14 @@ struct hq_if_stats {
  * kernel's tick alone, 4 ms at HZ=250, misplaced a third of a 12 ms
  * window's bytes).
  */
+/* A bucket's word (struct hq_rate, frames): bytes below this bit, packets
+ * from it. A bucket holds at most an eighth of the longest window (1 s) plus
+ * a tick: 2^40 bytes is 8.8 TB/s over 125 ms, 2^24 packets 134 Mpps. An enum,
+ * not a #define, so the Rust side gets it from the skeleton's BTF. */
+enum hq_rate_pack {
+	HQ_RATE_PKTS_SHIFT = 40,
+};
+
 enum hq_rate_clock {
 	HQ_CLOCK_BYTES = 8192,
 	HQ_CLOCK_PKTS = 64,
@@ -173,20 +185,27 @@ enum hq_dir {
 };
 
 struct hq_rate {
+	/* What every packet touches first, in the slot's first cache line. */
 	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
 	__u64 cur;               /* the bucket in progress: the latest clock read / peak_bucket_ns; 0: none yet */
-	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
-	 * tcpdump counts them) and wire packets (gso segments). */
-	__u64 bytes[HQ_RATE_BUCKETS];
-	__u64 pkts[HQ_RATE_BUCKETS];
-	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
-	__u64 peak_bytes[2];
-	__u64 peak_pkts[2];
 	__u64 clock_jiffies;     /* the jiffies at the latest clock read */
 	__u32 unclocked_bytes;   /* passed since that read */
 	__u32 unclocked_pkts;
+	/* Runs since that read not yet added to the health counter: counted
+	 * here on the plain-add path (one at a time) and moved to the counter
+	 * at each clock read; user space adds what is left here to the
+	 * counter's figure (hostq.rs). The atomic path counts each run in the
+	 * health counter at once. */
+	__u64 unclocked_runs;
+	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
+	 * tcpdump counts them) in the low HQ_RATE_PKTS_SHIFT bits, wire packets
+	 * (gso segments) above, so one add per skb counts both. */
+	__u64 frames[HQ_RATE_BUCKETS];
 	__u64 clock_every_bytes; /* read the clock again past this many */
 	__u64 clock_every_pkts;
+	__u64 peak_epoch[2];     /* slot = epoch & 1, as hq_if_stats' peaks */
+	__u64 peak_bytes[2];
+	__u64 peak_pkts[2];
 };
 
 /* Drops are keyed by (netns, ifindex, reason); ifindex 0: no device, by socket. */

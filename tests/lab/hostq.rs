@@ -20,6 +20,8 @@ const SENDER_IF: &str = "hqa";
 const RECEIVER_IF: &str = "hqb";
 const SENDER_IP: &str = "10.201.0.1";
 const RECEIVER_IP: &str = "10.201.0.2";
+/// On the pair's subnet, held by no one.
+const NOBODY_IP: &str = "10.201.0.9";
 
 fn run(args: &[&str]) -> String {
     let out = crate::support::run(Command::new(args[0]).args(&args[1..]));
@@ -532,4 +534,107 @@ fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
         (tc_end.qlen, tc_end.backlog),
         "backlog after the drain vs tc"
     );
+}
+
+/// The sender veth's transmit counters (packets, bytes), as `ip -s` gives them.
+fn link_tx(pair: &Pair) -> (u64, u64) {
+    let json = pair.in_sender(&["ip", "-s", "-j", "link", "show", "dev", SENDER_IF]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("ip -j output");
+    let tx = &v[0]["stats64"]["tx"];
+    (
+        tx["packets"].as_u64().expect("tx packets"),
+        tx["bytes"].as_u64().expect("tx bytes"),
+    )
+}
+
+/// Peak rates count every frame handed to the driver, on both of the
+/// programs' ways of adding: plain adds where the queue has a qdisc (its
+/// skbs reach the driver from one CPU at a time; from 6.2) and atomic ones
+/// where it has none (veth's default noqueue, a lockless device). A burst
+/// of datagrams well inside one 1 s window, on a quiet interface (no IPv6,
+/// a permanent neighbour entry: no ARP, and no replies), reads as exactly that burst: its
+/// frames and bytes as the link's counters give them, and one transmit
+/// event per frame.
+#[test]
+fn peak_windows_count_every_frame_with_and_without_a_qdisc() {
+    const DATAGRAMS: u64 = 400;
+    const PAYLOAD: usize = 100;
+    for qdisc in [None, Some("pfifo limit 1000")] {
+        let pair = Pair::new();
+        if let Some(q) = qdisc {
+            let mut args = vec!["tc", "qdisc", "add", "dev", SENDER_IF, "root"];
+            args.extend(q.split_whitespace());
+            pair.in_sender(&args);
+        }
+        // A neighbour no one has: the receiver drops the frames as for
+        // another host, silently (a reply, even an ICMP error, would fail
+        // the next write of a connected socket).
+        pair.in_sender(&[
+            "ip",
+            "neigh",
+            "replace",
+            NOBODY_IP,
+            "lladdr",
+            "02:00:00:00:00:09",
+            "dev",
+            SENDER_IF,
+            "nud",
+            "permanent",
+        ]);
+        let label = qdisc.unwrap_or("noqueue");
+        let (peak, events, sent) = std::thread::scope(|s| {
+            s.spawn(|| {
+                let ino = enter_netns(&pair.sender);
+                let mut probes =
+                    HostQueueProbes::attach(NetnsFilter::Only(ino), 1_000_000).expect("attach");
+                let mut names = IfIndexNames::new().expect("a socket for interface names");
+                probes.read(&mut names, 1).expect("baseline read");
+                // Past the 125 ms bucket in progress at that read: a window
+                // ending in a bucket begun before a read belongs to that
+                // read's interval (hostq.rs, queue_peak).
+                std::thread::sleep(Duration::from_millis(300));
+                let before = link_tx(&pair);
+                let events_before = xmit_events(&probes);
+                // One write, one datagram (bash's /dev/udp is a connected
+                // UDP socket).
+                let script = format!(
+                    "exec 3>/dev/udp/{NOBODY_IP}/9; p=$(printf '%0{PAYLOAD}d' 0); \
+                     for ((i = 0; i < {DATAGRAMS}; i++)); do printf %s \"$p\" >&3; done"
+                );
+                pair.in_sender(&["bash", "-c", &script]);
+                std::thread::sleep(Duration::from_millis(200));
+                let after = link_tx(&pair);
+                probes.read(&mut names, 2).expect("read");
+                let peak = probes.peaks().get(SENDER_IF).and_then(|p| p.0);
+                let events = xmit_events(&probes) - events_before;
+                (peak, events, (after.0 - before.0, after.1 - before.1))
+            })
+            .join()
+            .expect("measuring thread")
+        });
+        let frame = (14 + 20 + 8 + PAYLOAD) as u64;
+        assert_eq!(
+            sent,
+            (DATAGRAMS, DATAGRAMS * frame),
+            "{label}: the link sent other frames than the burst"
+        );
+        let peak = peak.unwrap_or_else(|| panic!("{label}: no transmit peak"));
+        assert_eq!(peak.window_us, 1_000_000, "{label}");
+        assert_eq!(
+            (peak.pps, peak.bps),
+            (sent.0, sent.1 * 8),
+            "{label}: the 1 s window holding the burst vs the link's counters"
+        );
+        assert_eq!(events, DATAGRAMS, "{label}: transmit events");
+    }
+}
+
+/// Transmit runs the peak program counted so far.
+fn xmit_events(probes: &HostQueueProbes) -> u64 {
+    probes
+        .program_health()
+        .iter()
+        .find(|p| p.name == "dev_xmit")
+        .map(|p| p.events)
+        .expect("dev_xmit in the program health")
 }

@@ -14,7 +14,9 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
 use super::flows::{health_of, not_loaded, NetnsFilter};
-use super::hostq_skel::types::{hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate};
+use super::hostq_skel::types::{
+    hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate, hq_rate_pack,
+};
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::load::{self, NotLoaded, ProgramSpec};
 use super::percpu;
@@ -171,17 +173,24 @@ struct QueueFold {
 /// several an upper bound, as the backlog peak: each may peak at another
 /// moment).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Peak {
+pub struct Peak {
     pub bps: u64,
     pub pps: u64,
     pub window_us: u64,
 }
 
 /// An interface's peak rates: (tx, rx), each when measured.
-pub(crate) type Peaks = (Option<Peak>, Option<Peak>);
+pub type Peaks = (Option<Peak>, Option<Peak>);
 
 /// Buckets a window is cut in at most (HQ_RATE_BUCKETS, hostq.h).
 const RATE_BUCKETS: u64 = 16;
+
+/// A bucket's (bytes, packets), packed in one word so that the kernel
+/// counts both with one add (hq_rate's `frames`, hostq.h).
+fn bucket_frames(word: u64) -> (u64, u64) {
+    let shift = hq_rate_pack::HQ_RATE_PKTS_SHIFT.0;
+    (word & ((1u64 << shift) - 1), word >> shift)
+}
 
 /// The peak-rate window (struct hq_rate, hostq.h): windows of
 /// `WINDOW_BUCKETS` buckets of `bucket_ns`, so a window slides by an eighth
@@ -232,7 +241,10 @@ fn queue_peak(r: &hq_rate, epoch: u64, since_ns: u64, bucket_ns: u64) -> (u64, u
     if r.cur != 0 && r.cur.saturating_mul(bucket_ns) >= since_ns {
         let n = RATE_BUCKETS as usize;
         let last = (0..WINDOW_BUCKETS).map(|i| (r.cur.wrapping_sub(i) as usize) % n);
-        let (b, p) = last.fold((0, 0), |(b, p), i| (b + r.bytes[i], p + r.pkts[i]));
+        let (b, p) = last.fold((0, 0), |(b, p), i| {
+            let (bytes, pkts) = bucket_frames(r.frames[i]);
+            (b + bytes, p + pkts)
+        });
         peak = (peak.0.max(b), peak.1.max(p));
     }
     peak
@@ -259,6 +271,10 @@ pub struct HostQueueProbes {
     prev_read_ns: u64,
     /// Per interface name, the last read's peak rates.
     peaks: HashMap<String, Peaks>,
+    /// Runs of the peak programs (tx, rx) the kernel had counted in the rate
+    /// slots but not yet in its health counters at the last read (hostq.h,
+    /// `unclocked_runs`): part of their events.
+    pending_runs: (u64, u64),
 }
 
 /// The per-packet programs that measure peak rates (`--peak-window`).
@@ -323,6 +339,7 @@ impl HostQueueProbes {
             peak_window,
             prev_read_ns: crate::shared::clock::monotonic_ns(),
             peaks: HashMap::new(),
+            pending_runs: (0, 0),
         })
     }
 
@@ -423,7 +440,7 @@ impl HostQueueProbes {
     /// The peak rates of the last read, by interface name: the busiest
     /// window of the interval that read closed (none for an interface
     /// without a qdisc, or before the window is known).
-    pub(crate) fn peaks(&self) -> &HashMap<String, Peaks> {
+    pub fn peaks(&self) -> &HashMap<String, Peaks> {
         &self.peaks
     }
 
@@ -431,19 +448,38 @@ impl HostQueueProbes {
     /// summed over its queues.
     fn read_peaks(&mut self, epoch: u64) -> Result<HashMap<(u32, u32), Peaks>> {
         let mut sums: HashMap<(u32, u32, u32), (u64, u64)> = HashMap::new();
+        let mut pending = (0, 0);
         let map = &self.skel.maps.rates;
+        // In one batch (512 lookups an interval before), else slot by slot.
+        let batch = percpu::read_all(map);
         for slot in 0..map.max_entries() {
-            let Some(bytes) = map
-                .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
-                .context("reading the host-queue peak rates")?
-            else {
-                continue;
+            let owned;
+            let bytes: &[u8] = match batch
+                .as_ref()
+                .and_then(|all| all.slot(slot as usize).next())
+            {
+                Some(value) => value,
+                None => {
+                    let Some(value) = map
+                        .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
+                        .context("reading the host-queue peak rates")?
+                    else {
+                        continue;
+                    };
+                    owned = value;
+                    &owned
+                }
             };
-            let Some(r) = read_record::<hq_rate>(&bytes) else {
+            let Some(r) = read_record::<hq_rate>(bytes) else {
                 continue;
             };
             if r.key.ifindex == 0 {
                 continue;
+            }
+            if r.key.pad == hq_dir::HQ_DIR_RX.0 {
+                pending.1 += r.unclocked_runs;
+            } else {
+                pending.0 += r.unclocked_runs;
             }
             let (b, p) = queue_peak(&r, epoch, self.prev_read_ns, self.peak_window.bucket_ns());
             let sum = sums
@@ -452,6 +488,7 @@ impl HostQueueProbes {
             sum.0 += b;
             sum.1 += p;
         }
+        self.pending_runs = pending;
         let mut out: HashMap<(u32, u32), Peaks> = HashMap::new();
         for ((netns, ifindex, dir), (b, p)) in sums {
             let Some(rate) = self.peak_window.rate(b, p) else {
@@ -528,6 +565,12 @@ impl HostQueueProbes {
                 let events = match *counter {
                     hq_health_counter::HQ_H_ENQUEUE_EVENTS => self.enqueue_events,
                     hq_health_counter::HQ_H_DEQUEUE_EVENTS => self.dequeue_events,
+                    c @ hq_health_counter::HQ_H_XMIT_EVENTS => {
+                        self.counter(c) + self.pending_runs.0
+                    }
+                    c @ hq_health_counter::HQ_H_RECV_EVENTS => {
+                        self.counter(c) + self.pending_runs.1
+                    }
                     c => self.counter(c),
                 };
                 if self.peak_window.asked_us == 0 && PEAK_PROGRAMS.contains(name) {
@@ -757,11 +800,11 @@ mod tests {
             ..Default::default()
         };
         // Buckets 26 to 33 make the window in progress; 25 is older.
-        r.bytes[25 % 16] = 1_000;
-        r.bytes[26 % 16] = 100;
-        r.bytes[32 % 16] = 200;
-        r.bytes[33 % 16] = 300;
-        r.pkts[33 % 16] = 40;
+        let packed = |bytes: u64, pkts: u64| bytes | pkts << 40;
+        r.frames[25 % 16] = packed(1_000, 10);
+        r.frames[26 % 16] = packed(100, 0);
+        r.frames[32 % 16] = packed(200, 0);
+        r.frames[33 % 16] = packed(300, 40);
         r.peak_epoch = [6, 5];
         r.peak_bytes = [550, 900];
         r.peak_pkts = [9, 90];

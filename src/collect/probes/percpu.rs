@@ -1,18 +1,20 @@
-//! Per-CPU arrays read whole, in one `BPF_MAP_LOOKUP_BATCH`.
+//! Arrays (per-CPU or plain) read whole, in one `BPF_MAP_LOOKUP_BATCH`.
 //!
 //! A lookup per slot is a syscall per slot: each interval the host-queue
-//! probes read 256 slots of transmit-queue counters and the flow probes ~25
-//! health counters that way. One batch reads every slot of an array (on
-//! every kernel we support: arrays have had batch lookups since 5.7); where
-//! the kernel refuses it anyway, the caller reads slot by slot as before.
+//! probes read 256 slots of transmit-queue counters and 512 of peak rates,
+//! and the flow probes ~25 health counters, that way. One batch reads every
+//! slot of an array (on every kernel we support: arrays have had batch
+//! lookups since 5.7); where the kernel refuses it anyway, the caller reads
+//! slot by slot as before.
 
 use std::mem::size_of;
 use std::os::fd::AsRawFd;
 
 use libbpf_rs::MapCore;
 
-/// Every slot of a per-CPU array, as the kernel lays them out: per slot,
-/// one value per possible CPU, each padded to 8 bytes.
+/// Every slot of an array, as the kernel lays them out: per slot, one value
+/// per possible CPU, each padded to 8 bytes (a per-CPU array), or the one
+/// value (a plain array: one "CPU").
 pub(crate) struct PerCpuSlots {
     buf: Vec<u8>,
     slots: usize,
@@ -48,13 +50,19 @@ pub(crate) fn sum_u64<'a>(per_cpu: impl IntoIterator<Item = &'a [u8]>) -> u64 {
         .fold(0, u64::wrapping_add)
 }
 
-/// All of `map` (a per-CPU array) in one batch; None when the kernel
-/// refused the batch or returned less than the whole array.
+/// All of `map` (an array, per-CPU or plain) in one batch; None when the
+/// kernel refused the batch or returned less than the whole array.
 pub(crate) fn read_all<M: MapCore>(map: &M) -> Option<PerCpuSlots> {
     let slots = map.max_entries() as usize;
-    let cpus = libbpf_rs::num_possible_cpus().ok()?;
     let value_size = map.value_size() as usize;
-    let stride = value_size.next_multiple_of(8);
+    let (cpus, stride) = match map.map_type() {
+        libbpf_rs::MapType::PercpuArray => (
+            libbpf_rs::num_possible_cpus().ok()?,
+            value_size.next_multiple_of(8),
+        ),
+        libbpf_rs::MapType::Array => (1, value_size),
+        _ => return None,
+    };
     let mut keys = vec![0u32; slots];
     let mut buf = vec![0u8; slots * cpus * stride];
     let mut count = u32::try_from(slots).ok()?;
@@ -146,5 +154,29 @@ mod tests {
             );
             assert_eq!(all.sum_u64(1), 0);
         }
+    }
+
+    /// A plain array reads as one value per slot, as a lookup per slot does.
+    #[test]
+    fn a_plain_array_reads_one_value_per_slot() {
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let map = MapHandle::create(MapType::Array, Some("ts_array_t"), 4, 12, 3, &opts)
+            .expect("creating an array (needs root)");
+        let value: Vec<u8> = (1..=12).collect();
+        map.update(&2u32.to_ne_bytes(), &value, MapFlags::ANY)
+            .unwrap();
+        let all = read_all(&map).expect("a batch lookup of an array");
+        for slot in 0..3u32 {
+            let one = map
+                .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
+                .unwrap()
+                .unwrap();
+            let batch: Vec<Vec<u8>> = all.slot(slot as usize).map(<[u8]>::to_vec).collect();
+            assert_eq!(batch, vec![one], "slot {slot}");
+        }
+        assert_eq!(all.slot(2).next().unwrap(), &value[..]);
     }
 }
