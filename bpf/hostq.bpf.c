@@ -435,31 +435,35 @@ int on_kfree_skb(__u64 *ctx)
 
 /* The bucket `now` (a bucket number) opens: the window of `subs` buckets
  * that ends with the bucket just completed goes into this epoch's peak, and
- * the buckets skipped since (no packet) are emptied. */
-static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs)
+ * the buckets skipped since (no packet) are emptied. Not when that window's
+ * last packet came in an epoch already closed (a quiet queue since): the
+ * read that closed it took the window as the one in progress (hostq.rs,
+ * queue_peak), and folded now it would be a peak of a later interval that
+ * never saw that traffic. */
+static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs, __u64 epoch)
 {
-	__u64 epoch = hq_epoch, bytes = 0, pkts = 0, gap = now - r->cur;
+	__u64 bytes = 0, pkts = 0, gap = now - r->cur;
 	__u32 slot = epoch & 1, i, b;
 
-	for (i = 0; i < HQ_RATE_BUCKETS; i++) {
-		if (i >= subs)
-			break;
-		b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
-		bytes += r->frames[b] & HQ_RATE_BYTES_MASK;
-		pkts += r->frames[b] >> HQ_RATE_PKTS_SHIFT;
-	}
 	barrier_var(slot);
-	if (slot > 1)
-		return;
-	if (r->peak_epoch[slot] != epoch) {
-		r->peak_epoch[slot] = epoch;
-		r->peak_bytes[slot] = 0;
-		r->peak_pkts[slot] = 0;
+	if (r->last_epoch == epoch && slot <= 1) {
+		for (i = 0; i < HQ_RATE_BUCKETS; i++) {
+			if (i >= subs)
+				break;
+			b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
+			bytes += r->frames[b] & HQ_RATE_BYTES_MASK;
+			pkts += r->frames[b] >> HQ_RATE_PKTS_SHIFT;
+		}
+		if (r->peak_epoch[slot] != epoch) {
+			r->peak_epoch[slot] = epoch;
+			r->peak_bytes[slot] = 0;
+			r->peak_pkts[slot] = 0;
+		}
+		if (bytes > r->peak_bytes[slot])
+			r->peak_bytes[slot] = bytes;
+		if (pkts > r->peak_pkts[slot])
+			r->peak_pkts[slot] = pkts;
 	}
-	if (bytes > r->peak_bytes[slot])
-		r->peak_bytes[slot] = bytes;
-	if (pkts > r->peak_pkts[slot])
-		r->peak_pkts[slot] = pkts;
 	/* The clock's pace for the bucket now open (hostq.h). */
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
 	bytes = gap == 1 ? (r->frames[b] & HQ_RATE_BYTES_MASK) / 8 : 0;
@@ -502,7 +506,7 @@ static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
 				      __u32 dir, __u32 queue, __u32 len, bool plain)
 {
-	__u64 sub = peak_bucket_ns, jiffies, bucket, pkts = 1, frame;
+	__u64 sub = peak_bucket_ns, epoch = hq_epoch, jiffies, bucket, pkts = 1, frame;
 	__u32 subs = peak_subs, idx, b;
 	__u32 counter = dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS;
 	struct hq_if_key k = {};
@@ -549,10 +553,11 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		rate_flush_runs(r, counter);
 		if (bucket != r->cur) {
 			if (r->cur)
-				rate_roll(r, bucket, subs);
+				rate_roll(r, bucket, subs, epoch);
 			r->cur = bucket;
 		}
 	}
+	r->last_epoch = epoch;
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
 	frame = len | pkts << HQ_RATE_PKTS_SHIFT;
 	if (plain)

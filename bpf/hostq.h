@@ -147,7 +147,9 @@ struct hq_if_stats {
  * window that ends at a bucket's edge is seen, not only the ones aligned on
  * a multiple of the window (which cut a burst in two and read up to half of
  * it). User space also takes the window that ends with the bucket in
- * progress at its read (hostq.rs).
+ * progress at its read, when that bucket's latest packet came in the epoch
+ * the read closes (`last_epoch`; hostq.rs); a window whose latest packet
+ * came in a closed epoch is not folded into a later one (rate_roll).
  *
  * Packets are placed in time by a clock read shared by the packets that
  * follow it (a clock read costs a helper call; the jiffies are a load): the
@@ -185,7 +187,7 @@ enum hq_dir {
 };
 
 struct hq_rate {
-	/* What every packet touches first, in the slot's first cache line. */
+	/* What every packet touches first, in the slot's first 56 bytes. */
 	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
 	__u64 cur;               /* the bucket in progress: the latest clock read / peak_bucket_ns; 0: none yet */
 	__u64 clock_jiffies;     /* the jiffies at the latest clock read */
@@ -197,6 +199,9 @@ struct hq_rate {
 	 * counter's figure (hostq.rs). The atomic path counts each run in the
 	 * health counter at once. */
 	__u64 unclocked_runs;
+	/* The epoch (hq_epoch) of the latest packet: whose interval the window
+	 * in progress belongs to (hostq.rs, queue_peak; rate_roll). */
+	__u64 last_epoch;
 	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
 	 * tcpdump counts them) in the low HQ_RATE_PKTS_SHIFT bits, wire packets
 	 * (gso segments) above, so one add per skb counts both. */

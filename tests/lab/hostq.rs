@@ -554,7 +554,9 @@ fn link_tx(pair: &Pair) -> (u64, u64) {
 /// of datagrams well inside one 1 s window, on a quiet interface (no IPv6,
 /// a permanent neighbour entry: no ARP, and no replies), reads as exactly that burst: its
 /// frames and bytes as the link's counters give them, and one transmit
-/// event per frame.
+/// event per frame, in the interval after the read it followed at once;
+/// and a lone datagram after a quiet second reads as itself, not as the
+/// burst's window.
 #[test]
 fn peak_windows_count_every_frame_with_and_without_a_qdisc() {
     const DATAGRAMS: u64 = 400;
@@ -582,32 +584,51 @@ fn peak_windows_count_every_frame_with_and_without_a_qdisc() {
             "permanent",
         ]);
         let label = qdisc.unwrap_or("noqueue");
-        let (peak, events, sent) = std::thread::scope(|s| {
+        let (peak, events, sent, quiet, lone) = std::thread::scope(|s| {
             s.spawn(|| {
                 let ino = enter_netns(&pair.sender);
                 let mut probes =
                     HostQueueProbes::attach(NetnsFilter::Only(ino), 1_000_000).expect("attach");
                 let mut names = IfIndexNames::new().expect("a socket for interface names");
                 probes.read(&mut names, 1).expect("baseline read");
-                // Past the 125 ms bucket in progress at that read: a window
-                // ending in a bucket begun before a read belongs to that
-                // read's interval (hostq.rs, queue_peak).
-                std::thread::sleep(Duration::from_millis(300));
+                // At once: the burst shares its first bucket with the read
+                // (a bucket is 125 ms), and still belongs to the next one.
                 let before = link_tx(&pair);
                 let events_before = xmit_events(&probes);
                 // One write, one datagram (bash's /dev/udp is a connected
                 // UDP socket).
-                let script = format!(
-                    "exec 3>/dev/udp/{NOBODY_IP}/9; p=$(printf '%0{PAYLOAD}d' 0); \
-                     for ((i = 0; i < {DATAGRAMS}; i++)); do printf %s \"$p\" >&3; done"
-                );
-                pair.in_sender(&["bash", "-c", &script]);
+                let burst = |n: u64| {
+                    let script = format!(
+                        "exec 3>/dev/udp/{NOBODY_IP}/9; p=$(printf '%0{PAYLOAD}d' 0); \
+                         for ((i = 0; i < {n}; i++)); do printf %s \"$p\" >&3; done"
+                    );
+                    pair.in_sender(&["bash", "-c", &script]);
+                };
+                let tx_peak =
+                    |probes: &HostQueueProbes| probes.peaks().get(SENDER_IF).and_then(|p| p.0);
+                burst(DATAGRAMS);
                 std::thread::sleep(Duration::from_millis(200));
                 let after = link_tx(&pair);
                 probes.read(&mut names, 2).expect("read");
-                let peak = probes.peaks().get(SENDER_IF).and_then(|p| p.0);
+                let peak = tx_peak(&probes);
                 let events = xmit_events(&probes) - events_before;
-                (peak, events, (after.0 - before.0, after.1 - before.1))
+                // Quiet past the window, then one datagram: its interval's
+                // peak is that datagram, not the old burst's window (which
+                // the kernel would fold when the datagram opens a bucket).
+                std::thread::sleep(Duration::from_millis(1_300));
+                probes.read(&mut names, 3).expect("read");
+                let quiet = tx_peak(&probes).map_or(0, |p| p.pps);
+                burst(1);
+                std::thread::sleep(Duration::from_millis(200));
+                probes.read(&mut names, 4).expect("read");
+                let lone = tx_peak(&probes).map(|p| (p.pps, p.bps));
+                (
+                    peak,
+                    events,
+                    (after.0 - before.0, after.1 - before.1),
+                    quiet,
+                    lone,
+                )
             })
             .join()
             .expect("measuring thread")
@@ -626,6 +647,12 @@ fn peak_windows_count_every_frame_with_and_without_a_qdisc() {
             "{label}: the 1 s window holding the burst vs the link's counters"
         );
         assert_eq!(events, DATAGRAMS, "{label}: transmit events");
+        assert_eq!(quiet, 0, "{label}: a quiet interval's peak");
+        assert_eq!(
+            lone,
+            Some((1, frame * 8)),
+            "{label}: one datagram after a quiet second"
+        );
     }
 }
 

@@ -229,16 +229,16 @@ impl PeakWindow {
 
 /// One queue's busiest window of the closed `epoch`, (bytes, packets): the
 /// peak the kernel folded, and the window that ends with the bucket in
-/// progress when that bucket began after `since_ns` (the previous read, on
-/// the kernel's monotonic clock): it may be the busiest, and is summed by
-/// the kernel only when the next bucket begins, in the next epoch.
-fn queue_peak(r: &hq_rate, epoch: u64, since_ns: u64, bucket_ns: u64) -> (u64, u64) {
+/// progress when that bucket's latest packet came in `epoch` (`last_epoch`):
+/// it may be the busiest, and the kernel sums it only when the next bucket
+/// begins, and then only if that is still in the same epoch (rate_roll).
+fn queue_peak(r: &hq_rate, epoch: u64) -> (u64, u64) {
     let slot = (epoch & 1) as usize;
     let mut peak = (0, 0);
     if r.peak_epoch[slot] == epoch {
         peak = (r.peak_bytes[slot], r.peak_pkts[slot]);
     }
-    if r.cur != 0 && r.cur.saturating_mul(bucket_ns) >= since_ns {
+    if r.cur != 0 && r.last_epoch == epoch {
         let n = RATE_BUCKETS as usize;
         let last = (0..WINDOW_BUCKETS).map(|i| (r.cur.wrapping_sub(i) as usize) % n);
         let (b, p) = last.fold((0, 0), |(b, p), i| {
@@ -266,9 +266,6 @@ pub struct HostQueueProbes {
     /// The namespace the probes were loaded in: its interfaces are named.
     own_netns: u32,
     peak_window: PeakWindow,
-    /// When the previous read closed its epoch (CLOCK_MONOTONIC, the
-    /// kernel's ktime): buckets begun since belong to the epoch read next.
-    prev_read_ns: u64,
     /// Per interface name, the last read's peak rates.
     peaks: HashMap<String, Peaks>,
     /// Runs of the peak programs (tx, rx) the kernel had counted in the rate
@@ -337,7 +334,6 @@ impl HostQueueProbes {
             dropped,
             own_netns: crate::collect::netns::own().unwrap_or(0),
             peak_window,
-            prev_read_ns: crate::shared::clock::monotonic_ns(),
             peaks: HashMap::new(),
             pending_runs: (0, 0),
         })
@@ -391,9 +387,7 @@ impl HostQueueProbes {
                 fold_cpu(folds.entry(interface).or_default(), &c, &delta, epoch);
             }
         }
-        let read_ns = crate::shared::clock::monotonic_ns();
         let peaks = self.read_peaks(epoch)?;
-        self.prev_read_ns = read_ns;
         self.peaks.clear();
         for ((netns, ifindex), peak) in peaks {
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
@@ -481,7 +475,7 @@ impl HostQueueProbes {
             } else {
                 pending.0 += r.unclocked_runs;
             }
-            let (b, p) = queue_peak(&r, epoch, self.prev_read_ns, self.peak_window.bucket_ns());
+            let (b, p) = queue_peak(&r, epoch);
             let sum = sums
                 .entry((r.key.netns, r.key.ifindex, r.key.pad))
                 .or_default();
@@ -794,9 +788,10 @@ mod tests {
 
     #[test]
     fn a_queue_peak_is_the_closed_epochs_or_the_window_in_progress() {
-        // Buckets of 100 ns: bucket 33, in progress, began at 3,300 ns.
+        // Bucket 33 in progress, its latest packet in epoch 6.
         let mut r = hq_rate {
             cur: 33,
+            last_epoch: 6,
             ..Default::default()
         };
         // Buckets 26 to 33 make the window in progress; 25 is older.
@@ -808,16 +803,18 @@ mod tests {
         r.peak_epoch = [6, 5];
         r.peak_bytes = [550, 900];
         r.peak_pkts = [9, 90];
-        // Epoch 6 closed, its bucket in progress begun since the previous
-        // read: the window of 8 buckets ending at it (600 bytes); each
-        // figure is its own busiest window.
-        assert_eq!(queue_peak(&r, 6, 3_300, 100), (600, 40));
-        // The bucket began before the previous read: the folded peak only.
-        assert_eq!(queue_peak(&r, 6, 3_301, 100), (550, 9));
-        // Epoch 5: its folded peak.
-        assert_eq!(queue_peak(&r, 5, 6_000, 100), (900, 90));
+        // Epoch 6 closed with packets in the bucket in progress: the window
+        // of 8 buckets ending at it (600 bytes); each figure is its own
+        // busiest window.
+        assert_eq!(queue_peak(&r, 6), (600, 40));
+        // Epoch 5: its folded peak; the window in progress is epoch 6's.
+        assert_eq!(queue_peak(&r, 5), (900, 90));
+        // The bucket's latest packet came in epoch 5 (a quiet queue since):
+        // epoch 6 has its folded peak only.
+        r.last_epoch = 5;
+        assert_eq!(queue_peak(&r, 6), (550, 9));
         // Epoch 8 (slot 0 holds 6's): nothing.
-        assert_eq!(queue_peak(&r, 8, 6_000, 100), (0, 0));
+        assert_eq!(queue_peak(&r, 8), (0, 0));
     }
 
     #[test]
