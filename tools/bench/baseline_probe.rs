@@ -4,7 +4,9 @@
 //! observer's per-event programs use that this kernel has, for a while, so
 //! tools/bench can compare each program's cost per event with the fixed
 //! cost of running any BPF program on its tracepoint, over the same events.
-//! `--only` attaches the named ones only (`empty_tcp_probe,...`).
+//! `--only` attaches the named ones only (`empty_tcp_probe,...`). Beside the
+//! empty programs, `count_*` programs add one to a per-CPU counter and do
+//! nothing else: the floor of any program that counts per packet.
 //!
 //! Output, for scripts: per program, one JSON line when attached (its
 //! kernel id, to read its stats with bpftool over an exact window) and one
@@ -30,8 +32,7 @@ mod empty_skel {
 }
 use empty_skel::EmptySkelBuilder;
 
-/// The one program in bpf/empty.bpf.c.
-/// Each empty program and its tracepoint.
+/// Each program of tools/bench/empty.bpf.c and its tracepoint.
 const PROGRAMS: &[(&str, &str)] = &[
     ("empty_tcp_probe", "tcp_probe"),
     ("empty_tcp_sendmsg_locked", "tcp_sendmsg_locked"),
@@ -40,6 +41,9 @@ const PROGRAMS: &[(&str, &str)] = &[
     ("empty_kfree_skb", "kfree_skb"),
     ("empty_net_dev_start_xmit", "net_dev_start_xmit"),
     ("empty_netif_receive_skb", "netif_receive_skb"),
+    ("count_qdisc_enqueue", "qdisc_enqueue"),
+    ("count_qdisc_dequeue", "qdisc_dequeue"),
+    ("count_net_dev_start_xmit", "net_dev_start_xmit"),
 ];
 
 const USAGE: &str = "usage: baseline-probe [--duration D] [--only NAME,...]  (D: 30s, 5m, ...)";
@@ -56,7 +60,7 @@ fn main() -> Result<()> {
             ("--only", Some(names)) => {
                 let names: Vec<String> = names.split(',').map(str::to_string).collect();
                 if let Some(n) = names.iter().find(|n| !PROGRAMS.iter().any(|(p, _)| p == n)) {
-                    bail!("no empty program {n}; there are: {}", names_of_all());
+                    bail!("no program {n}; there are: {}", names_of_all());
                 }
                 only = Some(names);
             }
@@ -98,9 +102,9 @@ fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
     }
     let mut skel = open
         .load()
-        .context("loading the empty programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
+        .context("loading the yardstick programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
     skel.attach()
-        .context("attaching the empty programs to their tracepoints")?;
+        .context("attaching the yardstick programs to their tracepoints")?;
     let loaded: Vec<(String, i32)> = skel
         .object()
         .progs()
@@ -113,7 +117,7 @@ fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
         })
         .collect();
     if loaded.is_empty() {
-        bail!("none of the empty programs' tracepoints is in this kernel");
+        bail!("none of the yardstick programs' tracepoints is in this kernel");
     }
     for (name, fd) in &loaded {
         print_report("attached", name, program_info(*fd)?);
@@ -151,5 +155,5 @@ fn print_report(event: &str, program: &str, info: ProgStats) {
 }
 
 fn program_info(fd: i32) -> Result<ProgStats> {
-    prog_stats(fd).context("reading an empty program's info (bpf_prog_get_info_by_fd)")
+    prog_stats(fd).context("reading a yardstick program's info (bpf_prog_get_info_by_fd)")
 }
