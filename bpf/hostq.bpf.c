@@ -493,6 +493,30 @@ static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
 }
 
 /*
+ * Whether the skbs of transmit queue `queue` reach the driver one at a time:
+ * the queue has a qdisc (txq->qdisc->enqueue set; noqueue clears it), so
+ * __dev_queue_xmit() hands them over only from the CPU that holds the
+ * qdisc's run (qdisc_run_begin(): the root lock's owner, or the seqlock of
+ * a lockless qdisc), also on its empty-queue bypass. Without a qdisc, a
+ * lockless (LLTX) device such as veth is sent to by CPUs at once. Queues
+ * past HQ_MAX_TXQ share one slot: not one at a time. Needs a plain read of
+ * the queue from its address (bpf_core_cast, 6.2): before that, false
+ * (atomic adds, as for receive).
+ */
+static __always_inline bool tx_serialized(const struct net_device *dev, __u32 queue)
+{
+	struct netdev_queue *txq;
+	struct Qdisc *q;
+
+	if (!bpf_ksym_exists(bpf_rdonly_cast) || queue >= HQ_MAX_TXQ)
+		return false;
+	txq = bpf_core_cast((void *)dev->_tx + queue * bpf_core_type_size(struct netdev_queue),
+			    struct netdev_queue);
+	q = txq->qdisc;
+	return q && q->enqueue;
+}
+
+/*
  * One skb of `len` frame bytes passing `dev` in direction `dir` on queue
  * `queue`: added to its slot's bucket in progress. The clock is read only
  * when the jiffy changed or enough traffic passed since the last read
@@ -500,23 +524,26 @@ static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
  * (rate_roll). Wire packets: 1 unless the skb is longer than a frame of the
  * device's MTU, when gso_segs is read (a probe read, only for gso/gro skbs,
  * each of which carries many packets). `plain`: only one CPU at a time
- * passes packets of this queue (tx_serialized): the bucket's add and the
- * run's count need no atomic and no per-run health counter.
+ * passes packets of this queue (tx_serialized, asked for observed transmit
+ * runs only): the bucket's add and the run's count need no atomic and no
+ * per-run health counter.
  */
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
-				      __u32 dir, __u32 queue, __u32 len, bool plain)
+				      __u32 dir, __u32 queue, __u32 len)
 {
 	__u64 sub = peak_bucket_ns, epoch = hq_epoch, jiffies, bucket, pkts = 1, frame;
 	__u32 subs = peak_subs, idx, b;
 	__u32 counter = dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
+	bool plain;
 
 	if (!sub || !subs || !dev)
 		return;
 	k.netns = dev_netns(dev);
 	if (!observed(k.netns))
 		return;
+	plain = dir == HQ_DIR_TX && tx_serialized(dev, queue);
 	if (!plain)
 		health_inc(hq_health, counter);
 	k.ifindex = dev->ifindex;
@@ -566,39 +593,13 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		__sync_fetch_and_add(&r->frames[b], frame);
 }
 
-/*
- * Whether the skbs of transmit queue `queue` reach the driver one at a time:
- * the queue has a qdisc (txq->qdisc->enqueue set; noqueue clears it), so
- * __dev_queue_xmit() hands them over only from the CPU that holds the
- * qdisc's run (qdisc_run_begin(): the root lock's owner, or the seqlock of
- * a lockless qdisc), also on its empty-queue bypass. Without a qdisc, a
- * lockless (LLTX) device such as veth is sent to by CPUs at once. Queues
- * past HQ_MAX_TXQ share one slot: not one at a time. Needs a plain read of
- * the queue from its address (bpf_core_cast, 6.2): before that, false
- * (atomic adds, as for receive).
- */
-static __always_inline bool tx_serialized(const struct net_device *dev, __u32 queue)
-{
-	struct netdev_queue *txq;
-	struct Qdisc *q;
-
-	if (!bpf_ksym_exists(bpf_rdonly_cast) || queue >= HQ_MAX_TXQ)
-		return false;
-	txq = bpf_core_cast((void *)dev->_tx + queue * bpf_core_type_size(struct netdev_queue),
-			    struct netdev_queue);
-	q = txq->qdisc;
-	return q && q->enqueue;
-}
-
 /* Every skb handed to a driver: after the qdisc, and also the ones that
  * bypass it or have none (hostq.h). Frame bytes as tcpdump sees them. */
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
-	__u32 queue = skb->queue_mapping;
-
 	TEST_REJECT(test_reject, HQ_H_XMIT_EVENTS);
-	rate_note(skb, dev, HQ_DIR_TX, queue, skb->len, tx_serialized(dev, queue));
+	rate_note(skb, dev, HQ_DIR_TX, skb->queue_mapping, skb->len);
 	return 0;
 }
 
@@ -608,6 +609,6 @@ SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(on_netif_receive, struct sk_buff *skb)
 {
 	TEST_REJECT(test_reject, HQ_H_RECV_EVENTS);
-	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len, false);
+	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len);
 	return 0;
 }
