@@ -357,23 +357,9 @@ impl HostQueueProbes {
         let map = &self.skel.maps.if_stats;
         let mut folds: HashMap<(u32, u32), IfFold> = HashMap::new();
         // In one batch (256 lookups an interval before), else slot by slot.
-        let batch = percpu::read_all(map);
-        for slot in 0..map.max_entries() {
-            let owned;
-            let per_cpu: Vec<&[u8]> = match &batch {
-                Some(all) => all.slot(slot as usize).collect(),
-                None => {
-                    let Some(values) = map
-                        .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)
-                        .context("reading the host-queue interface slots")?
-                    else {
-                        continue;
-                    };
-                    owned = values;
-                    owned.iter().map(Vec::as_slice).collect()
-                }
-            };
-            for (cpu, bytes) in per_cpu.into_iter().enumerate() {
+        let prev_if = &mut self.prev_if;
+        percpu::each_slot(map, "the host-queue interface slots", |slot, per_cpu| {
+            for (cpu, bytes) in per_cpu.iter().enumerate() {
                 let Some(c) = read_record::<hq_if_stats>(bytes) else {
                     continue;
                 };
@@ -382,11 +368,12 @@ impl HostQueueProbes {
                 }
                 let key = (c.key.netns, c.key.ifindex, c.key.txq);
                 let now = IfTotals::of(&c);
-                let delta = growth(self.prev_if.insert((slot, cpu), (key, now)), key, &now);
+                let delta = growth(prev_if.insert((slot, cpu), (key, now)), key, &now);
                 let interface = (c.key.netns, c.key.ifindex);
                 fold_cpu(folds.entry(interface).or_default(), &c, &delta, epoch);
             }
-        }
+            Ok(())
+        })?;
         let peaks = self.read_peaks(epoch)?;
         self.peaks.clear();
         for ((netns, ifindex), peak) in peaks {
@@ -443,45 +430,31 @@ impl HostQueueProbes {
     fn read_peaks(&mut self, epoch: u64) -> Result<HashMap<(u32, u32), Peaks>> {
         let mut sums: HashMap<(u32, u32, u32), (u64, u64)> = HashMap::new();
         let mut pending = (0, 0);
-        let map = &self.skel.maps.rates;
         // In one batch (512 lookups an interval before), else slot by slot.
-        let batch = percpu::read_all(map);
-        for slot in 0..map.max_entries() {
-            let owned;
-            let bytes: &[u8] = match batch
-                .as_ref()
-                .and_then(|all| all.slot(slot as usize).next())
-            {
-                Some(value) => value,
-                None => {
-                    let Some(value) = map
-                        .lookup(&slot.to_ne_bytes(), MapFlags::ANY)
-                        .context("reading the host-queue peak rates")?
-                    else {
-                        continue;
-                    };
-                    owned = value;
-                    &owned
+        percpu::each_slot(
+            &self.skel.maps.rates,
+            "the host-queue peak rates",
+            |_, values| {
+                let Some(r) = values.first().and_then(|v| read_record::<hq_rate>(v)) else {
+                    return Ok(());
+                };
+                if r.key.ifindex == 0 {
+                    return Ok(());
                 }
-            };
-            let Some(r) = read_record::<hq_rate>(bytes) else {
-                continue;
-            };
-            if r.key.ifindex == 0 {
-                continue;
-            }
-            if r.key.pad == hq_dir::HQ_DIR_RX.0 {
-                pending.1 += r.unclocked_runs;
-            } else {
-                pending.0 += r.unclocked_runs;
-            }
-            let (b, p) = queue_peak(&r, epoch);
-            let sum = sums
-                .entry((r.key.netns, r.key.ifindex, r.key.pad))
-                .or_default();
-            sum.0 += b;
-            sum.1 += p;
-        }
+                if r.key.pad == hq_dir::HQ_DIR_RX.0 {
+                    pending.1 += r.unclocked_runs;
+                } else {
+                    pending.0 += r.unclocked_runs;
+                }
+                let (b, p) = queue_peak(&r, epoch);
+                let sum = sums
+                    .entry((r.key.netns, r.key.ifindex, r.key.pad))
+                    .or_default();
+                sum.0 += b;
+                sum.1 += p;
+                Ok(())
+            },
+        )?;
         self.pending_runs = pending;
         let mut out: HashMap<(u32, u32), Peaks> = HashMap::new();
         for ((netns, ifindex, dir), (b, p)) in sums {

@@ -4,13 +4,14 @@
 //! probes read 256 slots of transmit-queue counters and 512 of peak rates,
 //! and the flow probes ~25 health counters, that way. One batch reads every
 //! slot of an array (on every kernel we support: arrays have had batch
-//! lookups since 5.7); where the kernel refuses it anyway, the caller reads
-//! slot by slot as before.
+//! lookups since 5.7); where the kernel refuses it anyway, the slots are
+//! read one by one as before (`each_slot`).
 
 use std::mem::size_of;
 use std::os::fd::AsRawFd;
 
-use libbpf_rs::MapCore;
+use anyhow::{Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapType};
 
 /// Every slot of an array, as the kernel lays them out: per slot, one value
 /// per possible CPU, each padded to 8 bytes (a per-CPU array), or the one
@@ -50,17 +51,49 @@ pub(crate) fn sum_u64<'a>(per_cpu: impl IntoIterator<Item = &'a [u8]>) -> u64 {
         .fold(0, u64::wrapping_add)
 }
 
+/// Calls `each(slot, values)` for every slot of `map` (an array, per-CPU or
+/// plain) that has a value: `values` holds one value per possible CPU (one
+/// for a plain array). The slots come from one batch (`read_all`), or where
+/// the kernel refuses it from a lookup each; `what` names the map in a
+/// lookup's error.
+pub(crate) fn each_slot<M: MapCore>(
+    map: &M,
+    what: &str,
+    mut each: impl FnMut(u32, &[&[u8]]) -> Result<()>,
+) -> Result<()> {
+    let batch = read_all(map);
+    for slot in 0..map.max_entries() {
+        if let Some(all) = &batch {
+            let values: Vec<&[u8]> = all.slot(slot as usize).collect();
+            each(slot, &values)?;
+            continue;
+        }
+        let key = slot.to_ne_bytes();
+        let looked_up = if map.map_type() == MapType::PercpuArray {
+            map.lookup_percpu(&key, MapFlags::ANY)
+        } else {
+            map.lookup(&key, MapFlags::ANY).map(|v| v.map(|v| vec![v]))
+        };
+        let Some(owned) = looked_up.with_context(|| format!("reading {what}"))? else {
+            continue;
+        };
+        let values: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        each(slot, &values)?;
+    }
+    Ok(())
+}
+
 /// All of `map` (an array, per-CPU or plain) in one batch; None when the
 /// kernel refused the batch or returned less than the whole array.
 pub(crate) fn read_all<M: MapCore>(map: &M) -> Option<PerCpuSlots> {
     let slots = map.max_entries() as usize;
     let value_size = map.value_size() as usize;
     let (cpus, stride) = match map.map_type() {
-        libbpf_rs::MapType::PercpuArray => (
+        MapType::PercpuArray => (
             libbpf_rs::num_possible_cpus().ok()?,
             value_size.next_multiple_of(8),
         ),
-        libbpf_rs::MapType::Array => (1, value_size),
+        MapType::Array => (1, value_size),
         _ => return None,
     };
     let mut keys = vec![0u32; slots];
@@ -103,7 +136,7 @@ pub(crate) fn read_all<M: MapCore>(map: &M) -> Option<PerCpuSlots> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use libbpf_rs::{MapFlags, MapHandle, MapType};
+    use libbpf_rs::MapHandle;
 
     /// A real per-CPU array (root, as every probe test): the batch reads
     /// what a lookup per slot reads, values of an odd size included.
