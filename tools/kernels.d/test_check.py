@@ -21,13 +21,21 @@ def snmp_body(retrans):
     return f"{SNMP_HEAD}\nTcp: 1 200 120000 -1 3 {retrans} 0"
 
 
-def row(verdict, sent=1000, probes=10, waiting=9, busy=500, retrans=0, attached=True):
-    """One `watch --json` interval with the fields check.py reads."""
+def row(verdict, sent=1000, probes=10, waiting=9, busy=500, retrans=0, attached=True,
+        seq=None, held=None, since=None):
+    """One `watch --json` interval with the fields check.py reads; held as its own
+    verdict since this interval unless told (no seq: its position)."""
+    held = {"verdict": held or verdict}
+    if since is not None:
+        held["since_seq"] = since
+    analysis = {} if seq is None else {"seq": seq}
     return json.dumps({
         "health": {"programs": [{"name": "tcp_probe", "attached": True},
                                 {"name": "sendmsg_locked", "attached": attached}]},
-        "analysis": {"interfaces": [{"iface": "b0", "verdict": verdict},
-                                    {"iface": "lo", "verdict": "idle"}]},
+        "analysis": {**analysis,
+                     "interfaces": [{"iface": "b0", "verdict": verdict, "held": held},
+                                    {"iface": "lo", "verdict": "idle",
+                                     "held": {"verdict": "idle"}}]},
         "flows": [{"delta": {"bytes_sent": sent, "probe_events": probes,
                              "waiting_events": waiting, "busy_us": busy,
                              "retrans_segs": retrans}}],
@@ -90,17 +98,43 @@ class Judge(unittest.TestCase):
         cols = out.splitlines()[0].split("\t")
         self.assertEqual(cols[:2], ["6.1", "6.1.0-56-amd64"])
         self.assertIn("programs attached 2/2", cols[2])
-        self.assertIn("hv_queuing 2/2 hypervisor_queuing", cols[3])
+        self.assertIn("hv_queuing held 2/2 hypervisor_queuing", cols[3])
         self.assertIn("hv_queuing data waiting 90%", cols[3])
         self.assertEqual(cols[4], "hv_queuing 10/10; hv_drop 10/10")
 
-    def test_verdicts_below_half_fail(self):
+    def test_held_verdicts_below_the_share_fail(self):
         q = [row("free_flow"), row("hypervisor_queuing", retrans=10), row("free_flow"),
              row("free_flow")]
         d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
         rc, out = self.judge(log(scenario("hv_queuing", q), scenario("hv_drop", d)))
         self.assertEqual(rc, 1)
-        self.assertIn("hv_queuing: hypervisor_queuing in 1 of 3 busy intervals", out)
+        self.assertIn("hv_queuing: held hypervisor_queuing in 1 of 3 busy intervals", out)
+
+    def test_the_held_verdict_is_judged_not_the_intervals_own(self):
+        # Every interval judged hypervisor_queuing on its own, but held as
+        # free flow (the hold never started): fails.
+        q = [row("free_flow", seq=0)] + [row("hypervisor_queuing", retrans=5, seq=s,
+                                             held="free_flow", since=0) for s in (1, 2)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q), scenario("hv_drop", d)))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("held hypervisor_queuing in 0 of 2 busy intervals", out)
+        self.assertIn("hypervisor_queuing->free_flow", out)
+
+    def test_a_held_onset_dated_back_covers_the_intervals_before_it(self):
+        # Intervals 1-3 judged queuing on their own; the hold starts at 3,
+        # dated back to 1: all three count, as the report's episode does.
+        q = [row("free_flow", seq=0),
+             row("hypervisor_queuing", retrans=3, seq=1, held="free_flow", since=0),
+             row("hypervisor_queuing", retrans=3, seq=2, held="free_flow", since=0),
+             row("hypervisor_queuing", retrans=4, seq=3, since=1),
+             row("free_flow", seq=4, held="hypervisor_queuing", since=1)]
+        d = [row("free_flow")] + [row("hypervisor_drop", retrans=5) for _ in range(2)]
+        rc, out = self.judge(log(scenario("hv_queuing", q), scenario("hv_drop", d)))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("hv_queuing held 4/4 hypervisor_queuing", out)
+        self.assertEqual(check.held_as([json.loads(r) for r in q[1:]], "b0")[0],
+                         (1, "hypervisor_queuing", "hypervisor_queuing"))
 
     def test_retransmits_apart_by_more_than_five_percent_fail(self):
         q = [row("free_flow")] + [row("hypervisor_queuing", retrans=30) for _ in range(2)]
