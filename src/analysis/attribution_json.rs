@@ -42,6 +42,7 @@ fn write_attribution(out: &mut Vec<u8>, a: &FlowAttribution) -> serde_json::Resu
         bytes_sent,
         bytes_received,
         bytes_share_pct,
+        received_share_pct,
         rtt_inflation,
         srtt_us,
         min_rtt_us,
@@ -56,6 +57,7 @@ fn write_attribution(out: &mut Vec<u8>, a: &FlowAttribution) -> serde_json::Resu
         added_delay_us,
         backoff_parts,
         backoff_score,
+        inbound,
         rank,
     } = a;
     let mut o = JsonObject::start(out);
@@ -68,6 +70,7 @@ fn write_attribution(out: &mut Vec<u8>, a: &FlowAttribution) -> serde_json::Resu
     o.u64("bytes_sent", *bytes_sent);
     o.u64("bytes_received", *bytes_received);
     o.f64("bytes_share_pct", *bytes_share_pct)?;
+    o.f64("received_share_pct", *received_share_pct)?;
     o.opt_f64("rtt_inflation", *rtt_inflation)?;
     o.u32("srtt_us", *srtt_us);
     o.u32("min_rtt_us", *min_rtt_us);
@@ -93,6 +96,7 @@ fn write_attribution(out: &mut Vec<u8>, a: &FlowAttribution) -> serde_json::Resu
     parts.f64("cwnd", *cwnd)?;
     parts.end();
     o.f64("backoff_score", *backoff_score)?;
+    o.bool("inbound", *inbound);
     o.u64("rank", *rank as u64);
     o.end();
     Ok(())
@@ -123,6 +127,7 @@ pub(crate) mod tests {
             bytes_sent: 2_000_000,
             bytes_received: 0,
             bytes_share_pct: 100.0 / 3.0,
+            received_share_pct: 0.0,
             rtt_inflation: Some(1.5),
             srtt_us: u32::MAX,
             min_rtt_us: 1000,
@@ -142,6 +147,7 @@ pub(crate) mod tests {
                 cwnd: 1e300,
             },
             backoff_score: 99.9,
+            inbound: false,
             rank: usize::MAX,
         };
         vec![
@@ -152,6 +158,8 @@ pub(crate) mod tests {
                 rtt_inflation: None,
                 recovery_loss_ms: f64::INFINITY,
                 backoff_score: -0.0,
+                received_share_pct: 12.5,
+                inbound: true,
                 rank: 2,
                 ..base.clone()
             },

@@ -87,13 +87,14 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
 /// reads look at it.
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
     let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
-    let interfaces = snap
+    let bases = attribution::BaseRtts::of(snap);
+    let interfaces: Vec<InterfaceVerdict> = snap
         .interfaces
         .iter()
         .map(|iface| {
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);
-            let r = rates::normalise(iface, snap);
+            let r = rates::normalise(iface, snap, &bases);
             let untrusted =
                 trust::read_gap(prev, iface).or_else(|| trust::implausible(iface, &r, th));
             let r = match untrusted {
@@ -107,11 +108,12 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
             v
         })
         .collect();
+    let flows = attribution::attribute(snap, &interfaces, &bases, th);
     IntervalAnalysis {
         seq: snap.seq,
         mono_ns: snap.mono_ns,
         interfaces,
-        flows: attribution::attribute(snap, th),
+        flows,
         episodes: Vec::new(),
         headroom: None,
     }

@@ -89,9 +89,11 @@ pub struct NormalisedRates {
     pub active_flows: usize,
     pub rtt_inflation_p50: Option<f64>,
     pub rtt_inflation_p90: Option<f64>,
-    /// The same flows' srtt - min_rtt in microseconds, byte-weighted
-    /// median: what the ratio means in time (a ratio of 1000 on a 10 us
-    /// path is 10 ms). Absent in recordings before format 1.8.
+    /// The same flows' added delay (srtt over the base RTT of their peer,
+    /// [`super::attribution::BaseRtts`]: what the flows' ranking takes) in
+    /// microseconds, byte-weighted median: what the ratio means in time (a
+    /// ratio of 1000 on a 10 us path is 10 ms). Absent in recordings before
+    /// format 1.8.
     #[serde(default)]
     pub added_delay_p50_us: Option<f64>,
     pub rtt_inflation_max: Option<f64>,
@@ -319,7 +321,11 @@ impl NormalisedRates {
 pub(crate) const MIN_WAITING_SAMPLES: u64 = 50;
 
 /// The rates of one interface of `snap`.
-pub(crate) fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedRates {
+pub(crate) fn normalise(
+    iface: &InterfaceSample,
+    snap: &Snapshot,
+    bases: &super::attribution::BaseRtts,
+) -> NormalisedRates {
     let secs = snap.interval_secs();
     let per_s = |v: f64| if secs > 0.0 { v / secs } else { 0.0 };
     let d = &iface.delta;
@@ -368,8 +374,9 @@ pub(crate) fn normalise(iface: &InterfaceSample, snap: &Snapshot) -> NormalisedR
             if let Some(i) = flow_rtt_inflation(f) {
                 let weight = f.delta.bytes_sent.max(1) as f64;
                 inflations.push((i, weight));
-                let added = flow_srtt_us(f).saturating_sub(f.min_rtt_us);
-                delays.push((added as f64, weight));
+            }
+            if let Some(added) = bases.added_delay_us(f) {
+                delays.push((added as f64, f.delta.bytes_sent.max(1) as f64));
             }
             probes += f.delta.probe_events;
             waiting += f.delta.waiting_events;

@@ -661,8 +661,141 @@ fn backoff_is_added_delay_from_the_peers_base_and_needs_data_sent() {
     assert!(f2.backoff_parts.delay > 0.5, "{:?}", f2.backoff_parts);
     assert_eq!(f2.rank, 1, "the late flow paid most");
     assert_eq!(f3.backoff_score, 0.0, "sent no data: did not pay");
-    assert_eq!(f3.rank, 3);
+    assert_eq!(f3.rank, 0, "sent no data: no backoff rank");
+    assert_eq!(
+        a.flows.last().unwrap().flow_id,
+        3,
+        "the flows with no rank last"
+    );
     assert!(f1.backoff_score < 5.0, "{}", f1.backoff_score);
+}
+
+/// A Kafka broker behind a shaped inbound allowance, as the real-broker
+/// check saw it (issue #42, 7): its own loopback connection to its
+/// controller (127.0.0.1:35496 -> :9093, 39 bytes sent, 1.4 ms over its
+/// base from its peer's delayed ACK, busy for less than a kernel tick);
+/// a producer's flow that received 6 MB and sent its responses with
+/// 25.6 ms added, busy 40 ms; a producer that only received (ACKs out);
+/// on eth0, one small request (39 bytes) whose ACK a peer held for its
+/// 200 ms delayed-ACK timer, and a short exchange (3 kB, 1.4 ms added)
+/// over in less than a tick. `bw_in_pct`: bw_in's count as % of the rx
+/// wire packets.
+fn broker_with_producers(bw_in_pct: f64) -> Snapshot {
+    let mut b = Build::new(0, 1);
+    {
+        let i = b.iface();
+        i.mtu = 1500;
+        i.delta.rx_bytes = 9_500_000;
+        i.delta.rx_packets = 6_600;
+        i.delta.tx_bytes = 400_000;
+        i.delta.tx_packets = 3_400;
+    }
+    let n = (6_600.0 * bw_in_pct / 100.0) as u64;
+    let mut s = b.ena(|d| d.bw_in_allowance_exceeded = Some(n)).done();
+    let eth0 = |id: u64, peer: &str, sent: u64, received: u64, srtt: u32, busy: u64| {
+        let mut f = flow(id, sent, sent.div_ceil(1448).max(1), 1.0);
+        f.iface = Some("eth0".into());
+        f.peer = peer.parse().unwrap();
+        f.mss = 1448;
+        f.min_rtt_us = 100;
+        f.srtt_us = srtt;
+        f.delta.bytes_received = received;
+        f.delta.busy_us = busy;
+        f.totals.busy_us = 5_000_000;
+        f
+    };
+    let mut controller = eth0(1, "127.0.0.1:9093", 39, 39, 1_420, 0);
+    controller.local = "127.0.0.1:35496".parse().unwrap();
+    controller.iface = Some("lo".into());
+    controller.mss = 65_483;
+    controller.min_rtt_us = 20;
+    s.flows = vec![
+        controller,
+        eth0(2, "10.0.0.2:41000", 26_000, 6_000_000, 25_700, 40_000),
+        eth0(3, "10.0.0.2:41001", 0, 3_000_000, 100, 0),
+        eth0(4, "10.0.0.3:42000", 39, 39, 200_100, 200_000),
+        eth0(5, "10.0.0.4:43000", 3_000, 100, 1_500, 0),
+    ];
+    s
+}
+
+/// Loopback and a flow's own delayed-ACK timing never make it rank: the
+/// controller flow has no rank at all (it passes no allowance); the small
+/// request on eth0 and the exchange over within a tick rank below the
+/// producer that paid 25.6 ms.
+#[test]
+fn a_loopback_controller_flow_ranks_below_a_producer_that_paid() {
+    let a = analyze(&[], &broker_with_producers(0.0), &Thresholds::default());
+    assert_eq!(a.interfaces[0].verdict, Verdict::FreeFlow);
+    let by_id = |id: u64| a.flows.iter().find(|f| f.flow_id == id).unwrap();
+    let (controller, producer, receiver, small, short) =
+        (by_id(1), by_id(2), by_id(3), by_id(4), by_id(5));
+    assert_eq!(producer.added_delay_us, 25_600);
+    assert_eq!(producer.rank, 1, "{:#?}", a.flows);
+    assert!(producer.backoff_score > 0.0, "{producer:?}");
+    assert_eq!(controller.added_delay_us, 1_400);
+    assert_eq!(
+        controller.rank, 0,
+        "a loopback flow has no rank: {controller:?}"
+    );
+    assert_eq!(controller.backoff_score, 0.0);
+    // Its peer's delayed ACK, not a queue: no delay part.
+    assert_eq!(small.added_delay_us, 200_000);
+    assert_eq!(small.backoff_parts.delay, 0.0, "{small:?}");
+    assert_eq!(small.rank, 3, "{:#?}", a.flows);
+    // Busy for less than a tick: a moment, not the interval.
+    assert_eq!(short.backoff_parts.delay, 0.0, "{short:?}");
+    assert_eq!(short.rank, 2, "{:#?}", a.flows);
+    assert_eq!(receiver.rank, 0, "sent nothing: no rank outside bw_in");
+    assert!(a.flows.iter().all(|f| !f.inbound));
+}
+
+/// When the inbound allowance is the one exceeded, the flows that paid
+/// are those receiving through it, by what they received; the loopback
+/// flow is not ranked at all.
+#[test]
+fn under_bw_in_the_flows_receiving_through_the_interface_rank() {
+    let a = analyze(&[], &broker_with_producers(60.0), &Thresholds::default());
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing, "{:#?}", v.evidence);
+    assert_eq!(v.evidence[0].signal, "bw_in_allowance_pct");
+    let by_id = |id: u64| a.flows.iter().find(|f| f.flow_id == id).unwrap();
+    let (controller, producer, receiver, small, short) =
+        (by_id(1), by_id(2), by_id(3), by_id(4), by_id(5));
+    assert_eq!(controller.rank, 0, "{controller:?}");
+    assert!(!controller.inbound);
+    assert!(producer.inbound && receiver.inbound && small.inbound && short.inbound);
+    assert_eq!(
+        (producer.rank, receiver.rank, short.rank, small.rank),
+        (1, 2, 3, 4),
+        "{:#?}",
+        a.flows
+    );
+    // Ranked for what it received, though it sent nothing.
+    assert_eq!(receiver.backoff_score, 0.0);
+    assert!((receiver.received_share_pct - 3e6 / 9_000_178.0 * 100.0).abs() < 0.01);
+}
+
+/// The interfaces' evidence takes a flow's added delay from its peer's
+/// base, as the ranking does: a flow that first measured under the queue
+/// carries it.
+#[test]
+fn the_interface_added_delay_is_over_the_peers_base() {
+    let mut s = Build::new(0, 1).tx_bulk(1e9, 16).flows(1, 0.0, 1.0).done();
+    let total = s.flows[0].delta.bytes_sent;
+    let peer = s.flows[0].peer;
+    s.flows[0].min_rtt_us = 10;
+    s.flows[0].srtt_us = 110;
+    s.flows[0].delta.bytes_sent = total / 4;
+    let mut late = flow(2, total * 3 / 4, 1000, 1.0);
+    late.peer = std::net::SocketAddr::new(peer.ip(), 40002);
+    late.min_rtt_us = 5000;
+    late.srtt_us = 6000;
+    s.flows.push(late);
+    let a = analyze(&[], &s, &Thresholds::default());
+    assert_eq!(a.interfaces[0].rates.added_delay_p50_us, Some(5990.0));
+    let late = a.flows.iter().find(|f| f.flow_id == 2).unwrap();
+    assert_eq!(late.added_delay_us, 5990);
 }
 
 /// A held free flow says how near a threshold it came, not how fast it

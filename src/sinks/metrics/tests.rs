@@ -135,6 +135,7 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
         bytes_sent: 2_000_000,
         bytes_received: 0,
         bytes_share_pct: 10.0,
+        received_share_pct: 0.0,
         rtt_inflation: Some(1.5),
         srtt_us: 2500,
         min_rtt_us: 1000,
@@ -149,6 +150,7 @@ fn flow(rank: usize, peer_port: u16) -> FlowAttribution {
         added_delay_us: 1500,
         backoff_parts: Default::default(),
         backoff_score: 100.0 - rank as f64,
+        inbound: false,
         rank,
     }
 }

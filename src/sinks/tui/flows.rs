@@ -138,7 +138,9 @@ pub(crate) fn rows<'a>(
         })
         .filter(|r| r.matches(filter))
         .collect();
-    out.sort_by(|a, b| order(sort, a, b).then(a.attr.rank.cmp(&b.attr.rank)));
+    // Ties keep the backoff rank; the flows with no rank (0) after them.
+    let rank = |r: &FlowRow| (r.attr.rank == 0, r.attr.rank);
+    out.sort_by(|a, b| order(sort, a, b).then(rank(a).cmp(&rank(b))));
     out
 }
 

@@ -552,6 +552,8 @@ fn split_label(area: Rect, label: &str) -> [Rect; 2] {
 fn cell(c: Column, r: &FlowRow) -> String {
     let a = r.attr;
     match c {
+        // 0: no rank (sent nothing, or never left the host).
+        Column::Rank if a.rank == 0 => "-".into(),
         Column::Rank => a.rank.to_string(),
         Column::Backoff => format!("{:.1}", a.backoff_score),
         Column::Peer => a.peer.to_string(),

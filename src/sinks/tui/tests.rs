@@ -356,6 +356,22 @@ fn ports(snap: &Snapshot, a: &IntervalAnalysis, sort: SortKey, filter: &str) -> 
         .collect()
 }
 
+/// A flow with no rank (here: it only received, outside an inbound
+/// ranking) comes after the ranked ones, not first.
+#[test]
+fn a_flow_with_no_rank_sorts_after_the_ranked() {
+    let mut snap = shaped(0);
+    let mut rx_only = flow(4, "10.77.1.1:41003", "java", 0, 0, 1.0);
+    rx_only.delta.bytes_received = 1 << 20;
+    snap.flows.insert(0, rx_only);
+    let a = analyze(&[], &snap, &Thresholds::default());
+    assert_eq!(a.flows.iter().find(|f| f.flow_id == 4).unwrap().rank, 0);
+    assert_eq!(
+        ports(&snap, &a, SortKey::Backoff, ""),
+        [41000, 41001, 41002, 41003]
+    );
+}
+
 #[test]
 fn sorting_and_filtering() {
     let snap = shaped(0);
