@@ -317,6 +317,23 @@ impl Owner {
             self.pid
         )
     }
+
+    /// `comm[thread]/pid`: the process and, where the kernel named it and
+    /// it is not the process's own name, the thread seen sending (a JVM's
+    /// `java[data-plane-kafk]/4242`), as the plain view and the text report
+    /// show them; [`Owner::label`] when no other thread is known. Both
+    /// names made inert for a terminal.
+    pub(crate) fn label_with_thread(&self) -> String {
+        match self.thread.as_deref() {
+            Some(t) if !t.is_empty() && t != self.comm => format!(
+                "{}[{}]/{}",
+                crate::shared::terminal_text::inert(&self.comm),
+                crate::shared::terminal_text::inert(t),
+                self.pid
+            ),
+            _ => self.label(),
+        }
+    }
 }
 
 /// A value per TCP congestion-control state (`icsk_ca_state`).

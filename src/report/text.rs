@@ -397,9 +397,23 @@ fn flows(out: &mut String, r: &Report) {
             String::new()
         }
     };
+    // The process and the thread that sent (`java[data-plane-kafk]/4242`),
+    // as wide as the longest.
+    let owner = |f: &FlowSummary| {
+        f.owner
+            .as_ref()
+            .map_or("-".to_string(), |o| o.label_with_thread())
+    };
+    let owner_width = r
+        .flows
+        .iter()
+        .map(|f| owner(f).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     let _ = writeln!(
         out,
-        "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>10} {:>22} {:>16}  from",
+        "  {:>4} {:<40} {:>6}{} {:<owner_width$} {:>10} {:>10} {:>22} {:>16}  from",
         "rank",
         "peer",
         "lport",
@@ -411,7 +425,7 @@ fn flows(out: &mut String, r: &Report) {
         "backoff",
     );
     for f in &r.flows {
-        let owner = f.owner.as_ref().map_or("-".to_string(), |o| o.label());
+        let owner = owner(f);
         let infl = match (f.mean_rtt_inflation, f.peak_rtt_inflation) {
             (Some(m), Some(p)) => format!(
                 "{}/{} +{}",
@@ -423,7 +437,7 @@ fn flows(out: &mut String, r: &Report) {
         };
         let _ = writeln!(
             out,
-            "  {:>4} {:<40} {:>6}{} {:<16} {:>10} {:>10} {:>22} {:>16}  {}{}",
+            "  {:>4} {:<40} {:>6}{} {:<owner_width$} {:>10} {:>10} {:>22} {:>16}  {}{}",
             f.rank,
             f.peer.to_string(),
             f.local.port(),

@@ -118,14 +118,15 @@ pub(crate) fn ratio(x: f64) -> String {
     format!("{}x", significant(x, 3))
 }
 
-/// The queuing delay a flow's RTT carries over its base, srtt - min_rtt,
-/// as `+3.2ms`: what a ratio means in time, the same at any base RTT.
-/// Unknown when either is not measured.
-pub(crate) fn added_delay(srtt_us: u32, min_rtt_us: u32) -> String {
-    if srtt_us == 0 || min_rtt_us == 0 {
-        return UNKNOWN.to_string();
+/// The queuing delay a flow's RTT carries over its base (srtt over its
+/// peer's base RTT, `analysis::attribution::BaseRtts::added_delay_us`) as
+/// `+3.2ms`: what a ratio means in time, the same at any base RTT.
+/// Unknown when not measured.
+pub(crate) fn added_delay(added_us: Option<u32>) -> String {
+    match added_us {
+        Some(us) => format!("+{}", secs(us as f64 / 1e6)),
+        None => UNKNOWN.to_string(),
     }
-    format!("+{}", secs(srtt_us.saturating_sub(min_rtt_us) as f64 / 1e6))
 }
 
 /// A flow's retransmits as the views show them: `12`, `12+3f` with 3
@@ -328,8 +329,8 @@ mod tests {
         assert_eq!(ratio(10.96), "11x");
         assert_eq!(ratio(123.4), "123x");
         assert_eq!(significant(0.000123456, 3), "0.000123");
-        assert_eq!(added_delay(3300, 100), "+3.20ms");
-        assert_eq!(added_delay(0, 100), UNKNOWN);
+        assert_eq!(added_delay(Some(3200)), "+3.20ms");
+        assert_eq!(added_delay(None), UNKNOWN);
     }
 
     #[test]

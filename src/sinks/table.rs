@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::analysis::attribution::BaseRtts;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::{AllowanceStatus, FlowSample, Health, InterfaceSample, Snapshot};
 use crate::shared::units::{self, micros, opt_pct, rate_bits, rate_pps};
@@ -137,9 +138,19 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
             String::new()
         }
     };
+    let shown: Vec<&FlowSample> = busiest(&snap.flows).into_iter().take(top).collect();
+    // The process and the thread that sent: as wide as the longest shown.
+    let owner_width = shown
+        .iter()
+        .map(|f| owner_label(f).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(OWNER_WIDTH);
+    // Added delay as the ranking takes it: over the peer's base RTT.
+    let bases = BaseRtts::of(snap);
     let _ = writeln!(
         out,
-        "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+        "{:<40} {:>6}{} {:<owner_width$}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
         "peer",
         "lport",
         if iface_col {
@@ -166,10 +177,10 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
         "retrans",
         "state"
     );
-    for f in busiest(&snap.flows).into_iter().take(top) {
+    for f in shown {
         let _ = writeln!(
             out,
-            "{:<40} {:>6}{} {:<16}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<owner_width$}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
             f.peer.to_string(),
             f.local.port(),
             iface_of(f),
@@ -183,7 +194,7 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
                 .map(|x| format!(
                     "{} {}",
                     units::ratio(x),
-                    units::added_delay(f.srtt_us, f.min_rtt_us)
+                    units::added_delay(bases.added_delay_us(f))
                 ))
                 .unwrap_or_else(|| "-".into()),
             f.cwnd,
@@ -293,9 +304,13 @@ pub(crate) fn busiest(flows: &[FlowSample]) -> Vec<&FlowSample> {
     v
 }
 
+/// The owner column's least width: a process name (15) and a pid.
+const OWNER_WIDTH: usize = 16;
+
+/// `comm[thread]/pid` ([`crate::model::snapshot::Owner::label_with_thread`]).
 fn owner_label(f: &FlowSample) -> String {
     match &f.owner {
-        Some(o) => o.label(),
+        Some(o) => o.label_with_thread(),
         None => "-".into(),
     }
 }
@@ -460,6 +475,48 @@ mod tests {
             line("10.0.0.1:40000").contains(" netns tenant-b "),
             "{text}"
         );
+    }
+
+    /// The owner shows with the thread that sent, and a flow's added
+    /// delay is over its peer's base RTT, as the ranking and the report
+    /// take it (not over its own min_rtt, taken under the queue).
+    #[test]
+    fn the_sending_thread_and_the_added_delay_over_the_peers_base_show() {
+        let java = |thread: Option<&str>| crate::model::snapshot::Owner {
+            pid: 4242,
+            comm: "java".into(),
+            thread: thread.map(String::from),
+            cgroup_id: 0,
+            cgroup: None,
+            workload: None,
+        };
+        let mut early = flow(2, None);
+        early.owner = Some(java(Some("data-plane-kafk")));
+        early.min_rtt_us = 10;
+        early.srtt_us = 110;
+        let mut late = flow(1, None);
+        late.peer = "10.0.0.2:40001".parse().unwrap();
+        late.owner = Some(java(Some("java")));
+        late.min_rtt_us = 5_000;
+        late.srtt_us = 6_000;
+        let snap = Snapshot {
+            flows: vec![early, late],
+            ..one_interval(vec![iface("ens5")], Health::default())
+        };
+        let text = render(&snap, None, 10);
+        let line = |peer: &str| text.lines().find(|l| l.starts_with(peer)).unwrap();
+        let early = line("10.0.0.2:40000");
+        assert!(early.contains(" java[data-plane-kafk]/4242 "), "{text}");
+        assert!(early.contains(" 11x +100us "), "{text}");
+        let late = line("10.0.0.2:40001");
+        // The thread is the process's own name: said once.
+        assert!(late.contains(" java/4242 "), "{text}");
+        assert!(late.contains(" 1.2x +5.99ms "), "{text}");
+        // The columns stay aligned past the longest owner: the tx column
+        // ends where its header does.
+        let end = |l: &str, s: &str| l.find(s).unwrap() + s.len();
+        assert_eq!(end(line("peer"), " tx"), end(early, "b/s"), "{text}");
+        assert_eq!(end(line("peer"), " tx"), end(late, "b/s"), "{text}");
     }
 
     #[test]

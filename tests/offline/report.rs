@@ -253,3 +253,69 @@ fn instance_flags_plan_the_report_or_are_clear_errors() {
         assert!(stderr.contains(want), "{args:?}: want {want:?} in {stderr}");
     }
 }
+
+/// `report --flow java` on a JVM's recording: every flow's owner is the
+/// process `java`, and each sent from a thread of another name (as a
+/// broker's network threads do). `--flow` selects them by the process's
+/// name, and the text report names both, `java[thread]/pid`.
+#[test]
+fn flow_java_selects_a_jvms_flows_and_the_text_names_the_thread() {
+    use throttlescope::model::snapshot::Owner;
+    let dir = TempDir::new("report-jvm");
+    let path = dir.join("jvm.jsonl");
+    let mut w = TraceWriter::create(&path, header(), RotateOptions::default()).unwrap();
+    let threads = ["data-plane-kafk", "kafka-network-t", "ReplicaFetcherT"];
+    for seq in 0..4 {
+        let mut s = snapshot(seq, 4);
+        for (f, thread) in s.flows.iter_mut().zip(threads) {
+            f.owner = Some(Owner {
+                pid: 4242,
+                comm: "java".into(),
+                thread: Some(thread.into()),
+                cgroup_id: 77,
+                cgroup: None,
+                workload: None,
+            });
+        }
+        // The fourth flow is another process's.
+        if let Some(o) = s.flows[3].owner.as_mut() {
+            o.comm = "python3".into();
+            o.pid = 7;
+            o.thread = Some("python3".into());
+        }
+        w.write(&s).unwrap();
+    }
+    w.finish().unwrap();
+    let name = path.display().to_string();
+
+    let r = report_json(&["--flow", "java", &name]);
+    let mut ids: Vec<u64> = r["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["flow_id"].as_u64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, vec![0x1000, 0x1001, 0x1002], "{}", r["flows"]);
+    for f in r["flows"].as_array().unwrap() {
+        assert_eq!(f["owner"]["comm"], "java", "{f}");
+    }
+    // A thread's name is not a process's: it selects nothing.
+    let none = report_json(&["--flow", "data-plane-kafk", &name]);
+    assert_eq!(
+        none["flows"].as_array().unwrap().len(),
+        0,
+        "{}",
+        none["flows"]
+    );
+
+    let (code, text, stderr) = report(&["--flow", "java", &name]);
+    assert_eq!(code, 0, "{stderr}");
+    for thread in threads {
+        assert!(
+            text.contains(&format!(" java[{thread}]/4242 ")),
+            "{thread} in\n{text}"
+        );
+    }
+    assert!(!text.contains("python3"), "{text}");
+}
