@@ -15,10 +15,14 @@
 //!
 //! and its onset is dated to the first interval of the run that did so.
 //! When the intervals of a hypervisor kind in the window microburst (their
-//! peak rate far above their mean, verdict.rs), the onset level is
-//! `microburst_onset_ratio` times the threshold instead: traffic queued in
-//! every burst counts a share of its packets that never reaches the
-//! windowed level of a steady enforcement, and is held all the same.
+//! peak rate far above their mean, verdict.rs) and every interval of the
+//! window is at least at the exit level (`hold_exit_ratio` of the
+//! threshold), the onset level is `microburst_onset_ratio` times the
+//! threshold instead: traffic queued in every burst counts a share of its
+//! packets that never reaches the windowed level of a steady enforcement,
+//! and is held all the same. Free flow in bursts reaches the line in single
+//! seconds between seconds of plain free flow (under the exit level): those
+//! are isolated seconds, and keep the steady onset however they burst.
 //! It ends only after `hold_exit_intervals` intervals in a row without
 //! support (judged neither it nor its kind, and its windowed signal below
 //! `hold_exit_ratio` of the threshold); the verdict that follows is dated
@@ -223,19 +227,43 @@ impl Hold {
         self.window.iter().filter(|e| e.raw == v).count()
     }
 
-    /// The onset level of kind `k`, times its threshold: lower when enough
-    /// of the window's intervals of the kind microburst (module doc).
+    /// The onset level of kind `k`, times its threshold: lower when the
+    /// window microbursts (module doc, [`Hold::microbursting`]).
     fn onset_ratio(&self, k: Kind, th: &Thresholds) -> f64 {
+        if self.microbursting(k, th).is_ok() {
+            th.microburst_onset_ratio
+        } else {
+            th.hold_onset_ratio
+        }
+    }
+
+    /// The window microbursts as traffic queued in every burst does,
+    /// interval after interval: enough of its intervals of kind `k`
+    /// microburst, and every interval with a rate of the kind supports it
+    /// (its own rate at `hold_exit_ratio` of the threshold). Free flow in
+    /// bursts reaches the line in single seconds between seconds of plain
+    /// free flow (12-37% in the field); a window of such isolated seconds
+    /// is judged at the steady onset, however they burst. Err: the lowest
+    /// rate of the kind in the window, when that is what kept it from
+    /// microbursting.
+    fn microbursting(&self, k: Kind, th: &Thresholds) -> Result<(), Option<f64>> {
         let needed = Thresholds::count(th.hold_onset_intervals).max(1);
         let bursting = self
             .window
             .iter()
             .filter(|e| kind(e.raw) == k && e.microburst.is_some())
             .count();
-        if bursting >= needed {
-            th.microburst_onset_ratio
-        } else {
-            th.hold_onset_ratio
+        if bursting < needed {
+            return Err(None);
+        }
+        let lowest = self
+            .window
+            .iter()
+            .filter_map(|e| windowed(std::iter::once(e), k, th))
+            .min_by(|a, b| a.value.total_cmp(&b.value));
+        match lowest {
+            Some(s) if s.value < s.threshold * th.hold_exit_ratio => Err(Some(s.value)),
+            _ => Ok(()),
         }
     }
 
@@ -362,10 +390,17 @@ impl Hold {
         let n = self.count(k);
         let why = match windowed(self.window.iter(), k, th) {
             Some(s) if n >= needed => format!(
-                "{} {} over them < {}",
+                "{} {} over them < {}{}",
                 s.signal,
                 fmt_pct(s.value),
-                fmt_pct(s.threshold * self.onset_ratio(k, th))
+                fmt_pct(s.threshold * self.onset_ratio(k, th)),
+                match self.microbursting(k, th) {
+                    Err(Some(low)) => format!(
+                        "; in microbursts, but in single seconds: one at {} between them",
+                        fmt_pct(low)
+                    ),
+                    _ => String::new(),
+                }
             ),
             _ => format!("{needed} needed"),
         };

@@ -1972,17 +1972,76 @@ fn an_enforcement_whose_senders_burst_stays_an_enforcement() {
     );
 }
 
+/// Field free flow in bursts (every interval 5x its mean): 12-37% queued,
+/// with single seconds at 50-70% (hold.rs: free flow reaches about 70% a
+/// second), at times three of them in five seconds, each between ordinary
+/// ones. `cluster`: the three spikes and the two seconds between them.
+fn bursting_free_flow(cluster: [f64; 5]) -> Vec<Snapshot> {
+    (0..120)
+        .map(|s| {
+            let pct = match s {
+                40..=44 => cluster[(s - 40) as usize],
+                _ if s % 6 == 1 => 50.0 + wander(s, 20.0),
+                _ => 12.0 + wander(s, 25.0),
+            };
+            bursting_at(s, 300e6, 5.0, pct)
+        })
+        .collect()
+}
+
 #[test]
 fn noisy_free_flow_that_bursts_stays_free_flow() {
-    // Field free flow: 12-37% queued, here in bursts of 5x its mean: never
-    // at the microburst onset (50% over the window), never held.
     let th = Thresholds::default();
-    let snaps: Vec<Snapshot> = (0..30)
-        .map(|i| bursting_at(i, 300e6, 5.0, 12.0 + wander(i, 25.0)))
+    let snaps = bursting_free_flow([64.0, 33.0, 70.0, 37.0, 66.0]);
+    // The test can fail: single seconds are judged hypervisor queuing in
+    // microbursts on their own, three in one window whose mean (54%) is
+    // past the microburst onset (50%).
+    let mut judge = Judge::new(th.clone());
+    let raw: Vec<InterfaceVerdict> = snaps
+        .iter()
+        .map(|s| judge.judge(s).interfaces.remove(0))
         .collect();
+    let spikes = raw
+        .iter()
+        .filter(|v| {
+            v.verdict == Verdict::HypervisorQueuing
+                && v.evidence.iter().any(|e| e.signal == "microburst_ratio")
+        })
+        .count();
+    assert!(spikes >= 20, "{spikes}");
+    let mean = raw[40..45]
+        .iter()
+        .map(|v| v.rates.bw_out_pct.unwrap())
+        .sum::<f64>()
+        / 5.0;
+    assert!(
+        mean >= th.bw_allowance_pct * th.microburst_onset_ratio,
+        "{mean}"
+    );
+
     let (held, eps) = held_run(&snaps, &th);
     assert!(held.iter().all(|v| *v == Verdict::FreeFlow), "{held:?}");
+    assert_eq!(eps.len(), 1, "{eps:#?}");
     assert!(eps.iter().all(|e| e.microburst.is_none()));
+}
+
+#[test]
+fn isolated_microbursting_seconds_never_date_a_hold() {
+    // Isolated seconds at the line (each between ordinary free-flow
+    // seconds), however high, hold nothing: any three in five, the spikes
+    // at 50-70% and the seconds between them at 12-37%.
+    let th = Thresholds::default();
+    for cluster in [
+        [70.0, 37.0, 70.0, 37.0, 70.0],
+        [55.0, 12.0, 68.0, 36.0, 60.0],
+        [70.0, 70.0, 30.0, 70.0, 37.0],
+    ] {
+        let (held, _) = held_run(&bursting_free_flow(cluster), &th);
+        assert!(
+            held.iter().all(|v| *v == Verdict::FreeFlow),
+            "{cluster:?}: {held:?}"
+        );
+    }
 }
 
 #[test]

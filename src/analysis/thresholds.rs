@@ -191,9 +191,11 @@ thresholds! {
     /// A held hypervisor verdict (bandwidth or pps) starts when its rate
     /// over the window reaches this many times its threshold, instead of
     /// `hold_onset_ratio`, when the intervals of its kind in the window
-    /// microburst: traffic queued in every burst reads 40-96% per interval
-    /// (never the 75% a steady enforcement reaches), and noisy free flow
-    /// (12-37%) stays under 1x.
+    /// microburst and every interval of the window is at least at
+    /// `hold_exit_ratio` of the threshold: traffic queued in every burst
+    /// reads 40-96% per interval (never the 75% a steady enforcement
+    /// reaches); free flow in bursts (12-37%, single seconds at 50-70%
+    /// between them) keeps `hold_onset_ratio`.
     microburst_onset_ratio = 1.0, above(0.0);
     /// An allowance-exceeded delta larger than this many times the wire
     /// packets it is normalised by (plus `untrusted_slack_packets`) cannot
