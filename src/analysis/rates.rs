@@ -532,6 +532,13 @@ impl NormalisedRates {
     /// microbursts: the busiest 12 ms ran at X, Nx the interval's mean of
     /// Y; flows bursting: ...".
     pub(crate) fn microburst_note(&self, m: &Microburst, packets: bool) -> String {
+        format!("in microbursts: {}", self.burst_detail(m, packets))
+    }
+
+    /// The busiest window against the mean, and the flows that burst: "the
+    /// busiest 12 ms ran at X, Nx the interval's mean of Y; flows bursting:
+    /// ...".
+    pub(crate) fn burst_detail(&self, m: &Microburst, packets: bool) -> String {
         let rate = |v: f64| {
             if packets {
                 crate::shared::units::rate_pps(v)
@@ -555,8 +562,7 @@ impl NormalisedRates {
                 .join(", ")
         };
         format!(
-            "in microbursts: the busiest {} ms ran at {}, {} the interval's mean of {}; \
-             flows bursting: {flows}",
+            "the busiest {} ms ran at {}, {} the interval's mean of {}; flows bursting: {flows}",
             crate::shared::units::significant(m.window_us as f64 / 1000.0, 3),
             rate(m.peak),
             crate::shared::units::ratio(m.times),

@@ -41,6 +41,10 @@ pub(crate) enum Signal {
     /// The interval's peak rate over its mean, on a hypervisor verdict
     /// whose interval microbursts (verdict.rs).
     MicroburstRatio,
+    /// The interval's peak rate over its mean, when allowance counters rose
+    /// under their line while it microbursted: an explanation beside any
+    /// verdict (free flow above all), never a cause (verdict.rs).
+    CountersInMicrobursts,
 }
 
 impl Signal {
@@ -69,6 +73,7 @@ impl Signal {
             Signal::BwOutCapPct => "bw_out_cap_pct",
             Signal::UntrackedFlows => "untracked_flows",
             Signal::MicroburstRatio => "microburst_ratio",
+            Signal::CountersInMicrobursts => "counters_in_microbursts",
         }
     }
 
@@ -90,6 +95,7 @@ impl Signal {
             units::secs(value / 1e6)
         } else if name == Signal::RttInflationP50.as_str()
             || name == Signal::MicroburstRatio.as_str()
+            || name == Signal::CountersInMicrobursts.as_str()
         {
             units::ratio(value)
         } else {

@@ -2085,3 +2085,77 @@ fn microburst_thresholds_are_bounded_by_the_hold_ratios() {
         .is_err());
     assert!(th.with_assignments(&["microburst_ratio=2".into()]).is_ok());
 }
+
+#[test]
+fn counters_rising_under_the_line_in_microbursts_are_explained_in_free_flow() {
+    // AWS's question: bw_out counts 24% of the packets at a 64 Mbit/s mean,
+    // the busiest 12 ms at 5.5x it. The verdict stays free flow, held too;
+    // the interval and the held verdict say the counter rose in
+    // microbursts, with the busiest window against the mean and the flow.
+    let th = Thresholds::default();
+    let snaps: Vec<Snapshot> = (0..8).map(|i| bursting_at(i, 64e6, 5.5, 24.0)).collect();
+    let mut judge = Judge::new(th.clone());
+    let a = snaps.iter().map(|s| judge.judge(s)).last().unwrap();
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::FreeFlow);
+    assert_eq!(v.held.verdict, Verdict::FreeFlow);
+    let e = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "counters_in_microbursts")
+        .unwrap_or_else(|| panic!("{:#?}", v.evidence));
+    assert!((e.value - 5.5).abs() < 0.01, "{}", e.value);
+    assert_eq!(e.threshold, th.microburst_ratio);
+    assert!(
+        e.note.starts_with(
+            "allowance counters rose in microbursts: bw_out_allowance_exceeded at 24.0% of \
+             tx wire packets (under the 50.0% line); the busiest 12 ms ran at 352Mb/s, 5.5x \
+             the interval's mean of 64"
+        ),
+        "{}",
+        e.note
+    );
+    assert!(
+        e.note.contains("flows bursting: 10.0.0.2:40001"),
+        "{}",
+        e.note
+    );
+    // The free-flow line and the held verdict carry it.
+    assert!(
+        v.evidence[0].note.contains(&e.note),
+        "{}",
+        v.evidence[0].note
+    );
+    assert!(v.held.note.contains(&e.note), "{}", v.held.note);
+    // Nothing of it feeds the hold: the window still holds nothing.
+    let (held, _) = held_run(&snaps, &th);
+    assert!(held.iter().all(|v| *v == Verdict::FreeFlow), "{held:?}");
+}
+
+#[test]
+fn no_burst_explanation_without_bursts_or_counts_or_under_a_hypervisor_line() {
+    let th = Thresholds::default();
+    let has = |s: &Snapshot| {
+        analyze(&[], s, &th).interfaces[0]
+            .evidence
+            .iter()
+            .any(|e| e.signal == "counters_in_microbursts")
+    };
+    // Smooth (1.3x): the counter rose, but not in microbursts.
+    assert!(!has(&bursting_at(0, 64e6, 1.3, 24.0)));
+    // Bursting, nothing counted: no question to answer.
+    assert!(!has(&bursting_at(0, 64e6, 5.5, 0.0)));
+    // Past the line: the verdict's own microburst line says it.
+    let v = analyze(&[], &bursting_at(0, 64e6, 5.5, 60.0), &th);
+    let v = &v.interfaces[0];
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing);
+    assert!(v.evidence.iter().any(|e| e.signal == "microburst_ratio"));
+    assert!(!has(&bursting_at(0, 64e6, 5.5, 60.0)));
+    // Without peaks measured (before format 1.9): nothing claimed.
+    let mut s = bursting_at(0, 64e6, 5.5, 24.0);
+    s.interfaces[0].tx_peak_bps = None;
+    assert!(!has(&s));
+    // The same interval with its peaks: explained (the checks above can
+    // fail).
+    assert!(has(&bursting_at(0, 64e6, 5.5, 24.0)));
+}

@@ -60,6 +60,17 @@ pub(crate) fn judge(
             first.note.push_str(&line.note);
         }
         evidence.insert(1.min(evidence.len()), line);
+    } else if let Some(line) = counters_in_microbursts(&rates, th) {
+        // Free flow says why its counters rose on its own line, which the
+        // held free flow shows; other verdicts keep their cause first and
+        // this line right after it.
+        if verdict == Verdict::FreeFlow {
+            if let Some(first) = evidence.first_mut() {
+                first.note.push_str("; ");
+                first.note.push_str(&line.note);
+            }
+        }
+        evidence.insert(1.min(evidence.len()), line);
     }
     InterfaceVerdict {
         iface: iface.name.clone(),
@@ -89,6 +100,81 @@ pub(super) fn microburst_line(
         value: m.times,
         threshold: th.microburst_ratio,
         note: rates.microburst_note(&m, packets),
+        exceeded: true,
+    })
+}
+
+/// Allowance counters that rose under their line while the interval
+/// microbursted in their direction (docs/verdicts.md, "Microbursts"): the
+/// answer to "why does my counter rise at a low average?". Each rate that
+/// is judged (`min_rate_packets`), counted some packets and stayed under
+/// its threshold, with the peak at least `microburst_ratio` times the mean
+/// (bits for bw_out and bw_in, packets for pps); the one nearest its line
+/// gives the busiest window and the flows that burst. Only where the
+/// verdict itself is no microbursting hypervisor verdict (that one says it
+/// on its own line).
+pub(super) fn counters_in_microbursts(
+    rates: &NormalisedRates,
+    th: &Thresholds,
+) -> Option<Evidence> {
+    let min = th.min_rate_packets;
+    let both = rates.tx_wire_packets + rates.rx_wire_packets;
+    let counters = [
+        (
+            "bw_out_allowance_exceeded",
+            rates.bw_out_pct,
+            rates.tx_wire_packets,
+            th.bw_allowance_pct,
+            "tx wire packets",
+            (false, false),
+        ),
+        (
+            "bw_in_allowance_exceeded",
+            rates.bw_in_pct,
+            rates.rx_wire_packets,
+            th.bw_allowance_pct,
+            "rx wire packets",
+            (true, false),
+        ),
+        (
+            "pps_allowance_exceeded",
+            rates.pps_pct,
+            both,
+            th.pps_allowance_pct,
+            "tx+rx wire packets",
+            (false, true),
+        ),
+    ];
+    let mut rose = Vec::new();
+    let mut lead: Option<(f64, super::rates::Microburst, bool)> = None;
+    for (name, pct, packets, line, of, (inbound, by_packets)) in counters {
+        let Some(p) = pct.filter(|p| *p > 0.0 && *p < line && packets as f64 >= min.max(1.0))
+        else {
+            continue;
+        };
+        let Some(m) = rates.microburst(inbound, by_packets, th.microburst_ratio) else {
+            continue;
+        };
+        rose.push(format!(
+            "{name} at {} of {of} (under the {} line)",
+            units::pct(p),
+            units::pct(line)
+        ));
+        let near = p / line;
+        if lead.as_ref().is_none_or(|(n, _, _)| near > *n) {
+            lead = Some((near, m, by_packets));
+        }
+    }
+    let (_, m, by_packets) = lead?;
+    Some(Evidence {
+        signal: Signal::CountersInMicrobursts.as_str().into(),
+        value: m.times,
+        threshold: th.microburst_ratio,
+        note: format!(
+            "allowance counters rose in microbursts: {}; {}",
+            rose.join(", "),
+            rates.burst_detail(&m, by_packets)
+        ),
         exceeded: true,
     })
 }
