@@ -99,8 +99,26 @@ pub struct EpisodeReport {
     /// can make them an episode.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub judged_alone: BTreeMap<Verdict, u64>,
+    /// Episodes other than the hypervisor's (free flow above all): the
+    /// intervals whose allowance counters rose under their line while
+    /// they microbursted, and the latest one's line (the interval's
+    /// `counters_in_microbursts` evidence, docs/verdicts.md
+    /// "Microbursts"); absent when none did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters_in_microbursts: Option<CountersInMicrobursts>,
     /// Enforcement episodes only: the burst before it.
     pub enforcement: Option<EnforcementSummary>,
+}
+
+/// Why the allowance counters of a calm episode rose: in microbursts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CountersInMicrobursts {
+    /// Intervals of the episode that said so.
+    pub intervals: u64,
+    /// The latest of them: "allowance counters rose in microbursts:
+    /// bw_out_allowance_exceeded at 24.8% of tx wire packets (under the
+    /// 50.0% line); the busiest 10 ms ran at ...; flows bursting: ...".
+    pub line: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

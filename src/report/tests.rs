@@ -520,6 +520,72 @@ fn a_calm_episode_names_what_was_judged_alone_and_never_held() {
     assert!(eth1.judged_alone.is_empty());
 }
 
+/// eth0 at 64 Mbit/s, bw_out counting 24% of its packets while the busiest
+/// 12 ms ran at 5.5x the mean (seconds 2-9 of 12; the others smooth):
+/// free flow throughout, and the report (text, JSON, HTML) says the
+/// counters rose in microbursts, in how many intervals, with the latest
+/// interval's busiest window against its mean.
+#[test]
+fn a_free_flow_whose_counters_rose_in_microbursts_says_so() {
+    let snaps: Vec<Snapshot> = (0..12)
+        .map(|seq| {
+            let mut s = snap(seq, (64, 24), (50, 0), seq * 100);
+            if (2..10).contains(&seq) {
+                let i = &mut s.interfaces[0];
+                i.tx_peak_bps = Some(64_000_000 * 11 / 2);
+                i.peak_window_us = Some(12_000);
+                s.flows[0].iface = Some("eth0".into());
+                s.flows[0].peak_bps = Some(300_000_000);
+            }
+            s
+        })
+        .collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let eth0: Vec<_> = r
+        .episodes
+        .iter()
+        .filter(|e| e.episode.iface == "eth0")
+        .collect();
+    assert_eq!(eth0.len(), 1, "{:#?}", r.episodes);
+    assert_eq!(eth0[0].episode.verdict, Verdict::FreeFlow);
+    let b = eth0[0]
+        .counters_in_microbursts
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:#?}", eth0[0]));
+    assert_eq!(b.intervals, 8);
+    assert!(
+        b.line.starts_with(
+            "allowance counters rose in microbursts: bw_out_allowance_exceeded at 24.0% of \
+             tx wire packets (under the 50.0% line); the busiest 12 ms ran at 352Mb/s, 5.5"
+        ),
+        "{}",
+        b.line
+    );
+    assert!(
+        b.line.contains("flows bursting: 10.0.0.2:5201"),
+        "{}",
+        b.line
+    );
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains("in 8 of 12 intervals, allowance counters rose in microbursts: "),
+        "{text}"
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(
+        json.contains("\"counters_in_microbursts\":{\"intervals\":8,\"line\":\"allowance"),
+        "{json}"
+    );
+    let html = crate::report::html::render(&r);
+    assert!(
+        html.contains("<p class=\"bursts\">in 8 of 12 intervals, allowance counters rose"),
+        "{html}"
+    );
+    // eth1 never burst: nothing to say.
+    let eth1 = r.episodes.iter().find(|e| e.episode.iface == "eth1");
+    assert!(eth1.unwrap().counters_in_microbursts.is_none());
+}
+
 /// The plan a report is given: `instance_type` looked up in `table` as
 /// `--instance-type` is, or `--baseline` (bits/s, both ways) when given.
 fn plan(

@@ -163,6 +163,13 @@ fn episodes(out: &mut String, r: &Report) {
         if !e.held_note.is_empty() {
             let _ = writeln!(out, "             why: {}", e.held_note);
         }
+        if let Some(b) = &e.counters_in_microbursts {
+            let _ = writeln!(
+                out,
+                "             in {} of {} intervals, {}",
+                b.intervals, ep.intervals, b.line
+            );
+        }
         if !e.judged_alone.is_empty() {
             let list: Vec<String> = e
                 .judged_alone

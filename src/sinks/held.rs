@@ -27,8 +27,21 @@ pub(crate) fn own_verdict_unsaid(v: &InterfaceVerdict) -> Option<Verdict> {
         .then_some(v.verdict)
 }
 
+/// Why this interval's allowance counters rose under their line (in
+/// microbursts, docs/verdicts.md), where the held note does not say it
+/// already (the held free flow's note carries it; a verdict seen but not
+/// held, or held over the window, does not).
+pub(crate) fn bursts_unsaid(v: &InterfaceVerdict) -> Option<&str> {
+    v.evidence
+        .iter()
+        .find(|e| e.signal == "counters_in_microbursts")
+        .map(|e| e.note.as_str())
+        .filter(|n| !v.held.note.contains(n))
+}
+
 /// The held verdict in one line: how long it has held, confidence, why,
-/// and this interval's own judgement where it differs.
+/// this interval's own judgement where it differs, and why its counters
+/// rose where they rose in microbursts.
 pub(crate) fn one_line(v: &InterfaceVerdict) -> String {
     let h = &v.held;
     let age = if h.intervals > 1 {
@@ -53,6 +66,9 @@ pub(crate) fn one_line(v: &InterfaceVerdict) -> String {
     };
     if let Some(own) = own_verdict_unsaid(v) {
         text.push_str(&format!("; this interval alone: {own}"));
+    }
+    if let Some(b) = bursts_unsaid(v) {
+        text.push_str(&format!("; {b}"));
     }
     text
 }

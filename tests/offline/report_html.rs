@@ -219,6 +219,7 @@ fn enforcement_report() -> Report {
             },
             start_offset_secs: from as f64,
             judged_alone: Default::default(),
+            counters_in_microbursts: None,
             end_offset_secs: to as f64,
             evidence: vec![Evidence {
                 signal: "bw_out_pct".to_string(),

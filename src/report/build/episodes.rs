@@ -5,9 +5,18 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Verdict};
+use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Location, Verdict};
 use crate::model::snapshot::Snapshot;
-use crate::report::model::{EnforcementSummary, EpisodeReport, PlanComparison};
+use crate::report::model::{
+    CountersInMicrobursts, EnforcementSummary, EpisodeReport, PlanComparison,
+};
+
+/// The evidence that says an interval's counters rose in microbursts
+/// (src/analysis/verdict.rs).
+const COUNTERS_IN_MICROBURSTS: &str = "counters_in_microbursts";
+/// Lines of it kept per episode, the latest: a held verdict dated back
+/// takes at most a window's worth of the episode's last intervals.
+const BURST_LINES_KEPT: usize = 16;
 
 /// Episode details kept apart from the tracker (which has no room for
 /// them); bounded like the tracker's own list of closed episodes.
@@ -29,6 +38,27 @@ struct EpisodeExtra {
     /// Calm episodes: the intervals judged otherwise on their own (by seq),
     /// a verdict never held.
     judged_alone: Vec<(u64, Verdict)>,
+    /// Intervals whose counters rose in microbursts (by seq), and the
+    /// lines of the latest of them.
+    bursts: Vec<u64>,
+    burst_lines: VecDeque<(u64, String)>,
+}
+
+impl EpisodeExtra {
+    /// Keeps the interval's "counters rose in microbursts" line, if any.
+    fn note_bursts(&mut self, seq: u64, evidence: &[Evidence]) {
+        let Some(e) = evidence
+            .iter()
+            .find(|e| e.signal == COUNTERS_IN_MICROBURSTS)
+        else {
+            return;
+        };
+        self.bursts.push(seq);
+        if self.burst_lines.len() >= BURST_LINES_KEPT {
+            self.burst_lines.pop_front();
+        }
+        self.burst_lines.push_back((seq, e.note.clone()));
+    }
 }
 
 /// An episode by interface, start, and whether it is calm (idle, free
@@ -89,6 +119,7 @@ impl EpisodeNotes {
             if let Some(x) = self.extras.get_mut(&key) {
                 x.end_t = t;
                 x.judged_alone.extend(alone);
+                x.note_bursts(snap.seq, &v.evidence);
                 if value > x.peak {
                     x.peak = value;
                     x.evidence = v.evidence.clone();
@@ -110,7 +141,7 @@ impl EpisodeNotes {
             } else {
                 0.0
             };
-            let extra = EpisodeExtra {
+            let mut extra = EpisodeExtra {
                 start_t: t - snap.interval_secs() - back,
                 end_t: t,
                 peak: value,
@@ -119,7 +150,10 @@ impl EpisodeNotes {
                 burst_secs,
                 start_signal: signal,
                 judged_alone: alone.into_iter().collect(),
+                bursts: Vec::new(),
+                burst_lines: VecDeque::new(),
             };
+            extra.note_bursts(snap.seq, &v.evidence);
             self.keep(key, extra);
         }
     }
@@ -199,6 +233,7 @@ fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> Ep
             })
             .unwrap_or_default(),
         judged_alone: extra.map(|x| judged_alone(&episode, x)).unwrap_or_default(),
+        counters_in_microbursts: extra.and_then(|x| counters_in_microbursts(&episode, x)),
         enforcement: enforcement(&episode, extra),
         episode,
     }
@@ -215,6 +250,22 @@ fn judged_alone(episode: &Episode, x: &EpisodeExtra) -> BTreeMap<Verdict, u64> {
         }
     }
     m
+}
+
+/// The intervals of an episode other than the hypervisor's whose
+/// counters rose in microbursts, and the latest line; only those still
+/// inside the episode (an onset dated back takes its last intervals).
+fn counters_in_microbursts(episode: &Episode, x: &EpisodeExtra) -> Option<CountersInMicrobursts> {
+    if episode.verdict.location() == Location::Hypervisor {
+        return None;
+    }
+    let inside = |seq: &u64| (episode.start_seq..=episode.end_seq).contains(seq);
+    let intervals = x.bursts.iter().filter(|s| inside(s)).count() as u64;
+    let (_, line) = x.burst_lines.iter().rev().find(|(s, _)| inside(s))?;
+    (intervals > 0).then(|| CountersInMicrobursts {
+        intervals,
+        line: line.clone(),
+    })
 }
 
 /// An enforcement episode, not a microburst one.

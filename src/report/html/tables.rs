@@ -61,6 +61,15 @@ pub(crate) fn episodes(out: &mut String, report: &Report) {
         if !e.held_note.is_empty() {
             let _ = write!(out, "<p class=\"held\">{}</p>", Esc(&e.held_note));
         }
+        if let Some(b) = &e.counters_in_microbursts {
+            let _ = write!(
+                out,
+                "<p class=\"bursts\">in {} of {} intervals, {}</p>",
+                b.intervals,
+                ep.intervals,
+                Esc(&b.line)
+            );
+        }
         if !e.evidence.is_empty() {
             out.push_str("<ul class=\"evidence\">");
             for ev in &e.evidence {

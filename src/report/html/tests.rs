@@ -42,6 +42,7 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
         },
         start_offset_secs: start,
         judged_alone: Default::default(),
+        counters_in_microbursts: None,
         end_offset_secs: end,
         evidence: vec![Evidence {
             signal: "bw_out_pct".to_string(),

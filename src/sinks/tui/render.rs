@@ -346,6 +346,9 @@ pub(crate) fn verdict_line(name: Option<&str>, v: Option<&InterfaceVerdict>) -> 
     if let Some(own) = held::own_verdict_unsaid(v) {
         spans.push(Span::raw(format!("; this interval alone: {own}")));
     }
+    if let Some(b) = held::bursts_unsaid(v) {
+        spans.push(Span::raw(format!("; {b}")));
+    }
     Line::from(spans)
 }
 
@@ -434,8 +437,22 @@ fn allowance_line(iface: &InterfaceSample, v: Option<&InterfaceVerdict>) -> Line
     } else {
         "  backlog n/a".into()
     };
+    // Why the counters rose under their line, beside them (the verdict
+    // line's end has the whole explanation).
+    let bursts = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "counters_in_microbursts")
+        .map(|e| {
+            format!(
+                "  rose in microbursts (peak {} the mean)",
+                crate::shared::units::ratio(e.value)
+            )
+        })
+        .unwrap_or_default();
     Line::from(vec![
         Span::raw(allowance),
+        Span::styled(bursts, Style::new().fg(Color::Yellow)),
         Span::raw(format!(
             "  retrans {}{}",
             opt_pct(r.retransmit_pct),

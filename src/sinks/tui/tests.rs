@@ -621,3 +621,58 @@ fn without_a_baseline_there_is_no_headroom_anywhere() {
     }
     assert!(lines[1].starts_with("b0 (veth)"), "{screen}");
 }
+
+/// `shaped`, but under the line: bw_out counted 24% of the wire packets
+/// while the busiest 12 ms ran at 5.5x the mean (free flow in bursts).
+fn bursting(seq: u64) -> Snapshot {
+    let mut s = shaped(seq);
+    let i = &mut s.interfaces[0];
+    let segs = i.delta.tx_packets;
+    if let AllowanceStatus::Read(a) = &mut i.allowance {
+        a.delta.bw_out_allowance_exceeded = Some(segs * 24 / 100);
+    }
+    let mean = i.delta.tx_bytes as f64 * 8.0;
+    i.tx_peak_bps = Some((mean * 5.5) as u64);
+    i.peak_window_us = Some(12_000);
+    s.flows[0].peak_bps = Some((mean * 5.0) as u64);
+    s
+}
+
+#[test]
+fn counters_rising_in_microbursts_are_said_in_both_views() {
+    let th = Thresholds::default();
+    let mut m = Model::default();
+    let mut history = Vec::new();
+    let mut last = None;
+    for seq in 0..4 {
+        let snap = bursting(seq);
+        let a = analyze(&history, &snap, &th);
+        m.push(&snap, &a, "live");
+        history.push(snap);
+        last = Some(a);
+    }
+    let a = last.unwrap();
+    assert_eq!(a.interfaces[0].held.verdict, Verdict::FreeFlow);
+    let lines = render(&m, &UiState::default(), 300, 40);
+    let screen = lines.join("\n");
+    let rates = find(&lines, "b0 (veth)").expect(&screen);
+    assert!(
+        lines[rates + 1].contains("bw_out 24.0%")
+            && lines[rates + 1].contains("linklocal 0%  rose in microbursts (peak 5.5x the mean)"),
+        "{screen}"
+    );
+    assert!(
+        lines[rates + 2].contains("free_flow")
+            && lines[rates + 2].contains("allowance counters rose in microbursts"),
+        "{screen}"
+    );
+    // The plain view says it on the verdict's line, whole.
+    let plain = crate::sinks::table::render(history.last().unwrap(), Some(&a), 10);
+    assert!(
+        plain.contains(
+            "allowance counters rose in microbursts: bw_out_allowance_exceeded at 24.0% of tx \
+             wire packets (under the 50.0% line); the busiest 12 ms ran at"
+        ) && plain.contains("flows bursting: 10.77.1.1:41000"),
+        "{plain}"
+    );
+}
