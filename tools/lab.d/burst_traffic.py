@@ -2,13 +2,14 @@
 """An application that sends in bursts, or smoothly at the same mean
 (`tools/lab traffic --bursts SIZE/PERIOD [--smooth]`, the microburst scenario).
 
-    burst_traffic.py serve HOST PORT SIZE_BYTES PERIOD_S burst|smooth
+    burst_traffic.py serve HOST PORT SIZE_BYTES[,SIZE_BYTES...] PERIOD_S burst|smooth
     burst_traffic.py fetch HOST PORT SECONDS OUT_JSON
 
 `serve` runs in the broker namespace: to each connection it writes SIZE_BYTES
 at once every PERIOD_S (burst: the socket takes them as fast as TCP lets it,
 so the interface's busiest few ms run far above the mean), or the same bytes
-spread in writes every TICK_S (smooth: the control, at the same mean).
+spread in writes every TICK_S (smooth: the control, at the same mean). A list
+of sizes is taken in turn, one a period (every third burst larger: 3M,3M,9M).
 `fetch` runs in the client namespace: it reads and discards for SECONDS, then
 writes {"bytes": N, "seconds": S} to OUT_JSON.
 """
@@ -31,16 +32,17 @@ def chunks(size, period, mode):
     return [(size // n + (1 if i < size % n else 0), i * period / n) for i in range(n)]
 
 
-def send_loop(conn, size, period, mode):
-    """Writes `size` bytes a period, as `mode` says, until the peer goes away."""
-    plan = chunks(size, period, mode)
-    buf = bytearray(max(b for b, _ in plan))
+def send_loop(conn, sizes, period, mode):
+    """Writes `sizes[k % len(sizes)]` bytes in period k, as `mode` says, until
+    the peer goes away."""
+    plans = [chunks(size, period, mode) for size in sizes]
+    buf = bytearray(max(b for plan in plans for b, _ in plan))
     start = time.monotonic()
     k = 0
     try:
         while True:
             base = start + k * period
-            for nbytes, at in plan:
+            for nbytes, at in plans[k % len(plans)]:
                 delay = base + at - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
@@ -57,14 +59,14 @@ def send_loop(conn, size, period, mode):
         conn.close()
 
 
-def serve(host, port, size, period, mode):
+def serve(host, port, sizes, period, mode):
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((host, port))
     ls.listen(16)
     while True:
         conn, _ = ls.accept()
-        threading.Thread(target=send_loop, args=(conn, size, period, mode), daemon=True).start()
+        threading.Thread(target=send_loop, args=(conn, sizes, period, mode), daemon=True).start()
 
 
 def fetch(host, port, seconds, out):
@@ -88,7 +90,8 @@ def fetch(host, port, seconds, out):
 
 def main(argv):
     if len(argv) == 6 and argv[0] == "serve":
-        serve(argv[1], int(argv[2]), int(argv[3]), float(argv[4]), argv[5])
+        sizes = [int(x) for x in argv[3].split(",")]
+        serve(argv[1], int(argv[2]), sizes, float(argv[4]), argv[5])
     elif len(argv) == 5 and argv[0] == "fetch":
         fetch(argv[1], int(argv[2]), float(argv[3]), argv[4])
     else:
