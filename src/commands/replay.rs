@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::commands::cli::ReplayArgs;
+use crate::model::snapshot::Snapshot;
 use crate::pipeline::Pipeline;
-use crate::record::{recorded_thresholds, walk, WalkItem};
+use crate::record::{recorded_thresholds, walk, TraceHeader, WalkItem};
 use crate::shared::signals;
 use crate::sinks::view::Control;
 
@@ -25,7 +26,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         .with_assignments(&args.thresholds)
         .map_err(anyhow::Error::msg)?;
     let plan = crate::commands::baseline::for_recording(&args.instance, &first.header)?;
-    let start_mono = first.header.start_mono_ns;
+    let mut clock = Clock::new(&first.header);
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
     let mut pipeline = Pipeline::new(
@@ -39,16 +40,20 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         let mut recordings = 0u32;
         for item in walk.by_ref() {
             let (snap, name) = match item {
-                WalkItem::NewRecording(_) => {
+                WalkItem::NewRecording(header) => {
                     recordings += 1;
                     if recordings > 1 {
                         pipeline.start_recording();
                         // Another recording's clock: no pause to sit through.
                         prev_mono = None;
                     }
+                    clock.new_recording(*header);
                     continue;
                 }
-                WalkItem::NextFile { .. } => continue,
+                WalkItem::NextFile { header } => {
+                    clock.next_file(*header);
+                    continue;
+                }
                 WalkItem::Warning(w) => {
                     warnings.push(w);
                     continue;
@@ -71,7 +76,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
                 return Ok(());
             }
             prev_mono = Some(snap.mono_ns);
-            let offset = snap.mono_ns.saturating_sub(start_mono) as f64 / 1e9;
+            let offset = clock.secs(&snap);
             let source = format!(
                 "replay {name} {} seq {}",
                 crate::shared::clock::format_offset(offset.floor()),
@@ -107,4 +112,58 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Each interval's time since the start, as `report` dates it
+/// (`ReportBuilder::set_origin` and `t_secs`, src/report/build.rs): each
+/// recording measured on its own monotonic clock from its own origin (the
+/// header's start, or its first interval's start when that is later), and
+/// placed after the first recording by the wall clock. A later recording's
+/// clock is another observer's (after a reboot it starts again near zero):
+/// measured from the first file's, its intervals were all labelled
+/// +00:00:00.
+struct Clock {
+    /// The header of the file being read.
+    header: TraceHeader,
+    /// (unix ms, mono ns) where the current recording's time starts; set by
+    /// its first interval.
+    recording: Option<(u64, u64)>,
+    /// The first recording's: what every label counts from.
+    first: Option<(u64, u64)>,
+}
+
+impl Clock {
+    fn new(header: &TraceHeader) -> Self {
+        Clock {
+            header: header.clone(),
+            recording: None,
+            first: None,
+        }
+    }
+
+    fn new_recording(&mut self, header: TraceHeader) {
+        self.header = header;
+        self.recording = None;
+    }
+
+    fn next_file(&mut self, header: TraceHeader) {
+        self.header = header;
+    }
+
+    /// Seconds from the first recording's origin to the end of `snap`.
+    fn secs(&mut self, snap: &Snapshot) -> f64 {
+        let (unix, mono) = *self.recording.get_or_insert_with(|| {
+            let snap_mono = snap.mono_ns.saturating_sub(snap.interval_ns);
+            if self.header.start_mono_ns <= snap_mono {
+                (self.header.start_unix_ms, self.header.start_mono_ns)
+            } else {
+                (
+                    snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000),
+                    snap_mono,
+                )
+            }
+        });
+        let (first_unix, _) = *self.first.get_or_insert((unix, mono));
+        (unix as f64 - first_unix as f64) / 1e3 + snap.mono_ns.saturating_sub(mono) as f64 / 1e9
+    }
 }

@@ -201,3 +201,70 @@ fn replay_and_report_hold_the_same_verdicts_across_recordings() {
         }
     }
 }
+
+/// The time label of each interval replay's plain view shows
+/// (`[replay FILE +HH:MM:SS seq N]`), in order.
+fn replay_labels(stdout: &[u8]) -> Vec<(u64, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("[replay ")?.strip_suffix(']'))
+        .map(|l| {
+            let words: Vec<&str> = l.split(' ').collect();
+            let n = words.len();
+            assert!(n >= 4 && words[n - 2] == "seq", "label {l:?}");
+            (words[n - 1].parse().unwrap(), words[n - 3].to_string())
+        })
+        .collect()
+}
+
+/// A rotated set that spans a restart (a recorder named
+/// `{host}-{start}.jsonl`, restarted after a reboot: the second recording's
+/// monotonic clock starts again near zero). `replay` labels each interval
+/// with its time since the start as `report` dates it (`series[].t_secs`):
+/// each recording measured on its own clock from its own start, placed
+/// after the first by the wall clock. Replay measured every recording on the
+/// first file's clock, so after the reboot every label read +00:00:00.
+#[test]
+fn replay_labels_time_across_a_restart_as_report_does() {
+    let dir = TempDir::new("replay-restart");
+    let a = dir.join("host-a.jsonl");
+    let b = dir.join("host-b.jsonl");
+    // a: 6 s on a clock 900 s after boot; b, 200 s later by the wall clock,
+    // after a reboot: its clock 20 s after boot.
+    write_recording(&a, (1_763_000_000_000, 900_000_000_000), &[0; 6], Some(1));
+    write_recording(&b, (1_763_000_200_000, 20_000_000_000), &[0; 6], Some(1));
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(files.len() > 10, "rotated into {} files", files.len());
+    let args: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+
+    let out = run(Command::new(crate::support::binary())
+        .args(["replay", "--as-fast-as-possible", "--plain"])
+        .args(&args));
+    let replayed = replay_labels(&out.stdout);
+    let report = run(Command::new(crate::support::binary())
+        .arg("report")
+        .args(&args)
+        .arg("--json"));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    // As replay shows an offset: whole seconds, `+HH:MM:SS`.
+    let from_report: Vec<(u64, String)> = report["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = p["t_secs"].as_f64().unwrap().floor() as u64;
+            (
+                p["seq"].as_u64().unwrap(),
+                format!("+{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60),
+            )
+        })
+        .collect();
+    eprintln!("replay {replayed:?}\nreport {from_report:?}");
+    assert_eq!(replayed.len(), 12, "{replayed:?}");
+    assert_eq!(replayed, from_report);
+    // b's first interval ends 201 s after a's start.
+    assert_eq!(replayed[6], (0, "+00:03:21".to_string()));
+}
