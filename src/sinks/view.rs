@@ -2,6 +2,8 @@
 //! two line-oriented views. `watch` and `replay` drive the same views, so a
 //! recording replays exactly as it was seen live.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::io::Write;
 use std::time::Instant;
 
@@ -9,7 +11,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::analysis::attribution_json::{self, write_attributions};
-use crate::analysis::IntervalAnalysis;
+use crate::analysis::{FlowAttribution, IntervalAnalysis};
 use crate::model::fold::encode_within;
 use crate::model::snapshot::Snapshot;
 use crate::model::{flow_json, json_splice};
@@ -112,9 +114,24 @@ impl JsonView {
     /// are written by hand (src/model/json_splice.rs): the bytes serde
     /// writes, faster.
     fn encode(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis) -> Result<Vec<u8>> {
+        self.encode_within(snap, analysis, MAX_LINE_BYTES - 1)
+    }
+
+    /// [`Self::encode`] within `limit` bytes (before the newline). A line
+    /// over it lists fewer flows ([`encode_within`] folds the snapshot's),
+    /// and the analysis then attributes only the flows the line lists: the
+    /// attributions of the flows folded are folded out with them, or the
+    /// line would still hold one entry per flow and stay over the limit.
+    fn encode_within(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        limit: usize,
+    ) -> Result<Vec<u8>> {
         let capacity = self.last_len + self.last_len / 8 + 1024;
-        let attributions = |out: &mut Vec<u8>| write_attributions(out, &analysis.flows);
-        let (mut bytes, _) = encode_within(snap, MAX_LINE_BYTES - 1, |snapshot| {
+        let (mut bytes, _) = encode_within(snap, limit, |snapshot| {
+            let listed = listed_attributions(&analysis.flows, snapshot, snap);
+            let attributions = |out: &mut Vec<u8>| write_attributions(out, &listed);
             let flows = |out: &mut Vec<u8>| flow_json::write_flows(out, &snapshot.flows);
             let parts = [
                 flow_json::FIELD.written_by(&flows),
@@ -127,6 +144,26 @@ impl JsonView {
         self.last_len = bytes.len();
         Ok(bytes)
     }
+}
+
+/// The attributions of the flows `listed` lists, in their order and with
+/// their ranks: all of them while it lists every flow of `whole` (the
+/// snapshot the analysis judged), else those of the flows it still lists.
+fn listed_attributions<'a>(
+    all: &'a [FlowAttribution],
+    listed: &Snapshot,
+    whole: &Snapshot,
+) -> Cow<'a, [FlowAttribution]> {
+    if listed.flows.len() == whole.flows.len() {
+        return Cow::Borrowed(all);
+    }
+    let ids: HashSet<u64> = listed.flows.iter().map(|f| f.id).collect();
+    Cow::Owned(
+        all.iter()
+            .filter(|a| ids.contains(&a.flow_id))
+            .cloned()
+            .collect(),
+    )
 }
 
 impl View for JsonView {
@@ -161,7 +198,7 @@ impl View for SilentView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::attribution::FlowAttribution;
+    use crate::analysis::Thresholds;
     use crate::model::snapshot::FlowSample;
 
     /// A `--json` line as the view encodes it (the flows of the snapshot
@@ -198,5 +235,62 @@ mod tests {
                 String::from_utf8(by_serde.clone()).unwrap()
             );
         }
+    }
+
+    /// A line over the limit lists fewer flows, and its analysis attributes
+    /// only those: the attributions of the flows folded out of the line
+    /// are folded out with them, so the line is within the limit and names
+    /// no flow it does not list. (They were not: a storm's line kept one
+    /// attribution per flow the collector listed, whatever the line
+    /// folded.)
+    #[test]
+    fn a_line_over_the_limit_folds_the_attributions_with_the_flows() {
+        let mut snap = Snapshot::example(9);
+        snap.flows = (1..=400)
+            .map(|id| {
+                let mut f = FlowSample::example(id);
+                f.delta.bytes_sent = 1000 * id;
+                f.delta.segs_out = id;
+                f
+            })
+            .collect();
+        let analysis = crate::analysis::analyze(&[], &snap, &Thresholds::default());
+        assert_eq!(analysis.flows.len(), 400);
+        let whole = JsonView::default().encode(&snap, &analysis).unwrap();
+        let limit = whole.len() / 3;
+        let line = JsonView::default()
+            .encode_within(&snap, &analysis, limit)
+            .unwrap();
+        assert!(
+            line.len() <= limit + 1,
+            "a line of {} bytes, over its limit of {limit}",
+            line.len()
+        );
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        let listed: HashSet<u64> = v["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_u64().unwrap())
+            .collect();
+        let attributed: Vec<u64> = v["analysis"]["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["flow_id"].as_u64().unwrap())
+            .collect();
+        assert!(
+            listed.len() < 400,
+            "nothing folded: {} listed",
+            listed.len()
+        );
+        assert!(v["folded"]["flows"][0]["flows"].as_u64().unwrap() > 0);
+        // One attribution per flow listed (each of them sent), no other.
+        assert_eq!(attributed.len(), listed.len());
+        assert!(attributed.iter().all(|id| listed.contains(id)));
+        // The busiest kept, in the analysis's order.
+        let mut sorted = attributed.clone();
+        sorted.sort_by(|a, b| b.cmp(a));
+        assert_eq!(attributed, sorted);
     }
 }
