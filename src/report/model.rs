@@ -353,6 +353,11 @@ pub struct HealthSummary {
     pub closes_lost: u64,
     #[serde(default)]
     pub closes_deferred: u64,
+    /// Flows closed without their close record (the kernel did not run
+    /// the close program: their last counters are missing), found gone by
+    /// the moved set's sweep (`moved_set_gone`), over the span.
+    #[serde(default)]
+    pub closes_missed: u64,
     /// Flows past the listing limit (summed per interface, not listed),
     /// over the span, and the intervals that had any.
     #[serde(default)]

@@ -544,8 +544,8 @@ fn health(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "  ring buffer drops {}, closes lost {} (late {}), untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
-        h.ringbuf_drops, h.closes_lost, h.closes_deferred, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
+        "  ring buffer drops {}, closes lost {} (late {}), closes missed {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
+        h.ringbuf_drops, h.closes_lost, h.closes_deferred, h.closes_missed, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
     if h.folded_flows > 0 {
         let _ = writeln!(

@@ -47,6 +47,9 @@ pub(super) struct HealthAcc {
     ringbuf_drops: Cumulative,
     closes_lost: Cumulative,
     closes_deferred: Cumulative,
+    /// Flows whose close the kernel did not run the close program for,
+    /// found gone by the sweep (`Health::moved_set_gone`).
+    closes_missed: Cumulative,
     /// Flows folded past the listing limit, and the intervals that folded.
     folded_flows: u64,
     folded_intervals: u64,
@@ -78,6 +81,7 @@ impl HealthAcc {
                 &mut self.ringbuf_drops,
                 &mut self.closes_lost,
                 &mut self.closes_deferred,
+                &mut self.closes_missed,
                 &mut self.untracked_flows,
                 &mut self.counter_read_failures,
                 &mut self.host_queue_untracked,
@@ -124,6 +128,8 @@ impl HealthAcc {
         self.closes_lost.observe(h.closes_lost, from_zero, count);
         self.closes_deferred
             .observe(h.closes_deferred, from_zero, count);
+        self.closes_missed
+            .observe(h.moved_set_gone, from_zero, count);
         if count && !snap.folded.flows.is_empty() {
             self.folded_flows += snap.folded.flow_count();
             self.folded_intervals += 1;
@@ -195,6 +201,7 @@ impl HealthAcc {
             ringbuf_drops: self.ringbuf_drops.total,
             closes_lost: self.closes_lost.total,
             closes_deferred: self.closes_deferred.total,
+            closes_missed: self.closes_missed.total,
             folded_flows: self.folded_flows,
             folded_intervals: self.folded_intervals,
             untracked_flows: self.untracked_flows.total,
