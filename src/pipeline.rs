@@ -92,6 +92,7 @@ impl Recorder {
                 header,
                 self.target.rotate.clone(),
             )?);
+            signals::recording_open(true);
         }
         let writer = self.writer.as_mut().expect("created above");
         writer.write(snap).with_context(|| {
@@ -109,6 +110,7 @@ impl Recorder {
             Some(w) => {
                 let n = w.intervals();
                 w.finish_with(reason)?;
+                signals::recording_open(false);
                 Ok(n)
             }
             None => Ok(0),
@@ -200,6 +202,15 @@ impl Pipeline {
             m.update_with_otlp(&snap, &analysis, otlp);
         }
         self.view.show(&snap, &analysis, source)
+    }
+
+    /// The OTLP exporter, its stop begun: its last deliveries go on while
+    /// the rest of the run ends, and dropping it (last) waits for them
+    /// within the stop's budget.
+    pub(crate) fn take_otlp(&mut self) -> Option<OtlpExporter> {
+        let mut o = self.otlp.take()?;
+        o.stop();
+        Some(o)
     }
 
     /// The next intervals are another recording's: judging starts again

@@ -203,7 +203,14 @@ pub(crate) fn run_live(
         Err(e) => return pipeline.finish(Err(e)),
     };
     let outcome = live_loop(observe, &mut collector, &mut pipeline);
-    pipeline.finish(outcome)
+    // The exporter's last deliveries overlap the rest of the stop (the
+    // view, the recording's end record, the probes detached); it waits
+    // last, and only for what is left of the stop's budget.
+    let otlp = pipeline.take_otlp();
+    let done = pipeline.finish(outcome);
+    drop(collector);
+    drop(otlp);
+    done
 }
 
 fn live_loop(

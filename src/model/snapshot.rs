@@ -699,6 +699,27 @@ fn every_segment() -> u32 {
     1
 }
 
+/// The OTLP exporter's own counters (src/sinks/otlp/sender.rs), since it
+/// started: what reached the collector, what was given up, and what waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtlpHealth {
+    /// Batches (metrics or logs requests) the collector took (2xx).
+    #[serde(default)]
+    pub sent: u64,
+    /// Batches given up: the oldest at a full queue, those the collector
+    /// refused for good, and those still undelivered when the run ended.
+    #[serde(default)]
+    pub dropped: u64,
+    /// Failed requests (no connection, timeout, error status), each attempt
+    /// counted: a batch tried 3 times and failing counts 3.
+    #[serde(default)]
+    pub failures: u64,
+    /// Batches not delivered yet: waiting in the queue (at most 8), and the
+    /// one being sent or retried. A gauge, not cumulative.
+    #[serde(default)]
+    pub queued: u64,
+}
+
 /// One BPF program's run statistics, or why it is not running.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProgramHealth {

@@ -15,10 +15,17 @@
 //! and from the shell that was left. A forced exit gives the terminal back
 //! first (see [`on_forced_exit`]); its status is 128 + the signal.
 //!
+//! What the stop does after the loop fits in [`STOP_GRACE`] from the first
+//! signal: whatever may wait on something outside (the OTLP exporter's
+//! last deliveries) waits only for [`stop_budget_left`], less a margin, so
+//! the watchdog ends a stop that truly did not finish, never one that was
+//! only slow to give up on a collector. Its line says whether a recording
+//! was left without its end record ([`recording_open`]).
+//!
 //! SIGHUP and SIGINT that the parent set to be ignored (`nohup`, a
 //! background job of a non-interactive shell) stay ignored.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Once, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -30,6 +37,15 @@ pub(crate) const STOP_GRACE: Duration = Duration::from_secs(1);
 /// The first cause of a stop: its signal number (SIGHUP for a terminal
 /// that went away), 0 while none.
 static CAUSE: AtomicI32 = AtomicI32::new(0);
+/// CLOCK_MONOTONIC (ns) at the first cause of a stop, 0 while none: when
+/// the watchdog's [`STOP_GRACE`] started.
+static STOP_AT_NS: AtomicU64 = AtomicU64::new(0);
+/// Whether a recording's file is open ([`recording_open`]): what a forced
+/// exit says it leaves behind.
+static RECORDING: AtomicU8 = AtomicU8::new(RECORDING_NONE);
+const RECORDING_NONE: u8 = 0;
+const RECORDING_OPEN: u8 = 1;
+const RECORDING_CLOSED: u8 = 2;
 /// SIGINT and SIGTERM received so far.
 static URGENT_SIGNALS: AtomicU32 = AtomicU32::new(0);
 /// The pipe's write end, -1 before [`install`].
@@ -60,11 +76,20 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
     let byte = if again { WAKE_AGAIN } else { WAKE_STOP };
     if first {
+        note_stop_time();
         announce_stop();
     }
     if first || again {
         wake(byte);
     }
+}
+
+/// Notes when the stop started: clock_gettime(2) is async-signal-safe.
+fn note_stop_time() {
+    STOP_AT_NS.store(
+        crate::shared::clock::monotonic_ns().max(1),
+        Ordering::SeqCst,
+    );
 }
 
 /// Wakes the sleepers. Async-signal-safe.
@@ -157,9 +182,33 @@ pub(crate) fn terminal_lost() {
         .compare_exchange(0, libc::SIGHUP, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
     {
+        note_stop_time();
         announce_stop();
         wake(WAKE_STOP);
     }
+}
+
+/// What is left of the stop's [`STOP_GRACE`] before the watchdog ends the
+/// process; None while no stop was asked for (no watchdog is counting).
+pub(crate) fn stop_budget_left() -> Option<Duration> {
+    if !stop_requested() {
+        return None;
+    }
+    let at = STOP_AT_NS.load(Ordering::SeqCst);
+    let since = Duration::from_nanos(crate::shared::clock::monotonic_ns().saturating_sub(at));
+    Some(STOP_GRACE.saturating_sub(since))
+}
+
+/// A recording's file is open (`true`: created; `false`: closed with its
+/// end record), for what a forced exit says: "lacks its end record" only
+/// when one does.
+pub(crate) fn recording_open(open: bool) {
+    let state = if open {
+        RECORDING_OPEN
+    } else {
+        RECORDING_CLOSED
+    };
+    RECORDING.store(state, Ordering::SeqCst);
 }
 
 /// `hook` runs (on the watchdog's thread) before a forced exit: it must
@@ -242,7 +291,9 @@ fn watchdog(fd: libc::c_int) {
             None => return,
         }
     }
-    let deadline = Instant::now() + STOP_GRACE;
+    // Counted from the stop itself (the signal handler noted when), the
+    // same start [`stop_budget_left`] counts from.
+    let deadline = Instant::now() + stop_budget_left().unwrap_or(STOP_GRACE);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -291,9 +342,12 @@ fn force_exit(why: &str) -> ! {
         hook();
     }
     let sig = CAUSE.load(Ordering::SeqCst).max(1);
-    let msg = format!(
-        "throttlescope: {why}; exiting now (a recording in progress lacks its end record)\n"
-    );
+    let left = match RECORDING.load(Ordering::SeqCst) {
+        RECORDING_OPEN => " (the recording in progress lacks its end record)",
+        RECORDING_CLOSED => " (the recording was closed with its end record)",
+        _ => "",
+    };
+    let msg = format!("throttlescope: {why}; exiting now{left}\n");
     write_if_ready(libc::STDERR_FILENO, msg.as_bytes());
     // SAFETY: _exit ends the process without running anything the stuck
     // thread may be in the middle of.

@@ -7,7 +7,8 @@
 //! drops. The process must exit within 2 s, use under 0.2 s of CPU from the
 //! close to its exit (the old view spun at a full core), and a recording
 //! must end with its end record. The same for SIGTERM sent to a process
-//! whose pty has gone, and for a stop held up by a blocked write.
+//! whose pty has gone, and for a stop held up by a blocked write (forced,
+//! saying so, and saying of a recording only when there is one).
 
 use std::fs::File;
 use std::io::Read;
@@ -483,6 +484,12 @@ fn a_stop_held_up_by_a_blocked_write_is_forced() {
             "a second signal"
         };
         assert!(stderr.contains(why), "{signals} SIGTERM: stderr {stderr:?}");
+        // Nothing was being recorded: the line does not say a recording
+        // lacks its end record.
+        assert!(
+            !stderr.contains("end record"),
+            "{signals} SIGTERM: stderr {stderr:?}"
+        );
     }
 }
 

@@ -689,3 +689,106 @@ fn a_collector_down_costs_the_loop_nothing_and_delivery_resumes() {
     eprintln!("late intervals: {late}");
     assert!(late <= 2, "{late} late intervals");
 }
+
+/// A collector that takes connections and never answers: a listener on
+/// the host's loopback whose accepting thread keeps every connection open
+/// and reads nothing. Its port, and the thread (left to end with the test).
+fn silent_collector() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(|s| 128 + s))
+}
+
+/// SIGTERM to `record --otlp` whose collector never answers: the exporter
+/// waits for its queue only for what is left of the stop's 1 s budget, so
+/// the stop is the clean one it is: exit 0 within 1 s, the end record
+/// `stopped`, and one line saying how many batches were given up, counted
+/// as dropped; no line claiming the stop did not finish (the exporter used
+/// to wait 2 s, the watchdog ended the process at 1 s with exit 143 and
+/// said a finished recording lacked its end record).
+#[test]
+fn sigterm_with_a_silent_collector_stops_cleanly_within_the_budget() {
+    crate::lab_support::needs_root("loading the BPF programs");
+    let dir = TempDir::new("silent");
+    let port = silent_collector();
+    let rec = dir.0.join("rec.jsonl");
+    let err_path = dir.0.join("record.err");
+    let mut child = Command::new(binary())
+        .args(["record", "-o"])
+        .arg(&rec)
+        .args(["--interval", "250ms"])
+        .args(["--otlp", &format!("http://127.0.0.1:{port}")])
+        .stdin(Stdio::null())
+        .stderr(File::create(&err_path).unwrap())
+        .spawn()
+        .expect("spawn record");
+    let started = Instant::now();
+    // A few intervals: batches queued behind the first request, which
+    // hangs (the request timeout, 5 s, is far off).
+    while std::fs::read_to_string(&rec).map_or(0, |t| t.lines().count()) < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no intervals recorded in 30 s"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "record ended early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(5),
+            "record still running 5 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = sent.elapsed();
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    eprintln!(
+        "exit {:?} {took:?} after SIGTERM\n{stderr}",
+        exit_code(status)
+    );
+    assert_eq!(exit_code(status), Some(0), "{stderr}");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    assert!(!stderr.contains("did not finish"), "{stderr}");
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let end: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        (&end["type"], &end["reason"]),
+        (&"end".into(), &"stopped".into())
+    );
+    // One line about the exporter's end, with what it gave up: every batch
+    // (none was delivered), counted as dropped.
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("not delivered at the end of the run"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    let given_up: u64 = lines[0]
+        .split_once(": ")
+        .and_then(|(_, rest)| rest.split_once(": "))
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {}", lines[0]));
+    assert!(given_up >= 4, "{}", lines[0]);
+    assert!(
+        lines[0].contains(&format!("in all 0 sent, {given_up} dropped")),
+        "{}",
+        lines[0]
+    );
+}

@@ -8,6 +8,12 @@
 //! batches and queues them; delivery runs on its own thread with a bounded
 //! queue (sender.rs), so a collector that is down or slow costs the
 //! pipeline nothing but the encoding, and memory stays bounded.
+//!
+//! The counters of that delivery (`OtlpHealth`: sent, dropped, failed
+//! requests, queued) go into each snapshot's health, so every sink shows
+//! them. At the end of a run the queue is drained only for what is left of
+//! the stop's budget ([`OtlpExporter::stop`], then drop): what is given up
+//! is counted as dropped and said in one line.
 
 mod encode;
 mod http;
@@ -15,7 +21,7 @@ mod proto;
 mod sender;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use prost::Message;
@@ -27,6 +33,25 @@ use crate::sinks::metrics::ExporterState;
 pub use encode::ResourceInfo;
 pub use http::Endpoint;
 pub(crate) use sender::OtlpCounters;
+
+/// How long the end of a run waits for the queue to drain when nothing
+/// else bounds it (a `--duration` that ended, the view quit): a down
+/// collector must not hold the end of a run for its backoff.
+const DRAIN_AT_EXIT: Duration = Duration::from_secs(2);
+/// After a signal the drain ends this long before the watchdog would end
+/// the process (`signals::stop_budget_left`): what follows it (the last
+/// line, the process's exit) fits in that.
+const STOP_MARGIN: Duration = Duration::from_millis(200);
+
+/// One stderr line through the program's one writer (`stderr_line!`),
+/// from any thread; none while the full-screen view owns the terminal (it
+/// would draw over it): the counts are in its health line then.
+pub(crate) fn say(line: std::fmt::Arguments) {
+    if crate::sinks::tui::terminal::is_taken() {
+        return;
+    }
+    crate::stderr_line!("{line}");
+}
 
 pub struct OtlpExporter {
     endpoint: Endpoint,
@@ -42,6 +67,8 @@ pub struct OtlpExporter {
     started_unix_ms: u64,
     last_push_mono_ns: Option<u64>,
     sender: sender::Sender,
+    /// When the run's end began ([`OtlpExporter::stop`]).
+    stopping_since: Option<Instant>,
 }
 
 impl OtlpExporter {
@@ -65,6 +92,7 @@ impl OtlpExporter {
             started_unix_ms: crate::shared::clock::now_unix_ms(),
             last_push_mono_ns: None,
             sender,
+            stopping_since: None,
         })
     }
 
@@ -103,6 +131,58 @@ impl OtlpExporter {
 
     pub fn counters(&self) -> OtlpCounters {
         self.sender.counters()
+    }
+
+    /// The run is ending: the last deliveries go on while the rest of the
+    /// stop does (the view, the recording, the probes); dropping the
+    /// exporter then waits for them, bounded.
+    pub fn stop(&mut self) {
+        self.stopping_since.get_or_insert_with(Instant::now);
+        self.sender.stop();
+    }
+}
+
+impl Drop for OtlpExporter {
+    /// Waits for the last deliveries until [`DRAIN_AT_EXIT`] after the
+    /// stop began, and after a signal no later than [`STOP_MARGIN`] before
+    /// the watchdog's end; what is left is given up, counted as dropped,
+    /// and said in one line.
+    fn drop(&mut self) {
+        self.stop();
+        let since = self.stopping_since.unwrap_or_else(Instant::now);
+        let deadline = || {
+            let end = since + DRAIN_AT_EXIT;
+            // The watchdog's end, as an instant (fixed once passed: the
+            // budget left shrinks as the clock goes), less the margin.
+            match crate::shared::signals::stop_budget_left() {
+                Some(left) => {
+                    let watchdog = Instant::now() + left;
+                    end.min(watchdog.checked_sub(STOP_MARGIN).unwrap_or(watchdog))
+                }
+                None => end,
+            }
+        };
+        let drained = self.sender.drain(&deadline);
+        if drained.given_up == 0 {
+            return;
+        }
+        let c = self.sender.counters();
+        let why = if drained.timed_out {
+            format!(
+                "the collector had not taken them {} after the stop began",
+                crate::shared::units::secs(since.elapsed().as_secs_f64())
+            )
+        } else {
+            "delivery was failing".to_string()
+        };
+        say(format_args!(
+            "throttlescope: OTLP {}: {} batches not delivered at the end of the run ({why}), counted as dropped; in all {} sent, {} dropped, {} failed requests",
+            self.endpoint.url(""),
+            drained.given_up,
+            c.sent,
+            c.dropped,
+            c.failures
+        ));
     }
 }
 
