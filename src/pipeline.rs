@@ -183,7 +183,12 @@ impl Pipeline {
     }
 
     /// Judges `snap` against the history and hands both to every sink.
-    pub(crate) fn process(&mut self, snap: Snapshot, source: &str) -> Result<Control> {
+    pub(crate) fn process(&mut self, mut snap: Snapshot, source: &str) -> Result<Control> {
+        // The exporter's delivery so far is part of the observer's health:
+        // recorded, shown and served with the rest.
+        if let Some(o) = &self.otlp {
+            snap.health.otlp = Some(o.counters());
+        }
         let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
         analysis.headroom = self.headroom.push(&snap);
         self.episodes.push(&analysis, &snap);
@@ -193,13 +198,12 @@ impl Pipeline {
             r.write(&snap)?;
         }
         // Queues the interval's batches (delivery is on the exporter's
-        // own thread); its counters then go out with /metrics.
-        let otlp = self.otlp.as_mut().map(|o| {
+        // own thread).
+        if let Some(o) = &mut self.otlp {
             o.update(&snap, &analysis);
-            o.counters()
-        });
+        }
         if let Some(m) = &self.metrics {
-            m.update_with_otlp(&snap, &analysis, otlp);
+            m.update(&snap, &analysis);
         }
         self.view.show(&snap, &analysis, source)
     }

@@ -505,6 +505,8 @@ impl Collector {
             flows_dumped: counts.read,
             flows_carried: counts.carried,
             probe_sampling: self.probes.probe_sampling(),
+            // The pipeline's: the exporter is a sink, not the collector's.
+            otlp: None,
         };
 
         let snap = Snapshot {

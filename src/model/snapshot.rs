@@ -693,6 +693,11 @@ pub struct Health {
     /// estimate. Absent (1) in recordings before format 1.7.
     #[serde(default = "every_segment")]
     pub probe_sampling: u32,
+    /// The OTLP exporter's delivery (`--otlp`), as of the interval's end
+    /// (before its own batches were queued). Absent without `--otlp`, and
+    /// in recordings before format 1.12.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpHealth>,
 }
 
 fn every_segment() -> u32 {
@@ -789,6 +794,17 @@ impl Health {
 
     pub(crate) fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
+    }
+
+    /// The OTLP exporter's delivery for the views (`--otlp`); None without
+    /// it.
+    pub(crate) fn otlp_text(&self) -> Option<String> {
+        self.otlp.map(|o| {
+            format!(
+                "OTLP batches sent {}, dropped {}, failed requests {}, queued {}",
+                o.sent, o.dropped, o.failures, o.queued
+            )
+        })
     }
 }
 

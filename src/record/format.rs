@@ -29,10 +29,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `closes_lost`; the interfaces' `tx_peak_bps`, `rx_peak_bps`,
 /// `tx_peak_pps`, `rx_peak_pps` and `peak_window_us`, and the flows'
 /// `peak_bps` (microbursts); 1.10 the header's `instance_type` and
-/// `baseline`; 1.11 health's `moved_set_full` and `moved_set_gone`.
+/// `baseline`; 1.11 health's `moved_set_full` and `moved_set_gone`; 1.12
+/// health's `otlp` (the OTLP exporter's delivery).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 11,
+    minor: 12,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

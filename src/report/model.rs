@@ -383,10 +383,28 @@ pub struct HealthSummary {
     /// after a failed read, or counts no shaper produces), per interface.
     #[serde(default)]
     pub allowance_untrusted_intervals: BTreeMap<String, u64>,
+    /// The OTLP exporter's delivery over the span, when the recorder also
+    /// pushed to a collector (`--otlp`, trace format 1.12); absent else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otlp: Option<OtlpSummary>,
     /// Episodes the tracker forgot (more than it keeps).
     pub episodes_forgotten: u64,
     /// Reader warnings: skipped lines, cut tails, missing segments/intervals.
     pub read_warnings: Vec<String>,
+}
+
+/// The OTLP exporter's counters (`health.otlp`) over the span: their
+/// growth, as the other health counters, and the deepest queue seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OtlpSummary {
+    /// Batches the collector took.
+    pub sent: u64,
+    /// Batches given up (full queue, refused for good).
+    pub dropped: u64,
+    /// Failed requests, each attempt.
+    pub failures: u64,
+    /// The most batches waiting at an interval's end.
+    pub max_queued: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -323,6 +323,40 @@ fn health_counters_grow_over_the_span_through_a_restart() {
     assert_eq!(r.health.programs["tcp_probe"].events, 150 + 50 + 20);
 }
 
+/// The OTLP exporter's counters (`health.otlp`, with `--otlp`) grow over
+/// the span like the other health counters and show in the text report;
+/// a recording without them has no OTLP line.
+#[test]
+fn otlp_delivery_is_part_of_the_health() {
+    let mut snaps: Vec<Snapshot> = (0..4).map(|i| snap(i, (300, 0), (0, 0), 10)).collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    assert_eq!(r.health.otlp, None);
+    assert!(!crate::report::text::render(&r).contains("OTLP"));
+    // (sent, dropped, failures, queued) at each interval's end.
+    for (s, (sent, dropped, failures, queued)) in
+        snaps
+            .iter_mut()
+            .zip([(0, 0, 0, 0), (1, 0, 2, 3), (1, 4, 6, 9), (5, 4, 7, 1)])
+    {
+        s.health.otlp = Some(OtlpHealth {
+            sent,
+            dropped,
+            failures,
+            queued,
+        });
+    }
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let o = r.health.otlp.expect("an OTLP summary");
+    assert_eq!((o.sent, o.dropped, o.failures, o.max_queued), (5, 4, 7, 9));
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains(
+            "OTLP export: 5 batches sent, 4 dropped, 7 failed requests, at most 9 queued"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn since_and_until_pick_intervals_by_their_middle() {
     let snaps = burst_then_enforcement();

@@ -547,6 +547,13 @@ fn health(out: &mut String, r: &Report) {
         "  ring buffer drops {}, closes lost {} (late {}), closes missed {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
         h.ringbuf_drops, h.closes_lost, h.closes_deferred, h.closes_missed, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
+    if let Some(o) = &h.otlp {
+        let _ = writeln!(
+            out,
+            "  OTLP export: {} batches sent, {} dropped, {} failed requests, at most {} queued",
+            o.sent, o.dropped, o.failures, o.max_queued
+        );
+    }
     if h.folded_flows > 0 {
         let _ = writeln!(
             out,

@@ -236,6 +236,9 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
     if let Some(s) = untracked_text(h) {
         let _ = writeln!(out, "health: {s}");
     }
+    if let Some(s) = h.otlp_text() {
+        let _ = writeln!(out, "health: {s}");
+    }
     if h.moved_set_full + h.moved_set_gone > 0 {
         let _ = writeln!(
             out,
@@ -406,6 +409,25 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} in\n{text}");
         }
+    }
+
+    /// The OTLP exporter's delivery is a health line of its own with
+    /// `--otlp`, and absent without.
+    #[test]
+    fn the_otlp_delivery_is_a_health_line() {
+        let mut snap = one_interval(vec![iface("eth0")], Health::default());
+        assert!(!render(&snap, None, 10).contains("OTLP"));
+        snap.health.otlp = Some(crate::model::snapshot::OtlpHealth {
+            sent: 4,
+            dropped: 9,
+            failures: 7,
+            queued: 8,
+        });
+        let text = render(&snap, None, 10);
+        assert!(
+            text.contains("health: OTLP batches sent 4, dropped 9, failed requests 7, queued 8"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -792,3 +792,126 @@ fn sigterm_with_a_silent_collector_stops_cleanly_within_the_budget() {
         lines[0]
     );
 }
+
+/// A port on the host's loopback that refuses connections: bound for a
+/// free number, then closed.
+fn refusing_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// The collector down for a whole `watch --json --record --otlp` run: the
+/// exporter's failed requests, drops and queue are in every JSON line's
+/// health and the recording's, and the report of the recording (text,
+/// JSON, HTML) gives them; nothing of it was anywhere but on /metrics
+/// before.
+#[test]
+fn otlp_failures_are_in_the_json_the_recording_and_the_report() {
+    crate::lab_support::needs_root("loading the BPF programs");
+    let dir = TempDir::new("refused");
+    let port = refusing_port();
+    let rec = dir.0.join("rec.jsonl");
+    let json_path = dir.0.join("watch.jsonl");
+    let err_path = dir.0.join("watch.err");
+    let status = Command::new(binary())
+        .args(["watch", "--json", "--interval", "250ms", "--duration", "4s"])
+        .args(["--otlp", &format!("http://127.0.0.1:{port}")])
+        .arg("--record")
+        .arg(&rec)
+        .stdin(Stdio::null())
+        .stdout(File::create(&json_path).unwrap())
+        .stderr(File::create(&err_path).unwrap())
+        .status()
+        .expect("run watch");
+    let stderr = std::fs::read_to_string(&err_path).unwrap();
+    assert!(status.success(), "{status:?}: {stderr}");
+    eprintln!("{stderr}");
+
+    let otlp_of = |line: &Value| -> [u64; 4] {
+        let o = &line["health"]["otlp"];
+        ["sent", "dropped", "failures", "queued"].map(|k| {
+            o[k].as_u64()
+                .unwrap_or_else(|| panic!("no health.otlp.{k} in {}", line["health"]))
+        })
+    };
+    let watch: Vec<Value> = std::fs::read_to_string(&json_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(watch.len() >= 12, "{} lines", watch.len());
+    let mut prev = [0u64; 4];
+    for line in &watch {
+        let [sent, dropped, failures, queued] = otlp_of(line);
+        assert_eq!(sent, 0, "nothing can be delivered: {line}");
+        assert!(
+            dropped >= prev[1] && failures >= prev[2],
+            "{prev:?} then {line}"
+        );
+        assert!(queued <= 9, "the queue holds 8 and one in flight: {queued}");
+        prev = [sent, dropped, failures, queued];
+    }
+    let [_, dropped, failures, queued] = prev;
+    eprintln!("last JSON line: dropped {dropped}, failures {failures}, queued {queued}");
+    // Backoff 1 s, 2 s: at least 3 requests in 4 s; 16 batches in 4 s
+    // against 9 places.
+    assert!(failures >= 2, "{failures} failures");
+    assert!(dropped >= 3, "{dropped} dropped");
+    assert!(queued >= 8, "{queued} queued");
+
+    // The recording holds the same health as the JSON, interval by interval.
+    let recorded: Vec<Value> = std::fs::read_to_string(&rec)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &Value| v["type"] == "snapshot")
+        .collect();
+    assert_eq!(recorded.len(), watch.len());
+    for (r, w) in recorded.iter().zip(&watch) {
+        assert_eq!(r["seq"], w["seq"]);
+        assert_eq!(otlp_of(r), otlp_of(w), "seq {}", r["seq"]);
+    }
+
+    // The report: over the whole recording, from 0.
+    let report = crate::support::run(Command::new(binary()).arg("report").arg(&rec));
+    let text = String::from_utf8_lossy(&report.stdout);
+    let want = format!(
+        "OTLP export: 0 batches sent, {dropped} dropped, {failures} failed requests, at most "
+    );
+    assert!(text.contains(&want), "{want:?} in\n{text}");
+    let report = crate::support::run(Command::new(binary()).args(["report", "--json"]).arg(&rec));
+    let json: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let o = &json["health"]["otlp"];
+    assert_eq!(
+        (
+            o["sent"].as_u64(),
+            o["dropped"].as_u64(),
+            o["failures"].as_u64()
+        ),
+        (Some(0), Some(dropped), Some(failures)),
+        "{o}"
+    );
+    assert!(o["max_queued"].as_u64().unwrap() >= 8, "{o}");
+    let html_path = dir.0.join("report.html");
+    crate::support::run(
+        Command::new(binary())
+            .arg("report")
+            .arg(&rec)
+            .arg("--html")
+            .arg(&html_path),
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains(&format!(
+            "<tr><th>OTLP batches dropped</th><td class=\"num\">{dropped}</td></tr>"
+        )),
+        "no OTLP drops in the HTML report"
+    );
+
+    // Said on stderr too: failing once, and what the end gave up.
+    assert_eq!(stderr.matches("delivery failing").count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("not delivered at the end of the run (delivery was failing)"),
+        "{stderr}"
+    );
+}

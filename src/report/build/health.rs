@@ -8,7 +8,7 @@ use crate::analysis::trust::UNTRUSTED_SIGNAL;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 use crate::report::filters::ReportFilters;
-use crate::report::model::{HealthSummary, ProgramSummary};
+use crate::report::model::{HealthSummary, OtlpSummary, ProgramSummary};
 
 /// A cumulative counter of the snapshot's health block, turned into its
 /// growth over the report's span.
@@ -57,6 +57,11 @@ pub(super) struct HealthAcc {
     counter_read_failures: Cumulative,
     host_queue_untracked: Cumulative,
     late_intervals: Cumulative,
+    /// The OTLP exporter's counters (sent, dropped, failures), the deepest
+    /// queue, and whether any interval of the span carried them.
+    otlp: [Cumulative; 3],
+    otlp_max_queued: u64,
+    otlp_seen: bool,
     probe_sampling: u32,
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
@@ -77,6 +82,7 @@ impl HealthAcc {
             .chain(self.allowance_resets.values_mut())
             .chain(self.allowance_zeroed.values_mut())
             .chain(self.allowance_failures.values_mut())
+            .chain(self.otlp.iter_mut())
             .chain([
                 &mut self.ringbuf_drops,
                 &mut self.closes_lost,
@@ -142,6 +148,15 @@ impl HealthAcc {
             .observe(h.host_queue_untracked, from_zero, count);
         self.late_intervals
             .observe(h.late_intervals, from_zero, count);
+        if let Some(o) = h.otlp {
+            for (c, v) in self.otlp.iter_mut().zip([o.sent, o.dropped, o.failures]) {
+                c.observe(v, from_zero, count);
+            }
+            if count {
+                self.otlp_seen = true;
+                self.otlp_max_queued = self.otlp_max_queued.max(o.queued);
+            }
+        }
         if count {
             self.probe_sampling = self.probe_sampling.max(h.probe_sampling);
         }
@@ -208,6 +223,12 @@ impl HealthAcc {
             counter_read_failures: self.counter_read_failures.total,
             host_queue_untracked: self.host_queue_untracked.total,
             late_intervals: self.late_intervals.total,
+            otlp: self.otlp_seen.then(|| OtlpSummary {
+                sent: self.otlp[0].total,
+                dropped: self.otlp[1].total,
+                failures: self.otlp[2].total,
+                max_queued: self.otlp_max_queued,
+            }),
             probe_sampling: self.probe_sampling,
             allowance_resets: totals(&self.allowance_resets),
             allowance_zeroed_reads: totals(&self.allowance_zeroed),

@@ -360,6 +360,17 @@ pub(crate) fn health(out: &mut String, report: &Report) {
         counts(&h.allowance_untrusted_intervals),
         h.episodes_forgotten
     );
+    if let Some(o) = &h.otlp {
+        let _ = writeln!(
+            out,
+            "<table class=\"health otlp\">\n\
+             <tr><th>OTLP batches sent</th><td class=\"num\">{}</td></tr>\n\
+             <tr><th>OTLP batches dropped</th><td class=\"num\">{}</td></tr>\n\
+             <tr><th>OTLP failed requests</th><td class=\"num\">{}</td></tr>\n\
+             <tr><th>OTLP batches queued at most</th><td class=\"num\">{}</td></tr>\n</table>",
+            o.sent, o.dropped, o.failures, o.max_queued
+        );
+    }
     let _ = writeln!(out, "<h3>Read warnings ({})</h3>", h.read_warnings.len());
     if h.read_warnings.is_empty() {
         out.push_str("<p class=\"note\">none</p>\n");

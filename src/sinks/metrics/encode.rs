@@ -694,7 +694,7 @@ fn otlp_families(state: &ExporterState) -> Vec<Family> {
     sent.int(Vec::new(), o.sent);
     let mut dropped = Family::new(
         "throttlescope_otlp_batches_dropped",
-        "OTLP batches given up, since start: the oldest when the queue of 8 was full (collector down or slow), and those the collector refused for good (a 4xx other than 429).",
+        "OTLP batches given up, since start: the oldest when the queue of 8 was full (collector down or slow), those the collector refused for good (a 4xx other than 429), and those undelivered when the run ended.",
         Kind::Counter,
     );
     dropped.int(Vec::new(), o.dropped);
@@ -704,7 +704,13 @@ fn otlp_families(state: &ExporterState) -> Vec<Family> {
         Kind::Counter,
     );
     failures.int(Vec::new(), o.failures);
-    vec![sent, dropped, failures]
+    let mut queued = Family::new(
+        "throttlescope_otlp_batches_queued",
+        "OTLP batches not delivered yet: waiting in the queue (at most 8) and the one being sent or retried.",
+        Kind::Gauge,
+    );
+    queued.int(Vec::new(), o.queued);
+    vec![sent, dropped, failures, queued]
 }
 
 /// Reads the shared state on each encode.

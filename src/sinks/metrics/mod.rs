@@ -23,7 +23,6 @@ use prometheus_client::registry::Registry;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 use crate::shared::stop_fd::StopFd;
-use crate::sinks::otlp::OtlpCounters;
 
 pub use encode::to_prometheus_text;
 #[doc(hidden)]
@@ -102,23 +101,12 @@ impl MetricsServer {
         self.addr
     }
 
-    /// Publishes the latest interval and its analysis.
+    /// Publishes the latest interval and its analysis (the OTLP exporter's
+    /// counters, with `--otlp`, come in its health).
     pub fn update(&self, snap: &Snapshot, analysis: &IntervalAnalysis) {
-        self.update_with_otlp(snap, analysis, None);
-    }
-
-    /// The same, with the OTLP exporter's own counters when it runs
-    /// (`--otlp`), so its drops and failures can be scraped and alerted on.
-    pub fn update_with_otlp(
-        &self,
-        snap: &Snapshot,
-        analysis: &IntervalAnalysis,
-        otlp: Option<OtlpCounters>,
-    ) {
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.apply(snap, analysis);
-            state.otlp = otlp;
             // The endpoint's own counters as of this interval: one read
             // per interval keeps every scrape one consistent text.
             state.endpoint = Some(self.stats.read());

@@ -132,8 +132,9 @@ pub struct ExporterState {
     /// The endpoint's own connection counters; `None` without a server
     /// (text encoded for tools), so no such series are written.
     pub endpoint: Option<EndpointCounters>,
-    /// The OTLP exporter's delivery counters; `None` without `--otlp`.
-    pub otlp: Option<crate::sinks::otlp::OtlpCounters>,
+    /// The OTLP exporter's delivery counters (`health.otlp`); `None`
+    /// without `--otlp`.
+    pub otlp: Option<crate::model::snapshot::OtlpHealth>,
 }
 
 /// What the /metrics server refused or closed, since it started, and how
@@ -273,6 +274,7 @@ impl ExporterState {
         self.untracked_bytes_received += h.untracked_bytes_received;
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;
+        self.otlp = h.otlp;
         self.idle_flows = snap.idle_flows;
         self.missing_interfaces.clone_from(&h.missing_interfaces);
         self.headroom.clone_from(&analysis.headroom);

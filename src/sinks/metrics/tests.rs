@@ -453,6 +453,35 @@ fn flow_series_carry_the_workload_and_stay_bounded_with_500_pods() {
     assert!(text.contains("process=\"java\",service=\"kafka.service\"}"));
 }
 
+/// The OTLP exporter's delivery comes in the interval's health (with
+/// `--otlp`): its counters and queue depth are served, and nothing of it
+/// without.
+#[test]
+fn otlp_delivery_from_the_health_only_with_otlp() {
+    let mut st = ExporterState::new(20);
+    st.apply(&snapshot(0), &analysis(0, Vec::new()));
+    assert!(!encode_state(st.clone()).contains("throttlescope_otlp"));
+    let mut snap = snapshot(1);
+    snap.health.otlp = Some(crate::model::snapshot::OtlpHealth {
+        sent: 10,
+        dropped: 3,
+        failures: 6,
+        queued: 9,
+    });
+    st.apply(&snap, &analysis(1, Vec::new()));
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        "throttlescope_otlp_batches_sent_total 10",
+        "throttlescope_otlp_batches_dropped_total 3",
+        "throttlescope_otlp_failures_total 6",
+        "# TYPE throttlescope_otlp_batches_queued gauge",
+        "throttlescope_otlp_batches_queued 9",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+}
+
 #[test]
 fn endpoint_counters_only_with_a_server() {
     let st = ExporterState::new(20);

@@ -248,6 +248,14 @@ pub(crate) fn health_text(h: &Health) -> String {
     if h.late_intervals > 0 {
         text.push_str(&format!(" | late intervals {}", h.late_intervals));
     }
+    if let Some(o) = h.otlp {
+        // Always shown with --otlp: the exporter's stderr lines are held
+        // back while this view owns the terminal.
+        text.push_str(&format!(
+            " | OTLP sent {} dropped {} failed {} queued {}",
+            o.sent, o.dropped, o.failures, o.queued
+        ));
+    }
     if let Some(s) = h.probe_sampling_text() {
         text.push_str(&format!(" | segments sampled {s}"));
     }
@@ -264,7 +272,7 @@ pub(crate) fn health_text(h: &Health) -> String {
     text
 }
 
-fn health_ok(h: &Health) -> bool {
+pub(crate) fn health_ok(h: &Health) -> bool {
     h.missing_interfaces.is_empty()
         && h.missed_total() == 0
         && h.not_attached().next().is_none()
@@ -276,6 +284,7 @@ fn health_ok(h: &Health) -> bool {
         && h.allowance_read_failures == 0
         && h.allowance_untrusted_reads == 0
         && h.late_intervals == 0
+        && h.otlp.is_none_or(|o| o.dropped == 0 && o.failures == 0)
 }
 
 /// The instance's headroom row: the full line when it fits `width`, else a

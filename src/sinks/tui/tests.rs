@@ -180,6 +180,37 @@ fn full_screen_shows_a_failed_allowance_read_with_its_reason() {
     );
 }
 
+/// With `--otlp` the health line carries the exporter's delivery (its
+/// stderr lines are held back under this view), and drops or failures
+/// make it not healthy.
+#[test]
+fn full_screen_health_shows_the_otlp_delivery() {
+    let th = Thresholds::default();
+    let mut m = Model::default();
+    let mut snap = shaped(0);
+    snap.health.otlp = Some(crate::model::snapshot::OtlpHealth {
+        sent: 12,
+        dropped: 3,
+        failures: 5,
+        queued: 8,
+    });
+    let a = analyze(&[], &snap, &th);
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 200, 40);
+    let screen = lines.join("\n");
+    let health = find(&lines, "health:").expect(&screen);
+    assert!(
+        lines[health].contains("OTLP sent 12 dropped 3 failed 5 queued 8"),
+        "{screen}"
+    );
+    assert!(!super::render::health_ok(&snap.health));
+    snap.health.otlp = Some(crate::model::snapshot::OtlpHealth {
+        sent: 12,
+        ..Default::default()
+    });
+    assert!(super::render::health_ok(&snap.health));
+}
+
 #[test]
 fn full_screen_shows_interface_verdict_and_flows() {
     let (m, a) = model(4);
