@@ -67,6 +67,7 @@ const WAKE_AGAIN: u8 = 2;
 static INSTALL: Once = Once::new();
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    note_stop_time();
     let first = CAUSE
         .compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok();
@@ -76,7 +77,6 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
     let byte = if again { WAKE_AGAIN } else { WAKE_STOP };
     if first {
-        note_stop_time();
         announce_stop();
     }
     if first || again {
@@ -84,12 +84,11 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Notes when the stop started: clock_gettime(2) is async-signal-safe.
+/// Notes when the first stop started (before its cause is set, so whoever
+/// sees a stop sees its time): clock_gettime(2) is async-signal-safe.
 fn note_stop_time() {
-    STOP_AT_NS.store(
-        crate::shared::clock::monotonic_ns().max(1),
-        Ordering::SeqCst,
-    );
+    let now = crate::shared::clock::monotonic_ns().max(1);
+    let _ = STOP_AT_NS.compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst);
 }
 
 /// Wakes the sleepers. Async-signal-safe.
@@ -178,11 +177,11 @@ pub fn hung_up() -> bool {
 /// The terminal went away (EOF, EIO or a hangup seen on it, a failed
 /// write): a stop like SIGHUP's, with the same watchdog behind it.
 pub(crate) fn terminal_lost() {
+    note_stop_time();
     if CAUSE
         .compare_exchange(0, libc::SIGHUP, Ordering::SeqCst, Ordering::SeqCst)
         .is_ok()
     {
-        note_stop_time();
         announce_stop();
         wake(WAKE_STOP);
     }

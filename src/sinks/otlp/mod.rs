@@ -169,7 +169,7 @@ impl Drop for OtlpExporter {
         let c = self.sender.counters();
         let why = if drained.timed_out {
             format!(
-                "the collector had not taken them {} after the stop began",
+                "the collector had not answered within {} of the stop",
                 crate::shared::units::secs(since.elapsed().as_secs_f64())
             )
         } else {
