@@ -765,16 +765,72 @@ int on_tcp_retransmit_skb(__u64 *ctx)
 	segs = skb_gso_segs(skb);
 	st->retrans_skbs++;
 	st->retrans_segs += segs;
+	/* Outside Recovery and Loss, only a tail loss probe retransmits
+	 * (flows.h, retrans_probes). Checked reads: ctx holds no BTF pointer. */
+	if (current_ca_state((struct tcp_sock *)sk, false) < TCP_CA_Recovery) {
+		st->retrans_probes++;
+		st->probe_segs = segs;
+		st->probe_seq = BPF_CORE_READ((struct tcp_sock *)sk, snd_nxt);
+	}
 	emit(TS_EV_RETRANS, sk, 0, segs);
 	return 0;
 }
 
+/*
+ * Loss episodes the kernel undoes (flows.h, rto_undone). The tracepoint
+ * fires in tcp_set_ca_state() before the new state is stored, so the
+ * socket still holds the state being left. An episode begins on a move to
+ * Recovery or Loss that finds a new undo_marker (tcp_init_undo() sets it to
+ * snd_una just before; a Recovery that times out keeps its marker, and its
+ * retransmits stay in the episode): total_retrans then is its base, less a
+ * tail loss probe whose data is still unacknowledged (the probe found
+ * nothing, and the episode it led to decides what it was). An undo is a
+ * move out of Recovery or Loss to Open or Disorder with undo_marker zeroed:
+ * tcp_try_undo_loss, _recovery, _partial and _dsack all call
+ * tcp_undo_cwnd_reduction(), which zeroes it, before they leave the state;
+ * an episode that ends without an undo keeps its marker (6.1 to 6.18 alike).
+ * Not seen: a late D-SACK undo after the episode ended (tcp_try_undo_dsack
+ * in Open or Disorder, no state change: its retransmits are all D-SACKed,
+ * counted in dsack_dups), and Reno (no SACK), whose undo may keep the state.
+ */
+static __always_inline void undo_note(struct ts_flow_state *st, struct tcp_sock *tp,
+				      __u32 new_state)
+{
+	__u32 old = current_ca_state(tp, true);
+	__u32 marker = tp->undo_marker;
+
+	if (new_state >= TCP_CA_Recovery) {
+		if (marker != st->undo_marker) {
+			__u32 base = tp->total_retrans;
+
+			if (st->probe_seq && (__s32)(st->probe_seq - tp->snd_una) > 0)
+				base -= st->probe_segs;
+			st->undo_marker = marker;
+			st->undo_base = base;
+		}
+		st->probe_seq = 0;
+		return;
+	}
+	if (old < TCP_CA_Recovery)
+		return;
+	if (st->undo_marker && !marker) {
+		st->retrans_undone += tp->total_retrans - st->undo_base;
+		if (old == TCP_CA_Loss)
+			st->rto_undone++;
+		else
+			st->recovery_undone++;
+	}
+	st->undo_marker = 0;
+}
+
 /* Optional: congestion-state transitions as they happen. Without it (no
- * tracepoint before 5.19-era kernels) on_tcp_probe samples the state. */
+ * tracepoint before 5.19-era kernels) on_tcp_probe samples the state, and
+ * no undo is seen. */
 SEC("tp_btf/tcp_cong_state_set")
 int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 {
 	struct ts_flow_state *st;
+	struct tcp_sock *tp;
 
 	TEST_REJECT(test_reject, TS_H_CONG_EVENTS);
 	if (!observed(sk))
@@ -783,6 +839,9 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 	st = flow_get(sk, true);
 	if (!st)
 		return 0;
+	tp = tcp_sock_of(sk);
+	if (tp)
+		undo_note(st, tp, new_state);
 	ca_transition(sk, st, new_state);
 	return 0;
 }

@@ -22,7 +22,7 @@
  * fills (src/collect/probes/event_reader.rs): programs wake it when the ring
  * holds a quarter of this, and each interval drains what is left. It holds
  * ~100,000 open, state, retransmit or congestion events (32 bytes and an
- * 8-byte ring header each), or ~9,700 close records (424 + 8 bytes): the
+ * 8-byte ring header each), or ~9,000 close records (456 + 8 bytes): the
  * slack for the reader to be scheduled in a storm of closes. Events past it
  * are counted in TS_H_RINGBUF_DROPS; a close record past it goes to
  * closed_overflow instead.
@@ -159,6 +159,28 @@ struct ts_flow_state {
 	__u64 retrans_skbs;      /* tcp_retransmit_skb with err == 0 */
 	__u64 retrans_segs;      /* segments in those skbs */
 	__u64 retrans_failed;    /* tcp_retransmit_skb with err != 0 (host-side queuing) */
+	/* Retransmits the kernel itself tells apart from loss (docs/verdicts.md,
+	 * "Spurious retransmits"). Tail loss probes: retransmits sent outside
+	 * Recovery and Loss, which only tcp_send_loss_probe() does (every other
+	 * retransmit follows tcp_enter_recovery() or tcp_enter_loss(), or the
+	 * Loss of tcp_simple_retransmit()); one a probe, like nstat's
+	 * TcpExtTCPLossProbes (which also counts probes of new data: not
+	 * retransmits, not here). */
+	__u32 retrans_probes;
+	__u32 probe_segs;        /* segments of the latest probe */
+	__u32 probe_seq;         /* snd_nxt at the latest probe (the kernel's
+				  * tlp_high_seq); 0 once an episode took it */
+	/* Loss episodes (Recovery, Loss) the kernel undid: it found the
+	 * retransmits spurious (F-RTO, timestamps, D-SACKs) and put cwnd back.
+	 * Seen at tcp_cong_state_set: a move out of Recovery or Loss to Open or
+	 * Disorder with tcp_sock.undo_marker zeroed, which only
+	 * tcp_undo_cwnd_reduction() does on that path. */
+	__u32 rto_undone;        /* Loss undone: spurious timeouts (nstat TcpExtTCPLossUndo) */
+	__u32 recovery_undone;   /* Recovery undone (TCPFullUndo, TCPPartialUndo, TCPDSACKUndo) */
+	__u32 retrans_undone;    /* segments retransmitted in those episodes (total_retrans
+				  * from the episode's start, with a probe it began with) */
+	__u32 undo_marker;       /* tcp_sock.undo_marker when the episode began; 0: none */
+	__u32 undo_base;         /* total_retrans then, less an unanswered probe */
 	__u64 owner_cgroup_id;
 	/* The owner's process name (its thread group leader's comm, as ps and
 	 * ss -p show it), and the name of the thread that was seen sending

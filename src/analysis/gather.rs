@@ -239,7 +239,7 @@ fn flows(s: &mut Signals, r: &NormalisedRates, th: &Thresholds) {
                 &if r.retrans_spurious > 0 {
                     format!(
                         "% of {} segments retransmitted and not reported spurious \
-                         ({} spurious by D-SACK not counted)",
+                         ({} spurious by D-SACK or undo not counted)",
                         r.segs_out, r.retrans_spurious
                     )
                 } else {

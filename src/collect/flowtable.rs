@@ -351,7 +351,8 @@ fn counters_of(rec: &ts_flow_record) -> (FlowCounters, [u64; 5]) {
         segs_out: rec.segs_out as u64,
         data_segs_out: rec.data_segs_out as u64,
         retrans_segs: rec.total_retrans as u64,
-        retrans_spurious: rec.dsack_dups as u64,
+        // Known spurious by either sign, counted once (docs/verdicts.md).
+        retrans_spurious: rec.dsack_dups.max(st.retrans_undone) as u64,
         retrans_skbs_traced: st.retrans_skbs,
         retrans_segs_traced: st.retrans_segs,
         retrans_failed: st.retrans_failed,
@@ -364,6 +365,11 @@ fn counters_of(rec: &ts_flow_record) -> (FlowCounters, [u64; 5]) {
         busy_us: jiffies_us(rec.busy_jiffies, hz),
         rwnd_limited_us: jiffies_us(rec.rwnd_limited_jiffies, hz),
         sndbuf_limited_us: jiffies_us(rec.sndbuf_limited_jiffies, hz),
+        retrans_dsack: rec.dsack_dups as u64,
+        retrans_undone: st.retrans_undone as u64,
+        retrans_probes: st.retrans_probes as u64,
+        rto_undone: st.rto_undone as u64,
+        recovery_undone: st.recovery_undone as u64,
     };
     (counters, ca_time_ns)
 }
@@ -430,6 +436,11 @@ pub(crate) fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
         busy_us: d(now.busy_us, prev.busy_us),
         rwnd_limited_us: d(now.rwnd_limited_us, prev.rwnd_limited_us),
         sndbuf_limited_us: d(now.sndbuf_limited_us, prev.sndbuf_limited_us),
+        retrans_dsack: d32(now.retrans_dsack, prev.retrans_dsack),
+        retrans_undone: d32(now.retrans_undone, prev.retrans_undone),
+        retrans_probes: d32(now.retrans_probes, prev.retrans_probes),
+        rto_undone: d32(now.rto_undone, prev.rto_undone),
+        recovery_undone: d32(now.recovery_undone, prev.recovery_undone),
     }
 }
 
@@ -515,6 +526,46 @@ mod tests {
         };
         r.st.opened_ns = opened_ns;
         r
+    }
+
+    /// Retransmits of a loss episode the kernel undid are spurious even
+    /// without a D-SACK; one known both ways (undone, then D-SACKed a
+    /// little later, perhaps an interval later) counts once.
+    #[test]
+    fn undone_retransmits_are_spurious_and_counted_once_with_their_dsacks() {
+        let mut t = FlowTable::new(1_000);
+        let rec = |retrans: u32, dsack: u32, undone: u32, probes: u32| {
+            let mut r = record(9, 1, 1_000, retrans);
+            r.dsack_dups = dsack;
+            r.st.retrans_undone = undone;
+            r.st.retrans_probes = probes;
+            r.st.rto_undone = (undone > 0) as u32;
+            r
+        };
+        let none = &mut |_: &ts_flow_record| None;
+        let s = t.update_all(&[rec(0, 0, 0, 0)], &[], none, &mut |_| None);
+        assert_eq!(s[0].delta.retrans_spurious, 0);
+        // A probe, then the timeout it led to, undone (F-RTO): 2 spurious,
+        // no D-SACK (the receiver does not send them).
+        let s = t.update_all(&[rec(2, 0, 2, 1)], &[], none, &mut |_| None);
+        let d = s[0].delta;
+        assert_eq!((d.retrans_segs, d.retrans_spurious), (2, 2));
+        assert_eq!(
+            (d.retrans_undone, d.retrans_dsack, d.retrans_probes),
+            (2, 0, 1)
+        );
+        assert_eq!(d.rto_undone, 1);
+        assert_eq!(d.lossy_retransmits(), 0);
+        // Their D-SACKs an interval later: not counted again.
+        let s = t.update_all(&[rec(2, 2, 2, 1)], &[], none, &mut |_| None);
+        assert_eq!(s[0].delta.retrans_spurious, 0);
+        assert_eq!(s[0].delta.retrans_dsack, 2);
+        // Reordering: 3 fast retransmits, all D-SACKed, none undone.
+        let s = t.update_all(&[rec(5, 5, 2, 1)], &[], none, &mut |_| None);
+        assert_eq!(
+            (s[0].delta.retrans_segs, s[0].delta.retrans_spurious),
+            (3, 3)
+        );
     }
 
     #[test]

@@ -132,6 +132,11 @@ fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
         busy_us,
         rwnd_limited_us,
         sndbuf_limited_us,
+        retrans_dsack,
+        retrans_undone,
+        retrans_probes,
+        rto_undone,
+        recovery_undone,
     } = c;
     let mut o = JsonObject::start(out);
     o.u64("bytes_sent", *bytes_sent);
@@ -154,6 +159,11 @@ fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
     o.u64("busy_us", *busy_us);
     o.u64("rwnd_limited_us", *rwnd_limited_us);
     o.u64("sndbuf_limited_us", *sndbuf_limited_us);
+    o.u64("retrans_dsack", *retrans_dsack);
+    o.u64("retrans_undone", *retrans_undone);
+    o.u64("retrans_probes", *retrans_probes);
+    o.u64("rto_undone", *rto_undone);
+    o.u64("recovery_undone", *recovery_undone);
     o.end();
 }
 
@@ -207,6 +217,11 @@ mod tests {
             busy_us: 10,
             rwnd_limited_us: 11,
             sndbuf_limited_us: 12,
+            retrans_dsack: 1,
+            retrans_undone: 13,
+            retrans_probes: 14,
+            rto_undone: 15,
+            recovery_undone: k,
         };
         let owner = Owner {
             pid: 4242,

@@ -89,6 +89,11 @@ impl FlowCounters {
         self.busy_us += other.busy_us;
         self.rwnd_limited_us += other.rwnd_limited_us;
         self.sndbuf_limited_us += other.sndbuf_limited_us;
+        self.retrans_dsack += other.retrans_dsack;
+        self.retrans_undone += other.retrans_undone;
+        self.retrans_probes += other.retrans_probes;
+        self.rto_undone += other.rto_undone;
+        self.recovery_undone += other.recovery_undone;
     }
 }
 

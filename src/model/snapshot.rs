@@ -388,10 +388,12 @@ pub struct FlowCounters {
     /// `tcp_sock.total_retrans`: retransmitted segments (what `ss` shows as
     /// `retrans:X/total` and nstat counts in TcpRetransSegs).
     pub retrans_segs: u64,
-    /// Of `retrans_segs`, those the receiver reported as duplicates with a
-    /// D-SACK (`tcp_sock.dsack_dups`, `ss -i` `dsack_dups`): the original
-    /// had arrived, so nothing was lost. The report of one can come an
-    /// interval after its retransmit. 0 in recordings before format 1.8.
+    /// Of `retrans_segs`, those known spurious (nothing was lost): the
+    /// larger of `retrans_dsack` (the receiver reported them as duplicates)
+    /// and `retrans_undone` (the kernel undid their loss episode), per flow
+    /// and cumulative, so one retransmit known both ways counts once. The
+    /// report of one can come an interval after its retransmit. Before
+    /// format 1.12 the D-SACK count alone; 0 before 1.8.
     #[serde(default)]
     pub retrans_spurious: u64,
     /// Retransmissions seen by the tcp_retransmit_skb probe that reached the
@@ -430,6 +432,31 @@ pub struct FlowCounters {
     /// the path did not take.
     #[serde(default)]
     pub sndbuf_limited_us: u64,
+    /// Retransmitted segments the receiver reported as duplicates with a
+    /// D-SACK (`tcp_sock.dsack_dups`, `ss -i` `dsack_dups`). 0 in recordings
+    /// before format 1.12 (their `retrans_spurious` is this figure).
+    #[serde(default)]
+    pub retrans_dsack: u64,
+    /// Segments retransmitted in loss episodes the kernel undid as spurious
+    /// (F-RTO, timestamps, D-SACKs: it put cwnd back), with a tail loss
+    /// probe that led to the episode. 0 without the `tcp_cong_state_set`
+    /// program and in recordings before format 1.12.
+    #[serde(default)]
+    pub retrans_undone: u64,
+    /// Tail loss probes that retransmitted (one segment each, in
+    /// `retrans_segs`): sent on a timer, not on evidence of loss. Spurious
+    /// when D-SACKed or undone with an episode; one that is neither
+    /// repaired a tail loss or went to a receiver without D-SACK.
+    #[serde(default)]
+    pub retrans_probes: u64,
+    /// Loss (RTO) episodes the kernel undid: spurious timeouts (nstat
+    /// `TcpExtTCPLossUndo`; F-RTO's are `TcpExtTCPSpuriousRTOs`).
+    #[serde(default)]
+    pub rto_undone: u64,
+    /// Fast-recovery episodes the kernel undid (nstat `TcpExtTCPFullUndo`,
+    /// `TCPPartialUndo`, `TCPDSACKUndo` while in Recovery).
+    #[serde(default)]
+    pub recovery_undone: u64,
 }
 
 /// One TCP flow over one interval.

@@ -30,7 +30,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `tx_peak_pps`, `rx_peak_pps` and `peak_window_us`, and the flows'
 /// `peak_bps` (microbursts); 1.10 the header's `instance_type` and
 /// `baseline`; 1.11 health's `moved_set_full` and `moved_set_gone`; 1.12
-/// health's `otlp` (the OTLP exporter's delivery).
+/// health's `otlp` (the OTLP exporter's delivery) and a flow's
+/// `retrans_dsack`, `retrans_undone`, `retrans_probes`, `rto_undone` and
+/// `recovery_undone` (and `retrans_spurious` counts undone retransmits).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
     minor: 12,

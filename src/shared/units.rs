@@ -130,17 +130,28 @@ pub(crate) fn added_delay(added_us: Option<u32>) -> String {
 }
 
 /// A flow's retransmits as the views show them: `12`, `12+3f` with 3
-/// attempts that failed in the host, `12/9d` when the receiver reported 9
-/// of the 12 as duplicates (D-SACK: spurious, nothing was lost).
+/// attempts that failed in the host, `12/9s` when 9 of the 12 are known
+/// spurious (nothing was lost: the receiver reported them as duplicates with
+/// a D-SACK, or the kernel undid their loss episode).
 pub(crate) fn retransmits(total: u64, spurious: u64, failed: u64) -> String {
     let mut s = total.to_string();
     if spurious > 0 {
-        s.push_str(&format!("/{spurious}d"));
+        s.push_str(&format!("/{spurious}s"));
     }
     if failed > 0 {
         s.push_str(&format!("+{failed}f"));
     }
     s
+}
+
+/// After a flow's [`retransmits`]: `,2p` when 2 of them were tail loss
+/// probes (sent on a timer, not on evidence of loss).
+pub(crate) fn probes_note(probes: u64) -> String {
+    if probes > 0 {
+        format!(",{probes}p")
+    } else {
+        String::new()
+    }
 }
 
 /// After the retransmit rate (which leaves them out): the retransmits the

@@ -202,7 +202,7 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
                 f.delta.retrans_segs,
                 f.delta.spurious_retransmits(),
                 f.delta.retrans_failed
-            ),
+            ) + &units::probes_note(f.delta.retrans_probes),
             if f.closed { "closed" } else { f.state.as_str() },
         );
     }

@@ -60,6 +60,11 @@ fn counters(seq: u64, salt: u64) -> FlowCounters {
         busy_us: v * 100,
         rwnd_limited_us: seq * 10,
         sndbuf_limited_us: salt,
+        retrans_dsack: seq % 3,
+        retrans_undone: seq % 2,
+        retrans_probes: seq % 4,
+        rto_undone: seq % 2,
+        recovery_undone: salt % 2,
     }
 }
 
