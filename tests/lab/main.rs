@@ -39,6 +39,7 @@ mod report;
 mod report_html;
 mod scenarios;
 mod scenarios_limits;
+mod spurious;
 mod storm;
 mod terminal_text;
 mod tui_tmux;
