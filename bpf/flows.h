@@ -22,7 +22,7 @@
  * fills (src/collect/probes/event_reader.rs): programs wake it when the ring
  * holds a quarter of this, and each interval drains what is left. It holds
  * ~100,000 open, state, retransmit or congestion events (32 bytes and an
- * 8-byte ring header each), or ~9,000 close records (456 + 8 bytes): the
+ * 8-byte ring header each), or ~8,600 close records (480 + 8 bytes): the
  * slack for the reader to be scheduled in a storm of closes. Events past it
  * are counted in TS_H_RINGBUF_DROPS; a close record past it goes to
  * closed_overflow instead.

@@ -468,7 +468,7 @@ fn flows(out: &mut String, r: &Report) {
     }
     let _ = writeln!(
         out,
-        "  retrans: N/Md = M reported spurious (D-SACK), +Nf = failed in the host; rtt infl: \
+        "  retrans: N/Ms = M known spurious (D-SACKed or undone), +Nf = failed in the host; rtt infl: \
          srtt/min_rtt mean/peak, +delay = peak queuing delay over the peer's base RTT; backoff: \
          summed score (intervals backing off/seen), from: its largest parts; peak: the flow's \
          busiest window (--peak-window) of the recording"

@@ -12,10 +12,12 @@
 //!   and never of the other one;
 //! - in every phase, the busiest flows are the broker's, on its Kafka client
 //!   port, named after its process (`java`) with the sending thread beside;
-//! - the flows' retransmits, summed over the watch, agree with the broker
-//!   namespace's nstat TcpRetransSegs over the same time (within 15%: the
-//!   watch starts after its probes load), and so do the spurious ones
-//!   (TcpExtTCPDSACKRecvSegs).
+//! - each of the broker's flows on the Kafka port, as last listed, has
+//!   retransmitted exactly what `ss -tin` says for its socket (`retrans:X/Y`,
+//!   and `dsack_dups` for the D-SACKed), as tests/lab/flows_vs_ss.rs checks
+//!   on a reordering path: near its end the consumers are stopped
+//!   (SIGSTOP), the broker's sockets go idle with the consumers still
+//!   connected, the watch reads them once more, and ss reads them after.
 //!
 //! The lab runs as it is, packets of one flow free to be received on either
 //! CPU: the veths then reorder some of the broker's packets, it retransmits
@@ -30,8 +32,12 @@ use serde_json::Value;
 use std::time::Instant;
 use throttlescope::analysis::VerdictFamily;
 
-/// Seconds of consumer traffic per phase; the observer watches one less.
-const PHASE_SECS: u32 = 14;
+/// Seconds the consumers run per phase (they are stopped before).
+const PHASE_SECS: u32 = 18;
+/// Seconds into the watch at which the consumers are stopped, and the
+/// watch's length: it reads the idle sockets in its last intervals.
+const STOP_AT_SECS: u64 = 14;
+const WATCH_SECS: u64 = 17;
 /// An interval with at least this much sent by b0 carries the workload
 /// (the consumers' JVM takes ~2 s to fetch its first records).
 const TRAFFIC_BPS: f64 = 20e6;
@@ -56,6 +62,47 @@ struct Interval {
     /// Segments retransmitted by all flows, and of them spurious.
     retrans: u64,
     spurious: u64,
+}
+
+/// A flow as the watch last listed it (not closed): its addresses and
+/// cumulative retransmits, of them D-SACKed.
+#[derive(Debug)]
+struct LastSeen {
+    local_port: u16,
+    peer_port: u16,
+    retrans: u64,
+    dsack: u64,
+}
+
+/// Each open flow of `lines` as last listed, by socket cookie.
+fn last_seen(lines: &str) -> std::collections::HashMap<u64, LastSeen> {
+    let mut out = std::collections::HashMap::new();
+    for s in lines
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        for f in s["flows"].as_array().into_iter().flatten() {
+            let id = f["id"].as_u64().expect("a flow's id");
+            if f["closed"].as_bool() == Some(true) {
+                out.remove(&id);
+                continue;
+            }
+            let port = |k: &str| {
+                let a: std::net::SocketAddr = f[k].as_str().unwrap().parse().unwrap();
+                a.port()
+            };
+            out.insert(
+                id,
+                LastSeen {
+                    local_port: port("local"),
+                    peer_port: port("peer"),
+                    retrans: f["totals"]["retrans_segs"].as_u64().unwrap(),
+                    dsack: f["totals"]["retrans_dsack"].as_u64().unwrap(),
+                },
+            );
+        }
+    }
+    out
 }
 
 fn intervals(lines: &str, iface: &str) -> Vec<Interval> {
@@ -127,44 +174,64 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str]) -> Vec<Interval> {
         t.elapsed().as_secs_f64(),
         String::from_utf8_lossy(&out.stderr).trim()
     );
-    let broker = lab.broker();
-    let nstat = |c: &str| lab.nstat(&broker, c);
-    let before = (nstat("TcpRetransSegs"), nstat("TcpExtTCPDSACKRecvSegs"));
-    let started = std::time::Instant::now();
-    let lines = lab.watch_json_in_broker(&format!("{}s", PHASE_SECS - 1), &["--interval", "1s"]);
-    let wall = started.elapsed().as_secs_f64();
-    let after = (nstat("TcpRetransSegs"), nstat("TcpExtTCPDSACKRecvSegs"));
-    // nstat counts the whole command; the intervals start once the probes
-    // are loaded and end before they are detached. The segments resent in
-    // between (at the phase's own rate) are nstat's alone.
-    let observed: f64 = String::from_utf8_lossy(&lines)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|s| s["interval_ns"].as_f64().unwrap_or(0.0) / 1e9)
-        .sum();
-    let unobserved = ((wall - observed) / wall).clamp(0.0, 1.0);
-    let v = intervals(&String::from_utf8_lossy(&lines), &lab.broker_if);
-    let ours: (u64, u64) = (
-        v.iter().map(|i| i.retrans).sum(),
-        v.iter().map(|i| i.spurious).sum(),
+    // The watch, then the consumers stopped (still connected) for the
+    // exact per-flow comparison: the broker's sockets drain and go idle,
+    // the watch's last intervals read them, ss reads them after it.
+    let consumers: i32 = std::fs::read_to_string(lab.dir.join("traffic-client.pid"))
+        .expect("the consumers' pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let mut watch =
+        lab.spawn_watch_json_in_broker(&format!("{WATCH_SECS}s"), &["--interval", "1s"]);
+    // Read as it writes: a full pipe would hold the watch's intervals back.
+    let mut stdout = watch.stdout.take().expect("watch's stdout");
+    let reader = std::thread::spawn(move || {
+        let mut lines = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut lines).expect("reading watch");
+        lines
+    });
+    std::thread::sleep(std::time::Duration::from_secs(STOP_AT_SECS));
+    // SAFETY: kill(2) on the pid the lab recorded for this phase's consumers.
+    assert_eq!(
+        unsafe { libc::kill(consumers, libc::SIGSTOP) },
+        0,
+        "stopping the consumers"
     );
-    let theirs = (after.0 - before.0, after.1 - before.1);
-    eprintln!(
-        "{scenario}: retransmits {} (spurious {}) against nstat's {} (D-SACK segs {})",
-        ours.0, ours.1, theirs.0, theirs.1
+    assert!(
+        watch.wait().expect("watch").success(),
+        "{scenario}: watch failed"
     );
-    for (what, o, t) in [
-        ("retransmits", ours.0, theirs.0),
-        ("spurious", ours.1, theirs.1),
-    ] {
-        let unseen = t as f64 * unobserved;
-        assert!(
-            o <= t && crate::lab_support::close_to(o as f64 + unseen, t as f64, 0.15, 20.0),
-            "{scenario}: {what} {o} against nstat's {t} ({:.0}% of the {wall:.1} s command \
-             unobserved: ~{unseen:.0} of them)",
-            unobserved * 100.0
+    let lines = reader.join().expect("the watch's reader");
+    let ss = crate::lab_support::parse_ss(&lab.exec(&lab.broker(), "ss", &["-tin"]));
+    // SAFETY: as above; the next phase's `traffic` ends them.
+    unsafe { libc::kill(consumers, libc::SIGCONT) };
+    let v = intervals(&lines, &lab.broker_if);
+    let kafka_port: u16 = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout))
+        ["LAB_KAFKA_PORT"]
+        .parse()
+        .unwrap();
+    let ours = last_seen(&lines);
+    let mut compared = 0;
+    let mut retrans = 0;
+    for s in ss.iter().filter(|s| s.local_port == kafka_port) {
+        let f = ours
+            .values()
+            .find(|f| f.local_port == s.local_port && f.peer_port == s.peer_port)
+            .unwrap_or_else(|| panic!("{scenario}: the watch never listed {s:?}"));
+        assert_eq!(
+            (f.retrans, f.dsack),
+            (s.retrans_total, s.dsack_dups),
+            "{scenario}: a flow's retransmits (and D-SACKed) against ss's for its socket: {f:?} {s:?}"
         );
+        compared += 1;
+        retrans += f.retrans;
     }
+    eprintln!("{scenario}: {compared} broker flows equal ss's retransmits ({retrans} in all)");
+    assert!(
+        compared > 0,
+        "{scenario}: no broker socket on the Kafka port in ss"
+    );
     for (n, i) in v.iter().enumerate() {
         let top: Vec<String> = i
             .flows
@@ -173,7 +240,7 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str]) -> Vec<Interval> {
             .map(|(local, comm, b)| format!("{comm}@{local} {:.0} Mbit/s", *b as f64 * 8e-6))
             .collect();
         eprintln!(
-            "{scenario} {n:2}: {:<20} held {:<20} tx {:7.1} Mbit/s retrans {}/{}d | {}",
+            "{scenario} {n:2}: {:<20} held {:<20} tx {:7.1} Mbit/s retrans {}/{}s | {}",
             i.verdict,
             i.held,
             i.tx_bps / 1e6,
@@ -228,7 +295,7 @@ fn check_busiest_flows(scenario: &str, v: &[Interval], kafka_local: &str) {
     );
 }
 
-/// From HOLD_LAG intervals after the onset to the end, the held
+/// From HOLD_LAG intervals after the onset to the end of the traffic, the held
 /// verdict is of `expected`'s family; none at all of the opposite family
 /// (queuing for drop, drop for queuing).
 fn check_held_family(scenario: &str, v: &[Interval], expected: &str) {
@@ -237,7 +304,13 @@ fn check_held_family(scenario: &str, v: &[Interval], expected: &str) {
         .iter()
         .position(|i| i.tx_bps >= ONSET_BPS)
         .unwrap_or_else(|| panic!("{scenario}: the shaper never bound: {v:?}"));
-    let judged = &v[(onset + HOLD_LAG).min(v.len())..];
+    // To the last interval with traffic: the consumers are stopped before
+    // the watch ends (phase()), and the idle intervals after are not judged.
+    let last = v
+        .iter()
+        .rposition(|i| i.tx_bps >= TRAFFIC_BPS)
+        .map_or(0, |l| l + 1);
+    let judged = &v[(onset + HOLD_LAG).min(last)..last];
     assert!(
         judged.len() >= 5,
         "{scenario}: too few intervals after the onset (interval {onset}): {v:?}"

@@ -347,6 +347,7 @@ impl Generator {
                 busy_us: if data_segs > 0 { interval_ns / 1000 } else { 0 },
                 rwnd_limited_us: 0,
                 sndbuf_limited_us: 0,
+                ..FlowCounters::default()
             };
             add_counters(&mut f.totals, &delta);
             probe_total += acks_in;
