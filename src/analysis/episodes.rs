@@ -148,6 +148,12 @@ struct Running {
     /// Enforcement in the inbound direction: throughput is rx, not tx.
     inbound: bool,
     throughput_sum: f64,
+    /// Enforcement stepped down from a burst ceiling: the episode's first
+    /// intervals that still ran at the ceiling (above `episode_step_ratio`
+    /// of it), their count and throughput. An onset dated back can take in
+    /// a second or two of the burst; they are the episode's onset, not its
+    /// baseline, which is measured from the first interval under the step.
+    lead: Lead,
     confidence_sum: f64,
     /// Intervals of the episode that microbursted, and the latest line.
     microbursts: u64,
@@ -172,7 +178,41 @@ struct Past {
     above: Option<[(f64, f64); 2]>,
 }
 
+/// See `Running::lead`.
+#[derive(Default)]
+struct Lead {
+    intervals: u64,
+    throughput_sum: f64,
+    /// An interval under the step came: the lead is over.
+    closed: bool,
+}
+
 impl Running {
+    /// Counts one interval's throughput into the episode (its interval
+    /// count is the caller's).
+    fn add_throughput(&mut self, bps: f64, step_ratio: f64) {
+        self.throughput_sum += bps;
+        let ceiling = self.episode.throughput_before_bps.unwrap_or(0.0);
+        if !self.lead.closed && ceiling > 0.0 && bps > ceiling * step_ratio {
+            self.lead.intervals += 1;
+            self.lead.throughput_sum += bps;
+        } else {
+            self.lead.closed = true;
+        }
+    }
+
+    /// Mean throughput during the episode: from the first interval under
+    /// the step on (`lead`), or over all of it when none came under.
+    fn throughput_during(&self) -> f64 {
+        let n = self.episode.intervals;
+        let lead = self.lead.intervals.min(n);
+        if lead < n {
+            (self.throughput_sum - self.lead.throughput_sum) / (n - lead) as f64
+        } else {
+            self.throughput_sum / n.max(1) as f64
+        }
+    }
+
     /// A microburst episode: at least half its intervals microbursted, and
     /// throughput did not step down into it (that is an enforcement).
     fn microbursting(&self) -> bool {
@@ -294,7 +334,7 @@ impl EpisodeTracker {
         {
             return false;
         }
-        let mean = run.throughput_sum / run.episode.intervals as f64;
+        let mean = run.throughput_during();
         let now = if run.inbound {
             v.rates.rx_bps
         } else {
@@ -346,10 +386,19 @@ impl EpisodeTracker {
                 Some((&mut run.throughput_sum, &mut run.confidence_sum, inbound)),
             );
             if run.episode.intervals > 0 {
+                // The intervals taken are the latest: the lead shrinks only
+                // when they reach into it.
+                if run.lead.intervals >= run.episode.intervals {
+                    run.lead = Lead {
+                        intervals: run.episode.intervals,
+                        throughput_sum: run.throughput_sum,
+                        closed: false,
+                    };
+                }
+                let during = run.throughput_during();
                 let ep = &mut run.episode;
                 ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
                 if ep.verdict.is_enforcement() {
-                    let during = run.throughput_sum / ep.intervals as f64;
                     ep.throughput_during_bps = Some(during);
                     ep.stepped_down = stepped_down(ep, self.th.episode_step_ratio);
                 }
@@ -440,6 +489,7 @@ impl EpisodeTracker {
                         verdicts: BTreeMap::new(),
                         inbound,
                         throughput_sum: 0.0,
+                        lead: Lead::default(),
                         confidence_sum: 0.0,
                         microbursts: 0,
                         microburst_line: None,
@@ -450,7 +500,7 @@ impl EpisodeTracker {
             let run = self.open.get_mut(&v.iface).expect("inserted above");
             let inbound = run.inbound;
             for p in &moved {
-                run.throughput_sum += if inbound { p.rx_bps } else { p.tx_bps };
+                run.add_throughput(if inbound { p.rx_bps } else { p.tx_bps }, step_ratio);
                 run.confidence_sum += p.confidence;
                 run.episode.intervals += 1;
                 *run.verdicts.entry(held.verdict).or_default() += 1;
@@ -469,24 +519,26 @@ impl EpisodeTracker {
                 .iter()
                 .max_by_key(|(v, n)| (**n, **v == held.verdict))
                 .map(|(v, _)| *v);
-            let ep = &mut run.episode;
-            ep.verdict = longest.unwrap_or(held.verdict);
-            ep.end_seq = a.seq;
-            ep.end_mono_ns = a.mono_ns;
-            ep.intervals += 1;
-            if value > ep.peak || ep.peak_signal.is_empty() {
-                ep.peak = value;
-                ep.peak_signal = signal;
-            }
-            run.throughput_sum += if inbound {
+            let bps = if inbound {
                 v.rates.rx_bps
             } else {
                 v.rates.tx_passed_or_sent_bps()
             };
+            run.episode.intervals += 1;
+            run.add_throughput(bps, step_ratio);
             run.confidence_sum += held.confidence;
+            let during = run.throughput_during();
+            let ep = &mut run.episode;
+            ep.verdict = longest.unwrap_or(held.verdict);
+            ep.end_seq = a.seq;
+            ep.end_mono_ns = a.mono_ns;
+            if value > ep.peak || ep.peak_signal.is_empty() {
+                ep.peak = value;
+                ep.peak_signal = signal;
+            }
             ep.mean_confidence = run.confidence_sum / ep.intervals as f64;
             if ep.verdict.is_enforcement() {
-                ep.throughput_during_bps = Some(run.throughput_sum / ep.intervals as f64);
+                ep.throughput_during_bps = Some(during);
                 ep.stepped_down = stepped_down(ep, step_ratio);
             }
             run.episode.microburst = if run.microbursting() {

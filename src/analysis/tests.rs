@@ -2159,3 +2159,43 @@ fn no_burst_explanation_without_bursts_or_counts_or_under_a_hypervisor_line() {
     // fail).
     assert!(has(&bursting_at(0, 64e6, 5.5, 24.0)));
 }
+
+/// The lab's burst_then_enforce as one CI run read it: the burst at 300
+/// Mbit/s with its counters noisy (one second at 80% queued right before
+/// the bucket ran dry), the step interval half at the ceiling, then the
+/// baseline. However far back the onset is dated, the baseline the episode
+/// reports is the throughput under the step, not a mean that takes in
+/// seconds still at the ceiling (the run measured 144 Mbit/s against 100).
+#[test]
+fn an_onset_dated_into_the_burst_does_not_raise_the_measured_baseline() {
+    let th = Thresholds::default();
+    let burst = [
+        20.0, 0.0, 30.0, 0.0, 20.0, 42.0, 20.0, 60.5, 39.6, 80.0, 78.0,
+    ];
+    let mut snaps: Vec<Snapshot> = burst
+        .iter()
+        .enumerate()
+        .map(|(i, p)| free_at(i as u64, 300e6, *p))
+        .collect();
+    let n = snaps.len() as u64;
+    snaps.push(free_at(n, 166e6, 95.0));
+    for (k, bps) in [89e6, 107e6, 95e6, 93e6, 95e6, 96e6, 98e6, 97e6, 99e6]
+        .iter()
+        .enumerate()
+    {
+        snaps.push(free_at(n + 1 + k as u64, *bps, 100.0));
+    }
+    let (_, eps) = held_run(&snaps, &th);
+    let e = eps
+        .iter()
+        .filter(|e| e.verdict.is_enforcement())
+        .max_by_key(|e| e.intervals)
+        .unwrap_or_else(|| panic!("an enforcement: {:?}", spans(&eps)));
+    assert!(e.stepped_down, "{e:#?}");
+    let during = e.throughput_during_bps.unwrap();
+    assert!(
+        (during - 100e6).abs() < 0.1 * 100e6,
+        "baseline {during} measured over {:?}",
+        spans(&eps)
+    );
+}
