@@ -49,10 +49,26 @@ impl Arch {
 pub struct InstanceSpec {
     pub instance_type: String,
     pub arch: Arch,
-    pub vcpus: u32,
+    /// None where the table does not know it (`-`).
+    pub vcpus: Option<u32>,
     pub baseline_bps: f64,
-    /// The "up to" figure; equal to the baseline where none is published.
-    pub burst_bps: f64,
+    /// The "up to" figure; equal to the baseline where none is published;
+    /// None where the row's source gave the baseline only (`-`).
+    pub burst_bps: Option<f64>,
+    /// The row's source (a key of [`SpecTable::named`]); None for a row
+    /// without one, which the table's unnamed `# source:` lines cover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// Where a table's figures came from: the pages and the date they were
+/// read. A row names one by its key (the table's last column); the
+/// unnamed one (`# source: URL`, `# retrieved: DATE`) has the key "".
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Source {
+    pub key: String,
+    pub urls: Vec<String>,
+    pub retrieved: Option<String>,
 }
 
 /// A table of instance specifications and where it came from.
@@ -60,10 +76,13 @@ pub struct InstanceSpec {
 pub struct SpecTable {
     /// The file it was read from, or [`BUILT_IN_NAME`].
     pub origin: String,
-    /// `# source:` lines (the pages the figures were taken from).
+    /// Every `# source` URL (the pages the figures were taken from), each once.
     pub sources: Vec<String>,
-    /// `# retrieved:` (when they were taken), if the file says.
+    /// When they were taken: the unnamed `# retrieved:`, else the dates of
+    /// the named sources, oldest first ("2026-08-18 and 2026-11-25").
     pub retrieved: Option<String>,
+    /// The sources, in the order they were declared.
+    pub named: Vec<Source>,
     pub specs: Vec<InstanceSpec>,
 }
 
@@ -74,26 +93,40 @@ impl SpecTable {
         SpecTable::parse(BUILT_IN_SPECS, BUILT_IN_NAME).expect("the built-in table parses")
     }
 
-    /// Parses the table format: `#` comments (`# source: URL` and
-    /// `# retrieved: DATE` are kept), blank lines, and rows of five
-    /// tab- or space-separated fields: type, arch, vCPUs, baseline Gb/s,
-    /// burst Gb/s. Any other line is an error naming its line number.
+    /// Parses the table format: `#` comments (`# source: URL`,
+    /// `# retrieved: DATE` and their named forms `# source KEY: URL`,
+    /// `# retrieved KEY: DATE` are kept), blank lines, and rows of five or
+    /// six tab- or space-separated fields: type, arch, vCPUs, baseline Gb/s,
+    /// burst Gb/s and the source's key; vCPUs and burst may be `-`
+    /// (unknown). Any other line is an error naming its line number.
     pub(crate) fn parse(text: &str, origin: &str) -> Result<Self, String> {
         let mut table = SpecTable {
             origin: origin.to_string(),
             sources: Vec::new(),
             retrieved: None,
+            named: Vec::new(),
             specs: Vec::new(),
         };
+        // Row keys, checked once every declaration is read: (line, key).
+        let mut keyed: Vec<(usize, String)> = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let at = |why: String| format!("{origin}, line {}: {why}", i + 1);
             let line = line.trim();
             if let Some(comment) = line.strip_prefix('#') {
                 let comment = comment.trim();
-                if let Some(url) = comment.strip_prefix("source:") {
-                    table.sources.push(url.trim().to_string());
-                } else if let Some(date) = comment.strip_prefix("retrieved:") {
-                    table.retrieved = Some(date.trim().to_string());
+                for (word, is_url) in [("source", true), ("retrieved", false)] {
+                    let Some((key, value)) = declaration(comment, word) else {
+                        continue;
+                    };
+                    let src = table.source_mut(key);
+                    if is_url {
+                        src.urls.push(value.to_string());
+                        if !table.sources.iter().any(|u| u == value) {
+                            table.sources.push(value.to_string());
+                        }
+                    } else {
+                        src.retrieved = Some(value.to_string());
+                    }
                 }
                 continue;
             }
@@ -101,11 +134,15 @@ impl SpecTable {
                 continue;
             }
             let fields: Vec<&str> = line.split_whitespace().collect();
-            let [name, arch, vcpus, baseline, burst] = fields[..] else {
-                return Err(at(format!(
-                    "{} fields; a row is: type arch vcpus baseline_gbps burst_gbps",
-                    fields.len()
-                )));
+            let (name, arch, vcpus, baseline, burst, key) = match fields[..] {
+                [n, a, v, b, u] => (n, a, v, b, u, None),
+                [n, a, v, b, u, k] => (n, a, v, b, u, Some(k)),
+                _ => {
+                    return Err(at(format!(
+                        "{} fields; a row is: type arch vcpus baseline_gbps burst_gbps [source]",
+                        fields.len()
+                    )))
+                }
             };
             if !is_type_name(name) {
                 return Err(at(format!(
@@ -114,11 +151,14 @@ impl SpecTable {
             }
             let arch =
                 Arch::parse(arch).ok_or_else(|| at(format!("arch {arch:?}: x86_64 or arm64")))?;
-            let vcpus: u32 = vcpus
-                .parse()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or_else(|| at(format!("vcpus {vcpus:?}: a whole number above 0")))?;
+            let vcpus: Option<u32> = match vcpus {
+                "-" => None,
+                v => Some(v.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    at(format!(
+                        "vcpus {v:?}: a whole number above 0, or - (unknown)"
+                    ))
+                })?),
+            };
             let gbps = |s: &str, what: &str| {
                 s.parse::<f64>()
                     .ok()
@@ -126,8 +166,11 @@ impl SpecTable {
                     .ok_or_else(|| at(format!("{what} {s:?}: Gb/s, above 0")))
             };
             let baseline = gbps(baseline, "baseline")?;
-            let burst = gbps(burst, "burst")?;
-            if burst < baseline {
+            let burst = match burst {
+                "-" => None,
+                b => Some(gbps(b, "burst")?),
+            };
+            if let Some(burst) = burst.filter(|b| *b < baseline) {
                 return Err(at(format!(
                     "burst {burst} Gb/s is below the baseline {baseline} Gb/s"
                 )));
@@ -135,18 +178,77 @@ impl SpecTable {
             if table.get(name).is_some() {
                 return Err(at(format!("{name} is listed twice")));
             }
+            if let Some(k) = key {
+                keyed.push((i + 1, k.to_string()));
+            }
             table.specs.push(InstanceSpec {
                 instance_type: name.to_string(),
                 arch,
                 vcpus,
                 baseline_bps: baseline * 1e9,
-                burst_bps: burst * 1e9,
+                burst_bps: burst.map(|b| b * 1e9),
+                source: key.map(str::to_string),
             });
         }
         if table.specs.is_empty() {
             return Err(format!("{origin}: no instance types in it"));
         }
+        for (line, key) in keyed {
+            if !table.named.iter().any(|s| s.key == key) {
+                return Err(format!(
+                    "{origin}, line {line}: source {key:?} is not declared \
+                     (a `# source {key}: URL` line)"
+                ));
+            }
+        }
+        if let Some(s) = table.named.iter().find(|s| s.urls.is_empty()) {
+            return Err(format!(
+                "{origin}: source {:?} has a date but no `# source` URL",
+                s.key
+            ));
+        }
+        table.retrieved = match table.named.iter().find(|s| s.key.is_empty()) {
+            Some(s) if s.retrieved.is_some() => s.retrieved.clone(),
+            _ => {
+                let mut dates: Vec<&str> = table
+                    .named
+                    .iter()
+                    .filter_map(|s| s.retrieved.as_deref())
+                    .collect();
+                dates.sort_unstable();
+                dates.dedup();
+                (!dates.is_empty()).then(|| dates.join(" and "))
+            }
+        };
         Ok(table)
+    }
+
+    fn source_mut(&mut self, key: &str) -> &mut Source {
+        let at = match self.named.iter().position(|s| s.key == key) {
+            Some(at) => at,
+            None => {
+                self.named.push(Source {
+                    key: key.to_string(),
+                    ..Source::default()
+                });
+                self.named.len() - 1
+            }
+        };
+        &mut self.named[at]
+    }
+
+    /// The source a row names (or the unnamed one).
+    pub(crate) fn source_of(&self, spec: &InstanceSpec) -> Option<&Source> {
+        let key = spec.source.as_deref().unwrap_or("");
+        self.named.iter().find(|s| s.key == key)
+    }
+
+    /// "table (retrieved DATE)" for one row: the date of its own source.
+    pub(crate) fn provenance_of(&self, spec: &InstanceSpec) -> String {
+        match self.source_of(spec).and_then(|s| s.retrieved.as_deref()) {
+            Some(d) => format!("{}, retrieved {d}", self.origin),
+            None => self.provenance(),
+        }
     }
 
     /// Reads and parses FILE (`--instance-specs`).
@@ -175,6 +277,7 @@ impl SpecTable {
     /// direction has its own baseline), those of `arch` first, then the
     /// others, each group by baseline, smallest first (the table has no
     /// prices: the smallest baseline that covers is the nearest size).
+    /// Only types a broker could be moved to ([`broker_candidate`]).
     pub(crate) fn covering(
         &self,
         tx_bps: f64,
@@ -185,7 +288,7 @@ impl SpecTable {
         let mut out: Vec<&InstanceSpec> = self
             .specs
             .iter()
-            .filter(|s| s.baseline_bps >= need)
+            .filter(|s| s.baseline_bps >= need && broker_candidate(&s.instance_type))
             .collect();
         out.sort_by(|a, b| {
             let other = |s: &InstanceSpec| arch.is_some_and(|x| x != s.arch);
@@ -197,6 +300,30 @@ impl SpecTable {
         });
         out
     }
+}
+
+/// Families the right-sizing does not offer (every type stays known for
+/// headroom and capacity): burstable CPU (t2, t3, t3a, t4g), accelerated
+/// computing (GPUs, Inferentia, Trainium, Gaudi, FPGAs, video: p, g, gr,
+/// inf, trn, dl, f, vt), Macs, HPC (sold per node for tightly coupled jobs),
+/// the multi-terabyte memory ones (u-, u7i) and the Xen-era previous
+/// generation (c3, c4, d2, i2, m4, r3, r4).
+const NOT_OFFERED: &[&str] = &[
+    "t", "p", "g", "gr", "inf", "trn", "dl", "f", "vt", "mac", "hpc", "u",
+];
+const NOT_OFFERED_FAMILIES: &[&str] = &["c3", "c4", "d2", "i2", "m4", "r3", "r4"];
+
+/// Whether right-sizing may offer `instance_type` for a broker: see
+/// [`NOT_OFFERED`].
+pub(crate) fn broker_candidate(instance_type: &str) -> bool {
+    let family = instance_type.split('.').next().unwrap_or("");
+    // The class: the letters before the generation digit (`m` of m6g,
+    // `mac` of mac2, `u` of u-6tb1 and u7i).
+    let class: String = family
+        .chars()
+        .take_while(|c| c.is_ascii_lowercase())
+        .collect();
+    !NOT_OFFERED.contains(&class.as_str()) && !NOT_OFFERED_FAMILIES.contains(&family)
 }
 
 /// `family.size`: lowercase letters and digits, a dot, then the size
@@ -211,6 +338,22 @@ fn is_type_name(s: &str) -> bool {
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || extra.contains(&c))
     };
     ok(family, &['-']) && ok(size, &['-'])
+}
+
+/// `source: URL` (key "") or `source KEY: URL` when `word` is `source`: the
+/// key and the value; None for any other comment. A key is lowercase
+/// letters, digits, `-`, `_` and `.`.
+fn declaration<'a>(comment: &'a str, word: &str) -> Option<(&'a str, &'a str)> {
+    let rest = comment.strip_prefix(word)?;
+    let (key, value) = rest.split_once(':')?;
+    let key = key.trim();
+    let plain = rest.starts_with(':');
+    let named = rest.starts_with(' ')
+        && !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c));
+    (plain || named).then_some((key, value.trim()))
 }
 
 /// How the baseline a run is measured against was found.
@@ -325,7 +468,7 @@ pub(crate) fn resolve(
             from: BaselineFrom::BaselineFlag,
             tx_bps: tx,
             rx_bps: rx,
-            burst_bps: spec.map(|s| s.burst_bps),
+            burst_bps: spec.and_then(|s| s.burst_bps),
             arch: spec.map(|s| s.arch),
             source: "--baseline".to_string(),
         }));
@@ -336,9 +479,9 @@ pub(crate) fn resolve(
             from,
             tx_bps: s.baseline_bps,
             rx_bps: s.baseline_bps,
-            burst_bps: Some(s.burst_bps),
+            burst_bps: s.burst_bps,
             arch: Some(s.arch),
-            source: table.provenance(),
+            source: table.provenance_of(s),
         })),
         (Some(t), None) if from == BaselineFrom::InstanceTypeFlag => Err(format!(
             "--instance-type {t}: not in the instance specs ({}); give --baseline RATE \
@@ -494,29 +637,56 @@ mod tests {
         assert!(
             t.sources
                 .iter()
-                .all(|s| s.starts_with("https://docs.aws.amazon.com/")),
+                .all(|s| s.starts_with("https://docs.aws.amazon.com/ec2/latest/instancetypes/")),
             "{:?}",
             t.sources
         );
-        let date = t.retrieved.as_deref().expect("the table is dated");
-        assert!(
-            date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-',
-            "{date}"
-        );
+        // One dated source per row: every row names a declared source
+        // with AWS's pages and a date.
+        for s in &t.specs {
+            let src = t
+                .source_of(s)
+                .unwrap_or_else(|| panic!("{}: no source", s.instance_type));
+            assert!(!src.key.is_empty(), "{}: unnamed source", s.instance_type);
+            assert!(!src.urls.is_empty(), "{}", src.key);
+            let date = src.retrieved.as_deref().expect("every source is dated");
+            assert!(
+                date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-',
+                "{date}"
+            );
+        }
+        assert_eq!(t.retrieved.as_deref(), Some("2026-08-18 and 2026-11-25"));
         for family in FAMILIES {
             for size in ["large", "xlarge", "2xlarge", "4xlarge"] {
                 let name = format!("{family}.{size}");
                 assert!(t.get(&name).is_some(), "{name} missing");
             }
+        }
+        let mut families: Vec<&str> = t
+            .specs
+            .iter()
+            .map(|s| s.instance_type.split('.').next().unwrap())
+            .collect();
+        families.dedup();
+        for family in &families {
+            // Within a family a bigger size never has a smaller baseline,
+            // but for GPU families (g5.12xlarge 40 Gb/s, g5.16xlarge 25).
+            let monotonic = broker_candidate(&format!("{family}.large"));
             let rows: Vec<&InstanceSpec> = t
                 .specs
                 .iter()
                 .filter(|s| s.instance_type.split('.').next() == Some(family))
                 .collect();
             // Within a family, a bigger size never has a smaller baseline.
-            let mut by_cpus = rows.clone();
+            // Metal sizes have figures of their own (i8g.metal-48xl 90 Gb/s,
+            // i8g.48xlarge 100).
+            let mut by_cpus: Vec<&InstanceSpec> = rows
+                .iter()
+                .copied()
+                .filter(|s| s.vcpus.is_some() && !s.instance_type.contains(".metal"))
+                .collect();
             by_cpus.sort_by_key(|s| s.vcpus);
-            for w in by_cpus.windows(2) {
+            for w in by_cpus.windows(2).filter(|_| monotonic) {
                 assert!(
                     w[1].baseline_bps >= w[0].baseline_bps,
                     "{} below {}",
@@ -524,20 +694,187 @@ mod tests {
                     w[0].instance_type
                 );
             }
-            let graviton = family.ends_with('g');
+            // Graviton: a `g` right after the generation digit (m6g,
+            // c7gn, im4gn, is4gen, x2gd), and a1.
+            let after_digit = family
+                .trim_start_matches(|c: char| c.is_ascii_lowercase())
+                .trim_start_matches(|c: char| c.is_ascii_digit());
+            let graviton = *family == "a1" || after_digit.starts_with('g');
+            let apple_or_grace =
+                family.starts_with("mac") && *family != "mac1" || family.contains("-gb");
             for s in rows {
                 assert_eq!(
                     s.arch == Arch::Arm64,
-                    graviton,
+                    graviton || apple_or_grace,
                     "{}: architecture",
                     s.instance_type
                 );
+                // vCPUs where the size tells: 4 per xlarge.
+                if let (Some(n), Some(x)) = (
+                    s.vcpus,
+                    s.instance_type
+                        .split_once('.')
+                        .and_then(|(_, z)| z.strip_suffix("xlarge"))
+                        .and_then(|m| {
+                            if m.is_empty() {
+                                Some(1)
+                            } else {
+                                m.parse::<u32>().ok()
+                            }
+                        }),
+                ) {
+                    assert_eq!(n, 4 * x, "{}: vCPUs", s.instance_type);
+                }
             }
         }
+        // The types the issue found missing, all common broker types.
+        for name in [
+            "i3en.xlarge",
+            "im4gn.large",
+            "is4gen.xlarge",
+            "d3en.2xlarge",
+            "m6id.xlarge",
+            "r6id.2xlarge",
+            "c5n.xlarge",
+            "c6gn.xlarge",
+        ] {
+            assert!(t.get(name).is_some(), "{name} missing");
+        }
+        assert_eq!(t.specs.len(), 1350);
+        assert_eq!(families.len(), 190);
         // Figures the field report measured against (m5.xlarge 1.25 Gb/s
         // baseline, up to 10).
         let m5 = t.get("m5.xlarge").unwrap();
-        assert_eq!((m5.baseline_bps, m5.burst_bps), (1.25e9, 10e9));
+        assert_eq!((m5.baseline_bps, m5.burst_bps), (1.25e9, Some(10e9)));
+    }
+
+    /// The spot figures docs/headroom.md quotes from AWS's pages are the
+    /// table's: a row of the docs' table is `| type | baseline | burst |`.
+    #[test]
+    fn the_spot_figures_in_the_docs_are_the_tables() {
+        let docs = include_str!("../../docs/headroom.md");
+        let start = docs
+            .find("<!-- spot figures -->")
+            .expect("docs/headroom.md has its spot figures");
+        let t = SpecTable::built_in();
+        let mut checked = 0;
+        for line in docs[start..].lines().skip(3) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let [_, name, baseline, burst, page, _] = cells[..] else {
+                break;
+            };
+            let name = name.trim_matches('`');
+            let s = t
+                .get(name)
+                .unwrap_or_else(|| panic!("{name} not in the table"));
+            let gbps = |v: &str| v.trim_end_matches(" Gb/s").parse::<f64>().unwrap() * 1e9;
+            assert_eq!(s.baseline_bps, gbps(baseline), "{name} baseline");
+            match burst {
+                "-" => assert_eq!(s.burst_bps, None, "{name} burst"),
+                b => assert_eq!(s.burst_bps, Some(gbps(b)), "{name} burst"),
+            }
+            let src = t.source_of(s).unwrap();
+            assert!(
+                src.urls.iter().any(|u| u.contains(page)),
+                "{name}: {page} not among {:?}",
+                src.urls
+            );
+            checked += 1;
+        }
+        assert!(checked >= 10, "{checked} spot figures");
+    }
+
+    #[test]
+    fn right_sizing_offers_no_burstable_accelerated_or_old_types() {
+        for (t, offered) in [
+            ("m6g.xlarge", true),
+            ("im4gn.large", true),
+            ("i3en.xlarge", true),
+            ("x2gd.xlarge", true),
+            ("z1d.large", true),
+            ("lab.xlarge", true),
+            ("t3.2xlarge", false),
+            ("t4g.xlarge", false),
+            ("g4dn.xlarge", false),
+            ("g5g.xlarge", false),
+            ("inf2.xlarge", false),
+            ("trn1.2xlarge", false),
+            ("mac2.metal", false),
+            ("hpc7g.4xlarge", false),
+            ("u-6tb1.56xlarge", false),
+            ("u7i-12tb.224xlarge", false),
+            ("c4.8xlarge", false),
+            ("dl1.24xlarge", false),
+            ("f2.6xlarge", false),
+            ("vt1.3xlarge", false),
+        ] {
+            assert_eq!(broker_candidate(t), offered, "{t}");
+        }
+    }
+
+    #[test]
+    fn parse_takes_named_sources_and_unknown_figures() {
+        let t = SpecTable::parse(
+            "# source a: https://example.invalid/a
+# source a: https://example.invalid/b
+             # retrieved a: 2026-01-02
+# source b: https://example.invalid/a
+             # retrieved b: 2025-12-01
+# sources: a comment, not a declaration
+             x.large x86_64 2 0.75 10 a
+x.metal x86_64 - 25 - b
+",
+            "f.tsv",
+        )
+        .unwrap();
+        assert_eq!(
+            t.sources,
+            ["https://example.invalid/a", "https://example.invalid/b"]
+        );
+        assert_eq!(t.retrieved.as_deref(), Some("2025-12-01 and 2026-01-02"));
+        let metal = t.get("x.metal").unwrap();
+        assert_eq!((metal.vcpus, metal.burst_bps), (None, None));
+        assert_eq!(
+            t.source_of(metal).unwrap().urls,
+            ["https://example.invalid/a"]
+        );
+        assert_eq!(t.provenance_of(metal), "f.tsv, retrieved 2025-12-01");
+        let large = t.get("x.large").unwrap();
+        assert_eq!((large.vcpus, large.burst_bps), (Some(2), Some(10e9)));
+        for (bad, why) in [
+            (
+                "x.large x86_64 2 0.75 10 nope
+",
+                "line 1: source \"nope\" is not declared",
+            ),
+            (
+                "# retrieved a: 2026-01-01
+x.large x86_64 2 0.75 10 a
+",
+                "no `# source` URL",
+            ),
+            (
+                "x.large x86_64 two 0.75 10
+",
+                "line 1: vcpus",
+            ),
+            (
+                "x.large x86_64 2 0.75 ten
+",
+                "burst",
+            ),
+            (
+                "x.large x86_64 2 0.75 10 a b
+",
+                "7 fields",
+            ),
+        ] {
+            let err = SpecTable::parse(bad, "f.tsv").unwrap_err();
+            assert!(
+                err.contains(why) && err.starts_with("f.tsv"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 
     #[test]
@@ -553,6 +890,8 @@ mod tests {
         assert_eq!(t.specs.len(), 2);
         assert_eq!(t.get("LAB.SMALL").unwrap().baseline_bps, 0.08e9);
         assert_eq!(t.provenance(), "lab.tsv, retrieved 2026-01-02");
+        let small = t.get("lab.small").unwrap();
+        assert_eq!(t.provenance_of(small), "lab.tsv, retrieved 2026-01-02");
         for (bad, why) in [
             ("m5.large x86_64 2 0.75\n", "line 1: 4 fields"),
             ("m5.large x86 2 0.75 10\n", "arch"),
@@ -577,7 +916,7 @@ mod tests {
     fn table() -> SpecTable {
         SpecTable::parse(
             "a.large x86_64 2 0.75 10\na.xlarge x86_64 4 1.25 10\na.2xlarge x86_64 8 2.5 10\n\
-             g.large arm64 2 0.75 10\ng.xlarge arm64 4 1.25 10\ng.2xlarge arm64 8 2.5 10\n",
+             ag.large arm64 2 0.75 10\nag.xlarge arm64 4 1.25 10\nag.2xlarge arm64 8 2.5 10\n",
             "t",
         )
         .unwrap()
@@ -594,12 +933,12 @@ mod tests {
         };
         assert_eq!(
             names(t.covering(1.0e9, 0.2e9, Some(Arch::Arm64))),
-            "g.xlarge g.2xlarge a.xlarge a.2xlarge"
+            "ag.xlarge ag.2xlarge a.xlarge a.2xlarge"
         );
         // Inbound counts too: each direction needs its own baseline.
         assert_eq!(
             names(t.covering(0.1e9, 2.0e9, Some(Arch::X86_64))),
-            "a.2xlarge g.2xlarge"
+            "a.2xlarge ag.2xlarge"
         );
         assert!(t.covering(3e9, 0.0, None).is_empty());
     }
@@ -617,11 +956,11 @@ mod tests {
         assert_eq!(b.from, BaselineFrom::Dmi);
         assert!(b.published());
         let flag = BaselineRequest {
-            instance_type: Some("G.LARGE".into()),
+            instance_type: Some("AG.LARGE".into()),
             baseline: None,
         };
         let b = resolve(&ec2, &flag, &t).unwrap().unwrap();
-        assert_eq!(b.instance_type.as_deref(), Some("g.large"));
+        assert_eq!(b.instance_type.as_deref(), Some("ag.large"));
         assert_eq!((b.tx_bps, b.arch), (0.75e9, Some(Arch::Arm64)));
         let given = BaselineRequest {
             instance_type: None,

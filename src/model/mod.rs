@@ -2,6 +2,7 @@
 //! a flow belongs to (`workload::Workload`). Plain data with serde, the
 //! same type live and in a recording.
 
+pub mod capacity;
 pub(crate) mod flow_json;
 pub mod fold;
 pub mod instance;

@@ -335,6 +335,7 @@ impl ReportBuilder {
             .health
             .summary(self.tracker.forgotten(), self.warnings.clone());
         let start_mono = self.report_origin.map_or(0, |o| o.1);
+        let episodes = self.episode_notes.reports(&self.tracker, start_mono);
         Ok(Report {
             files: self.files.clone(),
             recording: self.recording.clone(),
@@ -342,14 +343,18 @@ impl ReportBuilder {
             thresholds_changed: self.thresholds_changed(),
             filters: self.resolved.clone(),
             span: self.span.clone(),
-            episodes: self.episode_notes.reports(&self.tracker, start_mono),
+            right_sizing: {
+                let mut s = self.sizing.finish(self.recording.interval_ns as f64 / 1e9);
+                s.measured = sizing::measured(&episodes);
+                s
+            },
+            episodes,
             interfaces: self.interfaces.summaries(),
             flows,
             workloads: workloads.finish(),
             health,
             series: self.interfaces.into_series(),
             flow_series,
-            right_sizing: self.sizing.finish(self.recording.interval_ns as f64 / 1e9),
         })
     }
 }

@@ -181,6 +181,14 @@ pub struct RightSizing {
     pub covering: Vec<CoveringType>,
     /// How many types of the table cover it in all.
     pub covering_total: usize,
+    /// The capacity for Kafka's rebalancers from the baseline planned
+    /// against (docs/capacity.md); None without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<crate::model::capacity::BrokerCapacity>,
+    /// The baseline enforcement held in this recording, where episodes
+    /// measured one against a published baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::model::capacity::MeasuredBaseline>,
     /// The specs table: where it came from and when.
     pub table_origin: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,9 +262,13 @@ pub struct DirectionSizing {
 pub struct CoveringType {
     pub instance_type: String,
     pub arch: Arch,
-    pub vcpus: u32,
+    /// None where the table does not know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vcpus: Option<u32>,
     pub baseline_bps: f64,
-    pub burst_bps: f64,
+    /// None where the table gives the baseline only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_bps: Option<f64>,
     /// Of the architecture offered first.
     pub same_arch: bool,
 }

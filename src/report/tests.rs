@@ -690,12 +690,12 @@ fn exact_rates() -> Vec<Snapshot> {
 fn small_table() -> crate::model::instance::SpecTable {
     crate::model::instance::SpecTable::parse(
         "# source: https://example.com/specs\n# retrieved: 2026-11-01\n\
-         t1.small x86_64 2 0.5 5\n\
-         t1.large x86_64 4 1.25 10\n\
-         t1.xlarge x86_64 8 2.5 10\n\
-         g1.small arm64 2 0.5 5\n\
-         g1.large arm64 4 1.1 10\n\
-         g1.xlarge arm64 8 2.5 2.5\n",
+         n1.small x86_64 2 0.5 5\n\
+         n1.large x86_64 4 1.25 10\n\
+         n1.xlarge x86_64 8 2.5 10\n\
+         m1g.small arm64 2 0.5 5\n\
+         m1g.large arm64 4 1.1 10\n\
+         m1g.xlarge arm64 8 2.5 2.5\n",
         "specs.tsv",
     )
     .unwrap()
@@ -802,13 +802,13 @@ fn covering_types_same_architecture_first() {
     assert_eq!(r.right_sizing.arch, None);
     assert_eq!(
         names(&r),
-        ["g1.large", "t1.large", "g1.xlarge", "t1.xlarge"]
+        ["m1g.large", "n1.large", "m1g.xlarge", "n1.xlarge"]
     );
     // The instance type's architecture first: arm64, then x86_64.
     let r = build_planned(
         &exact_rates(),
         ReportFilters::default(),
-        plan(small_table(), Some("g1.small"), None),
+        plan(small_table(), Some("m1g.small"), None),
     );
     assert_eq!(
         r.right_sizing.arch,
@@ -816,32 +816,32 @@ fn covering_types_same_architecture_first() {
     );
     assert_eq!(
         names(&r),
-        ["g1.large", "g1.xlarge", "t1.large", "t1.xlarge"]
+        ["m1g.large", "m1g.xlarge", "n1.large", "n1.xlarge"]
     );
     let r = build_planned(
         &exact_rates(),
         ReportFilters::default(),
-        plan(small_table(), Some("t1.small"), None),
+        plan(small_table(), Some("n1.small"), None),
     );
     assert_eq!(
         names(&r),
-        ["t1.large", "t1.xlarge", "g1.large", "g1.xlarge"]
+        ["n1.large", "n1.xlarge", "m1g.large", "m1g.xlarge"]
     );
     assert_eq!(r.right_sizing.covering_total, 4);
     let text = crate::report::text::render(&r);
-    assert!(text.contains("x86_64 first (that of t1.small)"), "{text}");
+    assert!(text.contains("x86_64 first (that of n1.small)"), "{text}");
     assert!(
         text.contains("specs: specs.tsv, retrieved 2026-11-01"),
         "{text}"
     );
     // A fixed-bandwidth type has no burst to show.
-    let g1 = text.lines().find(|l| l.contains("g1.xlarge")).unwrap();
+    let g1 = text.lines().find(|l| l.contains("m1g.xlarge")).unwrap();
     assert!(g1.ends_with("baseline 2.50Gb/s"), "{g1}");
     // JSON carries the section.
     let json = serde_json::to_value(&r).unwrap();
     assert_eq!(
         json["right_sizing"]["covering"][0]["instance_type"],
-        "t1.large"
+        "n1.large"
     );
     assert_eq!(json["right_sizing"]["tx"]["p99_bps"], 1050e6);
 }

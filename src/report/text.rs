@@ -362,18 +362,19 @@ fn right_sizing(out: &mut String, r: &Report) {
             rate_bits(s.rx.p99_bps)
         );
         for c in &s.covering {
-            let burst = if c.burst_bps > c.baseline_bps {
-                format!(", burst up to {}", rate_bits(c.burst_bps))
-            } else {
-                String::new()
+            let burst = match c.burst_bps {
+                Some(b) if b > c.baseline_bps => format!(", burst up to {}", rate_bits(b)),
+                _ => String::new(),
+            };
+            let cpus = match c.vcpus {
+                Some(n) => format!("{n:>3} vCPU{}", if n == 1 { " " } else { "s" }),
+                None => "  ? vCPUs".to_string(),
             };
             let _ = writeln!(
                 out,
-                "    {:<16} {:<6} {:>3} vCPU{}  baseline {}{burst}",
+                "    {:<16} {:<6} {cpus}  baseline {}{burst}",
                 c.instance_type,
                 c.arch.as_str(),
-                c.vcpus,
-                if c.vcpus == 1 { " " } else { "s" },
                 rate_bits(c.baseline_bps)
             );
         }
@@ -387,6 +388,16 @@ fn right_sizing(out: &mut String, r: &Report) {
     }
     let _ = writeln!(out, "  specs: {}", s.table_provenance());
     let _ = writeln!(out, "  {WHY_BASELINE}");
+    if let Some(c) = &s.capacity {
+        let _ = writeln!(
+            out,
+            "  capacity for Kafka's rebalancers (baseline less {}%, docs/capacity.md):",
+            crate::shared::units::significant(c.margin_pct, 3)
+        );
+        for line in crate::model::capacity::report_lines(c, s.measured.as_ref()) {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
 }
 
 fn flows(out: &mut String, r: &Report) {

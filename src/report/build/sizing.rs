@@ -14,11 +14,12 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::headroom::{is_ena, Headroom};
+use crate::model::capacity::{BrokerCapacity, MeasuredBaseline, DEFAULT_MARGIN_PCT};
 use crate::model::instance::Plan;
 use crate::model::instance::{Arch, Baseline, SpecTable};
 use crate::model::snapshot::{InterfaceSample, Snapshot};
 use crate::report::filters::ReportFilters;
-use crate::report::model::{CoveringType, DirectionSizing, RightSizing};
+use crate::report::model::{CoveringType, DirectionSizing, EpisodeReport, RightSizing};
 
 /// Covering types listed of the architecture offered first, and of others.
 const SAME_ARCH_LISTED: usize = 5;
@@ -217,11 +218,55 @@ impl Sizing {
             arch_from: self.arch.as_ref().map(|(_, from)| from.clone()),
             covering,
             covering_total: all.len(),
+            capacity: self.capacity(),
+            measured: None,
             table_origin: self.table.origin.clone(),
             table_retrieved: self.table.retrieved.clone(),
             table_sources: self.table.sources.clone(),
         }
     }
+}
+
+impl Sizing {
+    /// The capacity lines `throttlescope capacity` prints for this host:
+    /// from the baseline planned against, with the default margin.
+    fn capacity(&self) -> Option<BrokerCapacity> {
+        let b = self.baseline.as_ref()?;
+        let spec = b.instance_type.as_deref().and_then(|t| self.table.get(t));
+        Some(BrokerCapacity {
+            broker_id: None,
+            instance_type: b
+                .instance_type
+                .clone()
+                .unwrap_or_else(|| "this host".to_string()),
+            vcpus: spec.and_then(|s| s.vcpus),
+            out_bps: b.tx_bps,
+            in_bps: b.rx_bps,
+            from: if b.published() {
+                format!("published, {}", b.source)
+            } else {
+                b.source.clone()
+            },
+            margin_pct: DEFAULT_MARGIN_PCT,
+        })
+    }
+}
+
+/// The baseline the recording's enforcement episodes held: those that
+/// stepped down from a burst against a published baseline, the rate during
+/// each (the lowest per direction). None when there were none.
+pub(super) fn measured(episodes: &[EpisodeReport]) -> Option<MeasuredBaseline> {
+    let mut m = MeasuredBaseline::default();
+    for e in episodes {
+        let e = &e.episode;
+        let Some(during) = e.throughput_during_bps else {
+            continue;
+        };
+        if e.stepped_down && e.planned.as_ref().is_some_and(|p| p.published) {
+            m.add(e.peak_signal.starts_with("bw_in"), during);
+        }
+    }
+    (m.episodes > 0).then_some(m)
 }
 
 /// The architecture to offer first: the baseline's, else the recorded

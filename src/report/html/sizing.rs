@@ -71,12 +71,12 @@ pub(crate) fn render(out: &mut String, report: &Report) {
                  <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
                 Esc(&c.instance_type),
                 c.arch.as_str(),
-                c.vcpus,
+                c.vcpus.map_or("?".to_string(), |n| n.to_string()),
                 units::rate_bits(c.baseline_bps),
-                if c.burst_bps > c.baseline_bps {
-                    units::rate_bits(c.burst_bps)
-                } else {
-                    "–".to_string()
+                match c.burst_bps {
+                    Some(b) if b > c.baseline_bps => units::rate_bits(b),
+                    Some(_) => "–".to_string(),
+                    None => "?".to_string(),
                 }
             );
         }
@@ -91,10 +91,24 @@ pub(crate) fn render(out: &mut String, report: &Report) {
     }
     let _ = writeln!(
         out,
-        "<p class=\"note\">Specs: {}.</p>\n<p>{}</p>\n</section>",
+        "<p class=\"note\">Specs: {}.</p>\n<p>{}</p>",
         Esc(&s.table_provenance()),
         Esc(WHY_BASELINE)
     );
+    if let Some(c) = &s.capacity {
+        // The figure to paste closes the review.
+        let _ = writeln!(
+            out,
+            "<h3>Capacity for Kafka's rebalancers</h3>\n<p class=\"note\">The baseline less \
+             {}% (docs/capacity.md).</p>\n<ul class=\"capacity\" id=\"capacity\">",
+            units::significant(c.margin_pct, 3)
+        );
+        for line in crate::model::capacity::report_lines(c, s.measured.as_ref()) {
+            let _ = writeln!(out, "<li><code>{}</code></li>", Esc(&line));
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
 }
 
 fn direction_row(out: &mut String, name: &str, d: &DirectionSizing) {

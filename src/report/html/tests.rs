@@ -604,9 +604,9 @@ fn right_sizing_section_and_the_plan_in_the_episodes_table() {
         covering: vec![CoveringType {
             instance_type: "m5.2xlarge".into(),
             arch: Arch::X86_64,
-            vcpus: 8,
+            vcpus: Some(8),
             baseline_bps: 2.5e9,
-            burst_bps: 10e9,
+            burst_bps: Some(10e9),
             same_arch: true,
         }],
         covering_total: 30,
