@@ -16,6 +16,9 @@ fn main() -> ExitCode {
         Command::Replay(args) => {
             throttlescope::commands::replay::run(args).map(|_| ExitCode::SUCCESS)
         }
+        Command::Capacity(args) => {
+            throttlescope::commands::capacity::run(args).map(|_| ExitCode::SUCCESS)
+        }
         Command::Doctor(args) => throttlescope::commands::doctor::run(args),
         Command::Thresholds => {
             throttlescope::commands::watch::print_thresholds();

@@ -65,6 +65,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Play a recording through the same view as `watch`.
     Replay(ReplayArgs),
+    /// Network capacity for Kafka's rebalancers (Cruise Control, Strimzi):
+    /// each broker's instance baseline less a margin, in KiB/s.
+    Capacity(CapacityArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
     /// List the verdict thresholds with their defaults, why, and allowed ranges.
@@ -431,6 +434,117 @@ pub struct ReplayArgs {
 
     #[command(flatten)]
     pub view: ViewArgs,
+}
+
+/// What `capacity` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CapacityFormat {
+    /// A plain table, with where the figures came from.
+    Table,
+    /// Cruise Control's capacity file (capacity.json), as JSON.
+    CruiseControl,
+    /// Strimzi's Kafka resource: spec.cruiseControl.brokerCapacity, as YAML.
+    Strimzi,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(
+    long_about = "Network capacity for Kafka's rebalancers: each broker's EC2 instance \
+baseline, less a margin, for Cruise Control's capacity file, Strimzi's brokerCapacity or a \
+plain table.\n\n\
+The figure is the BASELINE, never the \"up to\" burst: an instance of an \"up to 10 Gbps\" \
+type sends above its baseline only while its network I/O credits last (minutes), and is then \
+enforced down to the baseline. A rebalancer planned on the burst moves partitions onto brokers \
+that cannot carry them for long (Cruise Control's NetworkInboundCapacityGoal then fails, or \
+holds a plan the instance enforces against).\n\n\
+The MARGIN (--margin, default 20%) is taken off the baseline because Kafka's byte rates count \
+payload while the instance's allowance counts every byte on the wire: TCP/IP headers, TLS, \
+acknowledgements, and whatever else the host sends (metrics, logs, the controller). Cruise \
+Control keeps its own headroom on top (network.inbound.capacity.threshold and \
+network.outbound.capacity.threshold, 0.8 by default).\n\n\
+UNITS: Cruise Control's NW_IN and NW_OUT are KiB/s (its docs say KB/s; its metrics divide \
+bytes by 1024); Strimzi's inboundNetwork and outboundNetwork are written with the unit, \
+e.g. 244140KiB/s. A baseline of 2.5 Gb/s less 20% is 2 Gb/s = 250,000,000 bytes/s = \
+244140 KiB/s.\n\n\
+Cruise Control's resolver also requires DISK (MB) and CPU for every broker: --disk-mb gives \
+the disk (required with --format cruise-control); CPU is written as 100 (percent, the \
+resolver's default unit), or with --num-cores as the type's vCPUs.\n\n\
+The broker's type: this host's (from DMI, as `watch` finds it), --instance-type, or \
+--brokers for a cluster. The figures come from the instance specs table (AWS's published \
+baselines, dated; --instance-specs FILE for another). With --recording, the recorded host: \
+where its enforcement episodes held a baseline that differs from the published one by more \
+than 5%, that is said and --measured uses it.",
+    after_help = "Examples:\n  \
+throttlescope capacity                                   # this host (DMI), a table\n  \
+throttlescope capacity --instance-type m6i.2xlarge\n  \
+throttlescope capacity --brokers 1=m5.2xlarge,2=r6i.xlarge,3=im4gn.xlarge \\\n      \
+--format cruise-control --disk-mb 500000 > capacity.json\n  \
+throttlescope capacity --brokers-file brokers.txt --format strimzi --margin 25\n  \
+throttlescope capacity --recording broker.jsonl.zst --measured"
+)]
+pub struct CapacityArgs {
+    /// The broker's instance type (every broker: Cruise Control's default
+    /// entry, broker -1), e.g. m6i.2xlarge.
+    #[arg(long, value_name = "TYPE", conflicts_with_all = ["brokers", "brokers_file", "recording"])]
+    pub instance_type: Option<String>,
+
+    /// Brokers and their types: ID=TYPE,... (Kafka's broker.id / node.id),
+    /// e.g. 1=m5.2xlarge,2=r6i.xlarge.
+    #[arg(long, value_name = "ID=TYPE,...", conflicts_with_all = ["brokers_file", "recording"])]
+    pub brokers: Option<String>,
+
+    /// The same as --brokers, from FILE: ID=TYPE one a line (# comments).
+    #[arg(long, value_name = "FILE", conflicts_with = "recording")]
+    pub brokers_file: Option<PathBuf>,
+
+    /// The host a recording was made on: its instance type, and its
+    /// measured baseline where enforcement showed one (rotated segments:
+    /// give them all).
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub recording: Vec<PathBuf>,
+
+    /// With --recording: take the baseline the recording measured (where it
+    /// differs from the published one) instead of the published one.
+    #[arg(long, requires = "recording")]
+    pub measured: bool,
+
+    /// Take the baseline as this rate, bits/s, instead of the table's: one
+    /// rate or OUT/IN (e.g. 1.6G); for one type.
+    #[arg(long, value_name = "RATE[/RATE]", value_parser = parse_baseline,
+          conflicts_with_all = ["brokers", "brokers_file"])]
+    pub baseline: Option<(f64, f64)>,
+
+    /// Percent taken off the baseline (0 to 90).
+    #[arg(long, value_name = "PCT", default_value_t = crate::model::capacity::DEFAULT_MARGIN_PCT,
+          value_parser = parse_margin)]
+    pub margin: f64,
+
+    /// What to write.
+    #[arg(long, value_enum, default_value_t = CapacityFormat::Table)]
+    pub format: CapacityFormat,
+
+    /// Cruise Control: each broker's disk capacity, MB (its resolver
+    /// requires one).
+    #[arg(long, value_name = "MB")]
+    pub disk_mb: Option<u64>,
+
+    /// Cruise Control: CPU as {"num.cores": vCPUs of the type} instead of 100 (percent).
+    #[arg(long)]
+    pub num_cores: bool,
+
+    /// Read instance network specs from FILE instead of the built-in table.
+    #[arg(long, value_name = "FILE")]
+    pub instance_specs: Option<PathBuf>,
+}
+
+/// `--margin`: a percentage from 0 to 90.
+fn parse_margin(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(v) if (0.0..=90.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a margin: a percentage from 0 to 90, e.g. 20"
+        )),
+    }
 }
 
 #[derive(Debug, Args, Clone)]

@@ -3,6 +3,7 @@
 //! dispatches here.
 
 pub mod baseline;
+pub mod capacity;
 pub mod cli;
 pub mod doctor;
 pub mod manual;
