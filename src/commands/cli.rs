@@ -67,6 +67,7 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Network capacity for Kafka's rebalancers (Cruise Control, Strimzi):
     /// each broker's instance baseline less a margin, in KiB/s.
+    #[command(long_about = CAPACITY_LONG_ABOUT)]
     Capacity(CapacityArgs),
     /// Check kernel, BTF, tracepoints, privileges and interfaces; say what works.
     Doctor(DoctorArgs),
@@ -436,20 +437,9 @@ pub struct ReplayArgs {
     pub view: ViewArgs,
 }
 
-/// What `capacity` writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum CapacityFormat {
-    /// A plain table, with where the figures came from.
-    Table,
-    /// Cruise Control's capacity file (capacity.json), as JSON.
-    CruiseControl,
-    /// Strimzi's Kafka resource: spec.cruiseControl.brokerCapacity, as YAML.
-    Strimzi,
-}
-
-#[derive(Debug, Args, Clone)]
-#[command(
-    long_about = "Network capacity for Kafka's rebalancers: each broker's EC2 instance \
+/// `capacity --help`: the units, the margin and why the baseline.
+const CAPACITY_LONG_ABOUT: &str =
+    "Network capacity for Kafka's rebalancers: each broker's EC2 instance \
 baseline, less a margin, for Cruise Control's capacity file, Strimzi's brokerCapacity or a \
 plain table.\n\n\
 The figure is the BASELINE, never the \"up to\" burst: an instance of an \"up to 10 Gbps\" \
@@ -473,15 +463,27 @@ The broker's type: this host's (from DMI, as `watch` finds it), --instance-type,
 --brokers for a cluster. The figures come from the instance specs table (AWS's published \
 baselines, dated; --instance-specs FILE for another). With --recording, the recorded host: \
 where its enforcement episodes held a baseline that differs from the published one by more \
-than 5%, that is said and --measured uses it.",
-    after_help = "Examples:\n  \
+than 5%, that is said and --measured uses it.";
+
+/// What `capacity` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CapacityFormat {
+    /// A plain table, with where the figures came from.
+    Table,
+    /// Cruise Control's capacity file (capacity.json), as JSON.
+    CruiseControl,
+    /// Strimzi's Kafka resource: spec.cruiseControl.brokerCapacity, as YAML.
+    Strimzi,
+}
+
+#[derive(Debug, Args, Clone)]
+#[command(after_help = "Examples:\n  \
 throttlescope capacity                                   # this host (DMI), a table\n  \
 throttlescope capacity --instance-type m6i.2xlarge\n  \
 throttlescope capacity --brokers 1=m5.2xlarge,2=r6i.xlarge,3=im4gn.xlarge \\\n      \
 --format cruise-control --disk-mb 500000 > capacity.json\n  \
 throttlescope capacity --brokers-file brokers.txt --format strimzi --margin 25\n  \
-throttlescope capacity --recording broker.jsonl.zst --measured"
-)]
+throttlescope capacity --recording broker.jsonl.zst --measured")]
 pub struct CapacityArgs {
     /// The broker's instance type (every broker: Cruise Control's default
     /// entry, broker -1), e.g. m6i.2xlarge.

@@ -344,8 +344,12 @@ pub fn table(brokers: &[BrokerCapacity]) -> String {
         "NW_OUT and NW_IN in KiB/s (Cruise Control's capacity file; Strimzi's \
                 outboundNetwork/inboundNetwork with the unit KiB/s)\n",
     );
-    let mut froms: Vec<&str> = brokers.iter().map(|b| b.from.as_str()).collect();
-    froms.dedup();
+    let mut froms: Vec<&str> = Vec::new();
+    for b in brokers {
+        if !froms.contains(&b.from.as_str()) {
+            froms.push(&b.from);
+        }
+    }
     for f in froms {
         s.push_str(&format!("baseline: {f}\n"));
     }
@@ -359,7 +363,7 @@ pub fn table(brokers: &[BrokerCapacity]) -> String {
 pub fn parse_brokers(s: &str) -> Result<Vec<(u32, String)>, String> {
     let mut out: Vec<(u32, String)> = Vec::new();
     for item in s
-        .split(|c: char| c == ',' || c == '\n')
+        .split([',', '\n'])
         .map(|l| l.split('#').next().unwrap_or("").trim())
         .filter(|l| !l.is_empty())
     {

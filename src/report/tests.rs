@@ -964,6 +964,67 @@ fn enforcement_is_set_against_the_plan() {
     assert!(!crate::report::text::render(&r).contains("against the plan"));
 }
 
+#[test]
+fn right_sizing_ends_with_the_capacity_and_the_measured_baseline() {
+    // Published baseline 200 Mbit/s; the enforcement held 100 (the
+    // instance sends 350 Mbit/s, then is held at 150 on two interfaces:
+    // 100 in the enforced one's measure, as the plan line above says).
+    let table = crate::model::instance::SpecTable::parse(
+        "# source a: https://example.com/specs\n# retrieved a: 2026-11-01\n\
+         lab.xlarge x86_64 4 0.2 0.4 a\n",
+        "specs.tsv",
+    )
+    .unwrap();
+    let r = build_planned(
+        &burst_then_enforcement(),
+        ReportFilters::default(),
+        plan(table, Some("lab.xlarge"), None),
+    );
+    let s = &r.right_sizing;
+    let c = s.capacity.as_ref().expect("a capacity from the baseline");
+    // 200 Mbit/s less 20% = 160 Mbit/s = 20,000,000 B/s = 19,531 KiB/s.
+    assert_eq!(c.kib_per_s(), (19_531, 19_531));
+    let m = s
+        .measured
+        .as_ref()
+        .expect("the enforcement measured a baseline");
+    assert_eq!(m.episodes, 1);
+    let measured = m.out_bps.expect("outbound");
+    assert!((measured - 100e6).abs() < 1e6, "{measured}");
+    let text = crate::report::text::render(&r);
+    let start = text.find("\nright-sizing").unwrap();
+    let section = &text[start..start + text[start..].find("\nflows").unwrap()];
+    assert!(
+        section.contains(
+            "capacity for Kafka's rebalancers (baseline less 20%, docs/capacity.md):\n    \
+             lab.xlarge: baseline 200Mb/s each way (published, specs.tsv, retrieved 2026-11-01), \
+             less 20%: Cruise Control NW_IN 19531, NW_OUT 19531 (KiB/s); Strimzi inboundNetwork: \
+             19531KiB/s, outboundNetwork: 19531KiB/s"
+        ),
+        "{section}"
+    );
+    assert!(
+        section
+            .contains("this recording's enforcement held another baseline than the published one"),
+        "{section}"
+    );
+    assert!(section.contains("--recording FILE --measured"), "{section}");
+    let html = crate::report::html::render(&r);
+    assert!(
+        html.contains("<ul class=\"capacity\" id=\"capacity\">"),
+        "html"
+    );
+    // No baseline, no capacity.
+    let r = build(
+        &burst_then_enforcement(),
+        ReportFilters::default(),
+        Thresholds::default(),
+    )
+    .unwrap();
+    assert!(r.right_sizing.capacity.is_none());
+    assert!(!crate::report::text::render(&r).contains("capacity for Kafka"));
+}
+
 /// The section as printed, for docs/report.md and review:
 /// `cargo test --lib right_sizing_text -- --nocapture`.
 #[test]

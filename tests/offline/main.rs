@@ -12,6 +12,7 @@
 mod support;
 
 mod alone;
+mod capacity;
 mod cli_limits;
 mod fleet_kit;
 mod metrics;
