@@ -60,7 +60,7 @@ fn java21() -> PathBuf {
     found.sort();
     found
         .pop()
-        .expect("no Java 21 or newer in /usr/lib/jvm: run tools/setup (it says what is missing)")
+        .expect("no Java 21 or newer in /usr/lib/jvm: Strimzi's CRD generator needs one (install a JDK 21+ there; Debian 12 has none, this machine kind ships Temurin 25)")
 }
 
 fn run(cmd: &mut Command) -> (bool, String) {
