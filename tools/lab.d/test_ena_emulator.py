@@ -186,10 +186,16 @@ class GuestEmulator(unittest.TestCase):
                 with open(os.path.join(d, f"s{i}"), "w") as f:
                     f.write(tc_text(*smp) if smp else tc_text("0:", 0, kind="noqueue"))
             # Each call prints the next sample, then the last one again (nothing changes).
+            # The first call past the samples makes `done`, the next one `after`: the
+            # emulator calls tc at the start of a period, after the previous period wrote
+            # its file, so once `after` exists the file holds the repeated sample's count
+            # (a fixed wait after `done` read the file early on a loaded machine).
             fake = os.path.join(d, "tc")
             with open(fake, "w") as f:
                 f.write(f'#!/bin/sh\nn=$(cat {d}/n 2>/dev/null || echo 0)\n'
                         f'if [ -f {d}/s$n ]; then echo $((n + 1)) > {d}/n; cat {d}/s$n; '
+                        f'elif [ -f {d}/done ]; then touch {d}/after; '
+                        f'cat {d}/s{len(GUEST_SAMPLES) - 1}; '
                         f'else touch {d}/done; cat {d}/s{len(GUEST_SAMPLES) - 1}; fi\n')
             os.chmod(fake, 0o755)
             bindir = os.path.join(d, "bin")
@@ -206,11 +212,10 @@ class GuestEmulator(unittest.TestCase):
                                  start_new_session=True)
             try:
                 deadline = time.monotonic() + 10
-                while not os.path.exists(os.path.join(d, "done")):
+                while not os.path.exists(os.path.join(d, "after")):
                     self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
                     self.assertLess(time.monotonic(), deadline, "the guest emulator is stuck")
                     time.sleep(0.05)
-                time.sleep(0.3)  # the period that read the repeated sample wrote its file
                 with open(out) as f:
                     text = f.read()
             finally:
