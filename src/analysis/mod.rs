@@ -11,6 +11,7 @@ mod gather;
 pub(crate) mod headroom;
 pub(crate) mod hold;
 pub(crate) mod judge;
+pub(crate) mod kafka_roles;
 mod outcome;
 pub(crate) mod rates;
 pub(crate) mod signal;
@@ -54,6 +55,11 @@ pub struct IntervalAnalysis {
     /// and the report's headroom tracker; absent when no baseline is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<Headroom>,
+    /// Per interface, the interval's traffic by Kafka role, broker, group
+    /// and client (kafka_roles.rs); empty when no flow has a Kafka
+    /// identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kafka: Vec<kafka_roles::KafkaRoleSum>,
 }
 
 /// Throughput of `iface` over the contiguous run of snapshots that have it,
@@ -88,6 +94,7 @@ fn throughput_history(prev: &[Snapshot], snap: &Snapshot, iface: &str, rx: bool)
 pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalAnalysis {
     let start_ns = snap.mono_ns.saturating_sub(snap.interval_ns);
     let bases = attribution::BaseRtts::of(snap);
+    let kafka = kafka_roles::sums(snap);
     let interfaces: Vec<InterfaceVerdict> = snap
         .interfaces
         .iter()
@@ -102,6 +109,17 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
                 None => r,
             };
             let mut v = verdict::judge(iface, r, untrusted.as_deref(), &tx, &rx, th);
+            // Which Kafka role used the allowance: right after the cause
+            // and the line that says how it happened.
+            if let Some(line) = kafka_roles::evidence(&v, snap, &kafka) {
+                let at = v.evidence.len().min(
+                    1 + usize::from(v.evidence.get(1).is_some_and(|e| {
+                        signal::Signal::MicroburstRatio.is(e)
+                            || signal::Signal::CountersInMicrobursts.is(e)
+                    })),
+                );
+                v.evidence.insert(at, line);
+            }
             // Alone, an interval holds its own verdict; the `Judge` holds
             // it over a window instead.
             v.held = HeldVerdict::alone(&v, snap.seq, start_ns);
@@ -116,5 +134,6 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
         flows,
         episodes: Vec::new(),
         headroom: None,
+        kafka,
     }
 }

@@ -45,6 +45,10 @@ pub(crate) enum Signal {
     /// under their line while it microbursted: an explanation beside any
     /// verdict (free flow above all), never a cause (verdict.rs).
     CountersInMicrobursts,
+    /// The share of the deciding direction's bytes the main Kafka role
+    /// carried, on a hypervisor verdict: a note, never a cause
+    /// (kafka_roles.rs).
+    KafkaRolePct,
 }
 
 impl Signal {
@@ -74,6 +78,7 @@ impl Signal {
             Signal::UntrackedFlows => "untracked_flows",
             Signal::MicroburstRatio => "microburst_ratio",
             Signal::CountersInMicrobursts => "counters_in_microbursts",
+            Signal::KafkaRolePct => "kafka_role_pct",
         }
     }
 

@@ -2199,3 +2199,146 @@ fn an_onset_dated_into_the_burst_does_not_raise_the_measured_baseline() {
         spans(&eps)
     );
 }
+
+fn kafka(
+    role: crate::model::kafka::KafkaRole,
+    broker: Option<i32>,
+    group: Option<&str>,
+) -> Option<crate::model::kafka::KafkaFlow> {
+    Some(crate::model::kafka::KafkaFlow {
+        role,
+        broker,
+        group: group.map(String::from),
+        client_id: group.map(|g| format!("{g}-client")),
+        ambiguous: Vec::new(),
+    })
+}
+
+/// Issue 44: a hypervisor verdict names the Kafka role that carried most
+/// of the deciding direction's bytes, its brokers named; the interval's
+/// sums by role add up to the flows'.
+#[test]
+fn a_hypervisor_verdict_names_the_kafka_role_that_used_the_allowance() {
+    use crate::model::kafka::KafkaRole;
+    let prev: Vec<Snapshot> = (0..3).map(m5_enforced).collect();
+    let mut s = m5_enforced(3);
+    for (i, f) in s.flows.iter_mut().enumerate() {
+        f.kafka = match i {
+            0..=9 => kafka(
+                KafkaRole::ReplicationToFollower,
+                Some(2 + (i as i32 % 2)),
+                None,
+            ),
+            10..=13 => kafka(KafkaRole::Consume, None, Some("orders")),
+            _ => kafka(KafkaRole::Consume, None, Some("audit")),
+        };
+    }
+    let a = analyze(&prev, &s, &Thresholds::default());
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing, "{:#?}", v.evidence);
+    let line = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "kafka_role_pct")
+        .unwrap_or_else(|| panic!("{:#?}", v.evidence));
+    assert_eq!(line.value, 62.5, "{line:?}");
+    assert!(
+        line.note.starts_with(
+            "replication to followers 2 and 3 carried 62.5% of tx (then consume 37.5%)"
+        ),
+        "{}",
+        line.note
+    );
+    assert!(!line.exceeded);
+    assert_eq!(v.evidence[0].signal, "bw_out_allowance_pct");
+    // Sums per (role, broker, group, client): 2 followers, 2 groups.
+    assert_eq!(a.kafka.len(), 4, "{:#?}", a.kafka);
+    let sent: u64 = a.kafka.iter().map(|r| r.bytes_sent).sum();
+    assert_eq!(
+        sent,
+        s.flows.iter().map(|f| f.delta.bytes_sent).sum::<u64>()
+    );
+    let orders = a
+        .kafka
+        .iter()
+        .find(|r| r.group.as_deref() == Some("orders"))
+        .unwrap();
+    assert_eq!(
+        (orders.flows, orders.client_id.as_deref()),
+        (4, Some("orders-client"))
+    );
+    // srtt 1.8 x a min RTT of 100 us: 80 us queued.
+    assert_eq!(orders.delay_us, Some(80));
+
+    // Consumers carrying most: named by group, with their shares.
+    for (i, f) in s.flows.iter_mut().enumerate() {
+        if i < 6 {
+            f.kafka = kafka(KafkaRole::Consume, None, Some("orders"));
+        }
+    }
+    let a = analyze(&prev, &s, &Thresholds::default());
+    let line = a.interfaces[0]
+        .evidence
+        .iter()
+        .find(|e| e.signal == "kafka_role_pct")
+        .unwrap();
+    assert!(
+        line.note.starts_with(
+            "consumers (group orders 83.3%, group audit 16.7% of theirs) carried 75.0% of tx"
+        ),
+        "{}",
+        line.note
+    );
+
+    // No Kafka identity: no line, no sums.
+    let a = analyze(&prev, &m5_enforced(3), &Thresholds::default());
+    assert!(a.kafka.is_empty());
+    assert!(a.interfaces[0]
+        .evidence
+        .iter()
+        .all(|e| e.signal != "kafka_role_pct"));
+}
+
+/// Under a bw_in verdict the received bytes decide: the producers.
+#[test]
+fn under_bw_in_the_kafka_role_is_judged_by_bytes_received() {
+    use crate::model::kafka::KafkaRole;
+    let mut s = broker_with_producers(60.0);
+    for f in &mut s.flows {
+        f.kafka = match f.id {
+            1 => kafka(KafkaRole::Controller, None, None),
+            2 | 3 => kafka(KafkaRole::Produce, None, None),
+            _ => kafka(KafkaRole::Consume, None, Some("orders")),
+        };
+    }
+    let a = analyze(&[], &s, &Thresholds::default());
+    let v = &a.interfaces[0];
+    assert_eq!(v.verdict, Verdict::HypervisorQueuing);
+    let line = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "kafka_role_pct")
+        .unwrap();
+    // 9,000,000 of 9,000,178 received bytes on eth0 (the loopback
+    // controller flow is on lo).
+    assert!(
+        line.note.starts_with("producers carried 100% of rx"),
+        "{}",
+        line.note
+    );
+    // A free flow gets no line.
+    let a = analyze(
+        &[],
+        &{
+            let mut s = broker_with_producers(0.0);
+            s.flows[1].kafka = kafka(KafkaRole::Produce, None, None);
+            s
+        },
+        &Thresholds::default(),
+    );
+    assert_eq!(a.interfaces[0].verdict, Verdict::FreeFlow);
+    assert!(a.interfaces[0]
+        .evidence
+        .iter()
+        .all(|e| e.signal != "kafka_role_pct"));
+}

@@ -66,6 +66,17 @@ pub struct CollectorConfig {
     /// none): per interface by the kernel's clock (hostq.h), per flow by the
     /// socket's microsecond clock.
     pub peak_window_us: u32,
+    /// The Kafka broker whose cluster names the flows (`--kafka`), and how
+    /// often it is asked (src/collect/kafka/).
+    pub kafka: crate::collect::kafka::KafkaTarget,
+    pub kafka_period: std::time::Duration,
+    /// Where the lookup's lines go: stderr, unless the full-screen view
+    /// owns the terminal (its health line has the counts then).
+    pub kafka_say: fn(std::fmt::Arguments<'_>),
+}
+
+fn say_on_stderr(line: std::fmt::Arguments<'_>) {
+    crate::stderr_line!("{line}");
 }
 
 /// The default of `CollectorConfig::peak_window_us`: 10 ms, short enough
@@ -94,6 +105,9 @@ impl Default for CollectorConfig {
             listed_flows: DEFAULT_LISTED_FLOWS,
             max_flows: 0,
             peak_window_us: DEFAULT_PEAK_WINDOW_US,
+            kafka: crate::collect::kafka::KafkaTarget::Off,
+            kafka_period: crate::collect::kafka::DEFAULT_PERIOD,
+            kafka_say: say_on_stderr,
         }
     }
 }
@@ -158,6 +172,8 @@ pub struct Collector {
     /// Bytes sent and received by untracked sockets as of the last
     /// interval (the kernel's totals): the snapshot carries the growth.
     untracked_bytes: (Growth, Growth),
+    /// The Kafka lookup's thread, when `--kafka` is not off.
+    kafka: Option<crate::collect::kafka::KafkaLookup>,
 }
 
 /// A kernel total read every interval, reported as its growth since the
@@ -247,6 +263,7 @@ impl Collector {
             flow_dump_error_said: false,
             untracked_bytes: Default::default(),
             netns_seen: HashMap::new(),
+            kafka: None,
         };
         // Baselines: the first snapshot reports growth from now on.
         c.prev_full_dump_losses = c.full_dump_losses()?;
@@ -278,6 +295,11 @@ impl Collector {
             }
             c.read_allowance(&name);
         }
+        c.kafka = crate::collect::kafka::KafkaLookup::start(
+            c.config.kafka.clone(),
+            c.config.kafka_period,
+            c.config.kafka_say,
+        );
         Ok(c)
     }
 
@@ -443,6 +465,18 @@ impl Collector {
             self.netns_seen.retain(|ino, _| in_use.contains(ino));
         }
 
+        // Kafka identities from the latest lookup, whatever its age: the
+        // interval never waits for one.
+        let kafka_health = self.kafka.as_ref().map(|k| {
+            let (idx, health) = k.current();
+            if let Some(idx) = idx {
+                for f in &mut flows {
+                    f.kafka = crate::model::kafka::classify(&idx, f);
+                }
+            }
+            health
+        });
+
         let mut host_queue = match self.host_queue.as_mut() {
             Some(hq) => hq.read(&mut self.if_names, seq)?,
             None => HashMap::new(),
@@ -507,6 +541,7 @@ impl Collector {
             probe_sampling: self.probes.probe_sampling(),
             // The pipeline's: the exporter is a sink, not the collector's.
             otlp: None,
+            kafka: kafka_health,
         };
 
         let snap = Snapshot {

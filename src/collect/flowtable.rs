@@ -316,6 +316,7 @@ fn build(
         netns_name: None,
         // Reset by each dump: a window ended since the last one.
         peak_bps: (rec.st.peak_bps > 0).then_some(rec.st.peak_bps),
+        kafka: None,
     }
 }
 

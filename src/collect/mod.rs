@@ -13,6 +13,7 @@ pub(crate) mod fragments;
 pub mod ifindex;
 pub(crate) mod ifstats;
 pub(crate) mod instance;
+pub mod kafka;
 pub(crate) mod netns;
 pub(crate) mod owners;
 pub mod probes;

@@ -194,6 +194,21 @@ pub struct ObserveArgs {
           value_parser = parse_peak_window)]
     pub peak_window: u32,
 
+    /// Name flows by their Kafka role (replication to a follower or from a
+    /// leader, a consumer group and client id, a producer, the controller
+    /// quorum), asking the local broker's cluster over Kafka's admin
+    /// protocol every --kafka-period: `auto` finds the broker of this
+    /// network namespace (a kafka.Kafka process, its PLAINTEXT listener;
+    /// said on stderr), HOST:PORT names a PLAINTEXT listener, `off` asks
+    /// nothing. TLS and SASL listeners are not supported yet.
+    #[arg(long, value_name = "auto|off|HOST:PORT", default_value = "auto",
+          value_parser = parse_kafka)]
+    pub kafka: crate::collect::kafka::KafkaTarget,
+
+    /// How often the Kafka lookup asks the cluster (1s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_kafka_period)]
+    pub kafka_period: Duration,
+
     /// Serve Prometheus metrics at this address (e.g. 127.0.0.1:9979).
     /// Give a non-loopback address only on purpose: there is no auth.
     #[arg(long, value_name = "ADDR:PORT")]
@@ -558,6 +573,26 @@ pub struct DoctorArgs {
 
 /// `--probe-sampling`: a power of two from 1 to 64 (the BPF side takes a
 /// mask).
+fn parse_kafka(s: &str) -> Result<crate::collect::kafka::KafkaTarget, String> {
+    use crate::collect::kafka::KafkaTarget;
+    match s {
+        "auto" => Ok(KafkaTarget::Auto),
+        "off" => Ok(KafkaTarget::Off),
+        addr => {
+            crate::collect::kafka::check_target(addr)?;
+            Ok(KafkaTarget::Addr(addr.to_string()))
+        }
+    }
+}
+
+fn parse_kafka_period(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+        return Err(format!("--kafka-period {s}: from 1s to 1h"));
+    }
+    Ok(d)
+}
+
 fn parse_probe_sampling(s: &str) -> Result<u32, String> {
     let n: u32 = s
         .parse()

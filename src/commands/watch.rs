@@ -197,6 +197,9 @@ pub(crate) fn run_live(
         listed_flows: observe.list_flows,
         max_flows: observe.max_flows,
         peak_window_us: observe.peak_window,
+        kafka: observe.kafka.clone(),
+        kafka_period: observe.kafka_period,
+        kafka_say: crate::sinks::otlp::say,
     });
     let mut collector = match collector {
         Ok(c) => c,

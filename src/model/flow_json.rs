@@ -69,6 +69,7 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
         iface,
         netns_name,
         peak_bps,
+        kafka,
     } = flow;
     let mut o = JsonObject::start(out);
     o.u64("id", *id);
@@ -105,6 +106,9 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
     }
     if let Some(bps) = peak_bps {
         o.u64("peak_bps", *bps);
+    }
+    if let Some(k) = kafka {
+        o.serde("kafka", k)?;
     }
     o.end();
     Ok(())
@@ -260,6 +264,13 @@ mod tests {
                 iface: Some("eth\"0".into()),
                 netns_name: Some("pod default/broker-0".into()),
                 peak_bps: Some(u64::MAX),
+                kafka: Some(crate::model::kafka::KafkaFlow {
+                    role: crate::model::kafka::KafkaRole::Consume,
+                    broker: None,
+                    group: Some("g\"1".into()),
+                    client_id: None,
+                    ambiguous: vec!["a/b".into()],
+                }),
                 id: u64::MAX,
                 netns: u32::MAX,
                 ..FlowSample::example(2)

@@ -7,5 +7,6 @@ pub(crate) mod flow_json;
 pub mod fold;
 pub mod instance;
 pub(crate) mod json_splice;
+pub mod kafka;
 pub mod snapshot;
 pub(crate) mod workload;

@@ -522,6 +522,13 @@ pub struct FlowSample {
     /// the interval or in recordings older than format 1.9.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_bps: Option<u64>,
+    /// What the flow is to the local Kafka broker (src/model/kafka.rs):
+    /// replication to a follower or from a leader, a consumer group's,
+    /// a producer's, the controller quorum's. Absent when no Kafka lookup
+    /// ran (`--kafka off`, no broker found), when the flow is none of the
+    /// cluster's, and in recordings before format 1.13.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<crate::model::kafka::KafkaFlow>,
 }
 
 impl FlowSample {
@@ -570,6 +577,7 @@ impl FlowSample {
             iface: None,
             netns_name: None,
             peak_bps: None,
+            kafka: None,
         }
     }
 
@@ -725,6 +733,53 @@ pub struct Health {
     /// in recordings before format 1.12.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp: Option<OtlpHealth>,
+    /// The Kafka lookup's own counters (`--kafka`, src/collect/kafka/):
+    /// absent when none ran, and in recordings before format 1.13.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaHealth>,
+}
+
+/// The Kafka lookup (src/collect/kafka/) since the observer started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaHealth {
+    /// The broker asked (`HOST:PORT`), or what is looked for when none
+    /// was found yet (`auto`).
+    pub target: String,
+    /// Lookups that worked, and that failed (refused, timed out, a TLS or
+    /// SASL listener, an old broker, a response past the bounds).
+    pub lookups_ok: u64,
+    pub lookups_failed: u64,
+    /// The latest failure, when the latest lookup failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Age of the directory the flows were classified with, in ms; None
+    /// when no lookup has worked yet (flows then carry no Kafka identity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_age_ms: Option<u64>,
+    /// What that directory holds.
+    #[serde(default)]
+    pub brokers: u64,
+    #[serde(default)]
+    pub groups: u64,
+    #[serde(default)]
+    pub members: u64,
+    /// Of the groups, those not described (an error, past the lookup's
+    /// bounds); brokers whose groups could not be listed.
+    #[serde(default)]
+    pub groups_not_described: u64,
+    #[serde(default)]
+    pub brokers_not_asked: u64,
+    /// Requests sent and bytes sent and received by every lookup since
+    /// start: what the lookup cost the cluster.
+    #[serde(default)]
+    pub requests: u64,
+    #[serde(default)]
+    pub bytes_sent: u64,
+    #[serde(default)]
+    pub bytes_received: u64,
+    /// The last lookup's duration, in ms.
+    #[serde(default)]
+    pub last_lookup_ms: u64,
 }
 
 fn every_segment() -> u32 {
@@ -821,6 +876,30 @@ impl Health {
 
     pub(crate) fn missed_total(&self) -> u64 {
         self.programs.iter().map(|p| p.missed).sum()
+    }
+
+    /// The Kafka lookup for the views (`--kafka`); None without one.
+    pub(crate) fn kafka_text(&self) -> Option<String> {
+        let k = self.kafka.as_ref()?;
+        let mut s = format!(
+            "Kafka lookups of {} ok {}, failed {}",
+            crate::shared::terminal_text::inert(&k.target),
+            k.lookups_ok,
+            k.lookups_failed
+        );
+        if k.lookups_ok > 0 {
+            s.push_str(&format!(
+                "; {} brokers, {} groups ({} not described), {} members",
+                k.brokers, k.groups, k.groups_not_described, k.members
+            ));
+        }
+        if let Some(e) = &k.last_error {
+            s.push_str(&format!(
+                "; last: {}",
+                crate::shared::terminal_text::inert(e)
+            ));
+        }
+        Some(s)
     }
 
     /// The OTLP exporter's delivery for the views (`--otlp`); None without

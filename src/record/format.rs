@@ -32,10 +32,12 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `baseline`; 1.11 health's `moved_set_full` and `moved_set_gone`; 1.12
 /// health's `otlp` (the OTLP exporter's delivery) and a flow's
 /// `retrans_dsack`, `retrans_undone`, `retrans_probes`, `rto_undone` and
-/// `recovery_undone` (and `retrans_spurious` counts undone retransmits).
+/// `recovery_undone` (and `retrans_spurious` counts undone retransmits);
+/// 1.13 a flow's `kafka` (its Kafka role, group and client id) and
+/// health's `kafka` (the Kafka lookup's own counters).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 12,
+    minor: 13,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -236,6 +236,7 @@ pub(crate) mod tests {
                 planned_episode("ens6", false),
             ],
             headroom: Some(example()),
+            kafka: Vec::new(),
         };
         let mut unplanned = planned_episode("ens5", false);
         unplanned.planned = None;

@@ -177,10 +177,18 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
         "retrans",
         "state"
     );
+    // What each flow is to the local Kafka broker, when a lookup named it:
+    // last, so the columns before keep their places.
+    let kafka_col = snap.flows.iter().any(|f| f.kafka.is_some());
     for f in shown {
+        let kafka = match (&f.kafka, kafka_col) {
+            (Some(k), _) => format!(" {}", k.label()),
+            (None, true) => " -".into(),
+            (None, false) => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:<40} {:>6}{} {:<owner_width$}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}",
+            "{:<40} {:>6}{} {:<owner_width$}{} {:>10}{} {:>9} {:>9} {:>6} {:>6} {:>8} {:<6}{kafka}",
             f.peer.to_string(),
             f.local.port(),
             iface_of(f),
@@ -234,6 +242,9 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
         h.late_intervals
     );
     if let Some(s) = untracked_text(h) {
+        let _ = writeln!(out, "health: {s}");
+    }
+    if let Some(s) = h.kafka_text() {
         let _ = writeln!(out, "health: {s}");
     }
     if let Some(s) = h.otlp_text() {
@@ -553,6 +564,7 @@ mod tests {
             flows: Vec::new(),
             episodes: vec![planned_episode("ens5", true)],
             headroom: Some(example()),
+            kafka: Vec::new(),
         };
         let text = render(&snap, Some(&a), 10);
         let line = |start: &str| text.lines().find(|l| l.trim_start().starts_with(start));

@@ -219,6 +219,7 @@ mod tests {
                 .collect(),
             episodes: Vec::new(),
             headroom: None,
+            kafka: Vec::new(),
         };
         let mut by_serde = serde_json::to_vec(&WatchLine {
             snapshot: &snap,

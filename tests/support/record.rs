@@ -182,6 +182,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             iface: None,
             netns_name: None,
             peak_bps: None,
+            kafka: None,
         })
         .collect();
     Snapshot {

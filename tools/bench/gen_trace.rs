@@ -395,6 +395,7 @@ impl Generator {
                 iface: Some(self.ifaces[f.iface].name.to_string()),
                 netns_name: None,
                 peak_bps: None,
+                kafka: None,
             });
             f.opened = false;
             let when = mono_ns - interval_ns + r.next_u64() % interval_ns;

@@ -166,6 +166,7 @@ fn analysis(seq: u64, flows: Vec<FlowAttribution>) -> IntervalAnalysis {
         flows,
         episodes: Vec::new(),
         headroom: None,
+        kafka: Vec::new(),
     }
 }
 
