@@ -97,6 +97,10 @@ pub struct KafkaDirectory {
     /// the groups they coordinate are missing.
     #[serde(default)]
     pub brokers_not_asked: u64,
+    /// Members Kafka listed, each counted (`members` keeps one per
+    /// group, client id and host).
+    #[serde(default)]
+    pub members_listed: u64,
     /// Members whose host could not be read, or past the lookup's bound.
     #[serde(default)]
     pub members_unplaced: u64,

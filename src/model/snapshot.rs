@@ -756,7 +756,8 @@ pub struct KafkaHealth {
     /// when no lookup has worked yet (flows then carry no Kafka identity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory_age_ms: Option<u64>,
-    /// What that directory holds.
+    /// What that directory holds: brokers, groups listed, members listed
+    /// (every member of every group described).
     #[serde(default)]
     pub brokers: u64,
     #[serde(default)]

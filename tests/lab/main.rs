@@ -26,6 +26,7 @@ mod hangup;
 mod headroom;
 mod hostq;
 mod kafka;
+mod kafka_roles;
 mod metrics;
 mod microburst;
 mod netns_names;

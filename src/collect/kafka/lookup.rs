@@ -220,6 +220,7 @@ fn add(
     client_id: &StrBytes,
     client_host: &StrBytes,
 ) {
+    dir.members_listed += 1;
     let Some(host) = client_host_ip(client_host.as_str()) else {
         dir.members_unplaced += 1;
         return;

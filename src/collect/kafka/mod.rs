@@ -171,7 +171,7 @@ fn run(
                 h.last_error = partial;
                 h.brokers = dir.brokers.len() as u64;
                 h.groups = dir.groups;
-                h.members = dir.members.len() as u64;
+                h.members = dir.members_listed;
                 h.groups_not_described = dir.groups_not_described;
                 h.brokers_not_asked = dir.brokers_not_asked;
                 h.requests = cost.requests;

@@ -125,6 +125,20 @@ impl Lab {
         cmd
     }
 
+    /// As [`Lab::watch_json_in_broker`], with its stderr too.
+    pub fn watch_json_in_broker_output(&self, duration: &str, extra: &[&str]) -> Output {
+        let out = self
+            .watch_command(&self.counters, duration, extra)
+            .output()
+            .expect("running watch");
+        assert!(
+            out.status.success(),
+            "watch failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
     /// As [`Lab::watch_json_in_broker`], started and left running: the
     /// caller reads its output (one JSON line an interval) and waits for it.
     pub fn spawn_watch_json_in_broker(

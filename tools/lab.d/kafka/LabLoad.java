@@ -47,6 +47,8 @@ public final class LabLoad {
     public static void main(String[] args) throws Exception {
         if (args.length == 5 && args[0].equals("preload")) {
             preload(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]));
+        } else if (args.length == 2 && args[0].equals("groups")) {
+            groups(args[1]);
         } else if (args.length == 8 && args[0].equals("consume")) {
             consume(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
                     Double.parseDouble(args[5]), Double.parseDouble(args[6]), Path.of(args[7]));
@@ -103,8 +105,13 @@ public final class LabLoad {
         List<Thread> threads = new ArrayList<>();
         // Bytes a second for each consumer; 0: unpaced.
         double paceBps = rateMbit > 0 ? rateMbit * 1e6 / 8 / consumers : 0;
+        // Consumer groups (-Dlab.groups=a,b): consumer i joins group i mod n, with the
+        // client id GROUP-client; without, consumers assign the partitions themselves.
+        String[] groups = System.getProperty("lab.groups", "").isEmpty()
+                ? new String[0] : System.getProperty("lab.groups").split(",");
         for (int i = 0; i < consumers; i++) {
-            Thread t = new Thread(() -> consumeLoop(bootstrap, topic, deadline, paceBps, bytes, records, passes),
+            String group = groups.length == 0 ? null : groups[i % groups.length];
+            Thread t = new Thread(() -> consumeLoop(bootstrap, topic, deadline, paceBps, bytes, records, passes, group),
                     "lab-consumer-" + i);
             threads.add(t);
         }
@@ -141,7 +148,7 @@ public final class LabLoad {
     }
 
     static void consumeLoop(String bootstrap, String topic, long deadline, double paceBps,
-            AtomicLong bytes, AtomicLong records, AtomicLong passes) {
+            AtomicLong bytes, AtomicLong records, AtomicLong passes, String group) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -153,6 +160,13 @@ public final class LabLoad {
             // Paced: smaller fetches (256 KiB a partition), so the pace is not a train of
             // 6 MiB bursts at line rate.
             p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, "262144");
+        }
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            p.put(ConsumerConfig.CLIENT_ID_CONFIG, group + "-client");
+            p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+            groupLoop(p, topic, deadline, paceBps, bytes, records, passes);
+            return;
         }
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             List<TopicPartition> tps = new ArrayList<>();
@@ -188,6 +202,60 @@ public final class LabLoad {
             }
         } catch (InterruptedException | RuntimeException e) {
             if (System.nanoTime() < deadline) e.printStackTrace();
+        }
+    }
+
+    /** A group member: subscribes, reads what it is assigned to its end, then again. */
+    static void groupLoop(Properties p, String topic, long deadline, double paceBps,
+            AtomicLong bytes, AtomicLong records, AtomicLong passes) {
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(topic));
+            long start = System.nanoTime();
+            long mine = 0;
+            long checked = 0;
+            while (System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(100));
+                long b = 0;
+                for (ConsumerRecord<byte[], byte[]> r : rs) b += r.serializedValueSize() + Math.max(0, r.serializedKeySize());
+                bytes.addAndGet(b);
+                records.addAndGet(rs.count());
+                mine += b;
+                long now = System.nanoTime();
+                if (now - checked > 1_000_000_000L && !c.assignment().isEmpty()) {
+                    checked = now;
+                    if (reached(c, c.endOffsets(c.assignment()))) {
+                        c.seekToBeginning(c.assignment());
+                        passes.incrementAndGet();
+                    }
+                }
+                if (paceBps > 0) {
+                    long due = start + (long) (mine / paceBps * 1e9);
+                    if (due < now - 100_000_000L) {
+                        start += now - 100_000_000L - due;
+                        due = now - 100_000_000L;
+                    }
+                    long sleep = Math.min(deadline, due) - now;
+                    if (sleep > 0) Thread.sleep(sleep / 1_000_000, (int) (sleep % 1_000_000));
+                }
+            }
+        } catch (InterruptedException | RuntimeException e) {
+            if (System.nanoTime() < deadline) e.printStackTrace();
+        }
+    }
+
+    /** Every consumer group's members as Kafka's admin client describes them (what
+     *  kafka-consumer-groups.sh --describe --members prints): "group client_id host" lines. */
+    static void groups(String bootstrap) throws Exception {
+        Properties a = new Properties();
+        a.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(a)) {
+            List<String> ids = new ArrayList<>();
+            admin.listGroups().all().get().forEach(g -> ids.add(g.groupId()));
+            for (var e : admin.describeConsumerGroups(ids).all().get().entrySet()) {
+                for (var m : e.getValue().members()) {
+                    System.out.println(e.getKey() + " " + m.clientId() + " " + m.host());
+                }
+            }
         }
     }
 
