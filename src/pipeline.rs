@@ -1,14 +1,16 @@
 //! What `watch`, `record` and `replay` do with each interval, wherever it
-//! came from (the live kernel or a recording): the analysis, then the sinks
-//! (a view, the recorder, the metrics endpoint). Data flows one way; the
-//! source is the command's (commands/watch.rs, commands/replay.rs).
+//! came from (the live kernel or a recording): the judging unit
+//! (src/analysis/judging.rs), then the sinks (a view, the recorder, the
+//! metrics endpoint, the OTLP exporter), which only render what it gives.
+//! Data flows one way; the source is the command's (commands/watch.rs,
+//! commands/replay.rs).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::analysis::{EpisodeTracker, HeadroomTracker, IntervalAnalysis, Judge, Thresholds};
+use crate::analysis::{Judging, Thresholds};
 use crate::model::instance::Baseline;
 use crate::model::snapshot::Snapshot;
 use crate::record::format::hostname;
@@ -19,10 +21,6 @@ use crate::shared::signals;
 use crate::sinks::metrics::MetricsServer;
 use crate::sinks::otlp::OtlpExporter;
 use crate::sinks::view::{Control, View};
-
-/// Closed episodes per interface that each interval carries for the views
-/// (the one under way comes on top).
-const RECENT_EPISODES: usize = 3;
 
 /// Where a recording goes. The file is created at the first interval, so
 /// its header can name the interfaces and drivers actually observed.
@@ -120,10 +118,8 @@ impl Recorder {
 
 /// Analysis plus every sink of one run.
 pub(crate) struct Pipeline {
-    /// Holds the run's thresholds (`Judge::thresholds`).
-    judge: Judge,
-    episodes: EpisodeTracker,
-    headroom: HeadroomTracker,
+    /// Holds the run's thresholds and baseline.
+    judging: Judging,
     view: Box<dyn View>,
     recorder: Option<Recorder>,
     metrics: Option<MetricsServer>,
@@ -138,9 +134,7 @@ impl Pipeline {
         view: Box<dyn View>,
     ) -> Self {
         Pipeline {
-            episodes: EpisodeTracker::new(&thresholds),
-            headroom: HeadroomTracker::new(baseline),
-            judge: Judge::new(thresholds),
+            judging: Judging::new(thresholds, baseline),
             view,
             recorder: None,
             metrics: None,
@@ -157,7 +151,7 @@ impl Pipeline {
         instance_type: Option<String>,
     ) -> Result<()> {
         let thresholds =
-            serde_json::to_value(self.judge.thresholds()).context("encoding the thresholds")?;
+            serde_json::to_value(self.judging.thresholds()).context("encoding the thresholds")?;
         self.recorder = Some(Recorder {
             target,
             interval,
@@ -168,17 +162,19 @@ impl Pipeline {
             ),
             writer: None,
             instance_type,
-            baseline: self.headroom.baseline().cloned(),
+            baseline: self.judging.baseline().cloned(),
         });
         Ok(())
     }
 
     pub(crate) fn serve_metrics(&mut self, server: MetricsServer) {
+        self.judging.export(server.top_flows());
         self.metrics = Some(server);
     }
 
     /// Pushes every interval to an OTLP collector (`--otlp`).
     pub fn push_otlp(&mut self, exporter: OtlpExporter) {
+        self.judging.export(exporter.top_flows());
         self.otlp = Some(exporter);
     }
 
@@ -189,21 +185,20 @@ impl Pipeline {
         if let Some(o) = &self.otlp {
             snap.health.otlp = Some(o.counters());
         }
-        let mut analysis: IntervalAnalysis = self.judge.judge(&snap);
-        analysis.headroom = self.headroom.push(&snap);
-        self.episodes.push(&analysis, &snap);
-        analysis.episodes = self.episodes.recent(RECENT_EPISODES);
+        let analysis = self.judging.judge(&snap, |_| true, true);
         // The recording first: it is what survives the incident.
         if let Some(r) = &mut self.recorder {
             r.write(&snap)?;
         }
         // Queues the interval's batches (delivery is on the exporter's
         // own thread).
-        if let Some(o) = &mut self.otlp {
-            o.update(&snap, &analysis);
-        }
-        if let Some(m) = &self.metrics {
-            m.update(&snap, &analysis);
+        if let Some(exported) = self.judging.exported() {
+            if let Some(o) = &mut self.otlp {
+                o.update(&snap, &analysis, exported);
+            }
+            if let Some(m) = &self.metrics {
+                m.show(&snap, &analysis, exported);
+            }
         }
         self.view.show(&snap, &analysis, source)
     }
@@ -217,11 +212,22 @@ impl Pipeline {
         Some(o)
     }
 
-    /// The next intervals are another recording's: judging starts again
-    /// (no look-back, no held verdicts), as `report` does at the same place.
-    pub(crate) fn start_recording(&mut self) {
-        self.judge.restart();
-        self.headroom.restart();
+    /// The walk's `NewRecording`: the next intervals are another
+    /// recording's, judged from a fresh start (`Judging::new_recording`),
+    /// as `report` does at the same place; `start` is its header's.
+    pub(crate) fn new_recording(&mut self, start: (u64, u64)) {
+        self.judging.new_recording(start);
+    }
+
+    /// The walk's `NextFile`: another file of the same recording.
+    pub(crate) fn read_file(&mut self, start: (u64, u64)) {
+        self.judging.read_file(start);
+    }
+
+    /// Seconds from the first recording's origin to the end of `snap`: the
+    /// time `report` gives the same interval.
+    pub(crate) fn place(&mut self, snap: &Snapshot) -> f64 {
+        self.judging.place(snap)
     }
 
     pub(crate) fn wait(&mut self, deadline: Instant) -> Result<Control> {

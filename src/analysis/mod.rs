@@ -7,10 +7,12 @@ pub(crate) mod attribution;
 pub(crate) mod attribution_json;
 mod decide;
 pub(crate) mod episodes;
+pub(crate) mod exported;
 mod gather;
 pub(crate) mod headroom;
 pub(crate) mod hold;
 pub(crate) mod judge;
+pub(crate) mod judging;
 pub(crate) mod kafka_roles;
 mod outcome;
 pub(crate) mod rates;
@@ -30,7 +32,9 @@ pub use episodes::{Episode, EpisodeTracker};
 pub(crate) use headroom::Headroom;
 pub use headroom::HeadroomTracker;
 pub(crate) use hold::HeldVerdict;
-pub(crate) use judge::Judge;
+#[cfg(test)]
+use judge::Judge;
+pub(crate) use judging::Judging;
 pub(crate) use rates::NormalisedRates;
 pub use thresholds::Thresholds;
 pub(crate) use verdict::InterfaceVerdict;
@@ -48,11 +52,11 @@ pub struct IntervalAnalysis {
     #[serde(serialize_with = "attribution_json::serialize_attributions")]
     pub flows: Vec<FlowAttribution>,
     /// Per interface, the episode under way and the last few before it
-    /// (filled by the live pipeline's episode tracker; empty elsewhere).
+    /// (filled by the judging unit, judging.rs; empty elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub episodes: Vec<Episode>,
-    /// The instance against its baseline (filled by the live pipeline's
-    /// and the report's headroom tracker; absent when no baseline is known).
+    /// The instance against its baseline (filled by the judging unit;
+    /// absent when no baseline is known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<Headroom>,
     /// Per interface, the interval's traffic by Kafka role, broker, group

@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::commands::cli::ReplayArgs;
-use crate::model::snapshot::Snapshot;
 use crate::pipeline::Pipeline;
-use crate::record::{recorded_thresholds, walk, TraceHeader, WalkItem};
+use crate::record::{recorded_thresholds, walk, WalkItem};
 use crate::shared::signals;
 use crate::sinks::view::Control;
 
@@ -26,7 +25,6 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         .with_assignments(&args.thresholds)
         .map_err(anyhow::Error::msg)?;
     let plan = crate::commands::baseline::for_recording(&args.instance, &first.header)?;
-    let mut clock = Clock::new(&first.header);
     let mut warnings: Vec<String> = warning.into_iter().collect();
     signals::install();
     let mut pipeline = Pipeline::new(
@@ -37,21 +35,16 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
     let mut shown = 0u64;
     let outcome = (|| -> Result<()> {
         let mut prev_mono: Option<u64> = None;
-        let mut recordings = 0u32;
         for item in walk.by_ref() {
             let (snap, name) = match item {
                 WalkItem::NewRecording(header) => {
-                    recordings += 1;
-                    if recordings > 1 {
-                        pipeline.start_recording();
-                        // Another recording's clock: no pause to sit through.
-                        prev_mono = None;
-                    }
-                    clock.new_recording(*header);
+                    pipeline.new_recording(header.start());
+                    // Another recording's clock: no pause to sit through.
+                    prev_mono = None;
                     continue;
                 }
                 WalkItem::NextFile { header } => {
-                    clock.next_file(*header);
+                    pipeline.read_file(header.start());
                     continue;
                 }
                 WalkItem::Warning(w) => {
@@ -76,7 +69,7 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
                 return Ok(());
             }
             prev_mono = Some(snap.mono_ns);
-            let offset = clock.secs(&snap);
+            let offset = pipeline.place(&snap);
             let source = format!(
                 "replay {name} {} seq {}",
                 crate::shared::clock::format_offset(offset.floor()),
@@ -112,58 +105,4 @@ pub fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Each interval's time since the start, as `report` dates it
-/// (`ReportBuilder::set_origin` and `t_secs`, src/report/build.rs): each
-/// recording measured on its own monotonic clock from its own origin (the
-/// header's start, or its first interval's start when that is later), and
-/// placed after the first recording by the wall clock. A later recording's
-/// clock is another observer's (after a reboot it starts again near zero):
-/// measured from the first file's, its intervals were all labelled
-/// +00:00:00.
-struct Clock {
-    /// The header of the file being read.
-    header: TraceHeader,
-    /// (unix ms, mono ns) where the current recording's time starts; set by
-    /// its first interval.
-    recording: Option<(u64, u64)>,
-    /// The first recording's: what every label counts from.
-    first: Option<(u64, u64)>,
-}
-
-impl Clock {
-    fn new(header: &TraceHeader) -> Self {
-        Clock {
-            header: header.clone(),
-            recording: None,
-            first: None,
-        }
-    }
-
-    fn new_recording(&mut self, header: TraceHeader) {
-        self.header = header;
-        self.recording = None;
-    }
-
-    fn next_file(&mut self, header: TraceHeader) {
-        self.header = header;
-    }
-
-    /// Seconds from the first recording's origin to the end of `snap`.
-    fn secs(&mut self, snap: &Snapshot) -> f64 {
-        let (unix, mono) = *self.recording.get_or_insert_with(|| {
-            let snap_mono = snap.mono_ns.saturating_sub(snap.interval_ns);
-            if self.header.start_mono_ns <= snap_mono {
-                (self.header.start_unix_ms, self.header.start_mono_ns)
-            } else {
-                (
-                    snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000),
-                    snap_mono,
-                )
-            }
-        });
-        let (first_unix, _) = *self.first.get_or_insert((unix, mono));
-        (unix as f64 - first_unix as f64) / 1e3 + snap.mono_ns.saturating_sub(mono) as f64 / 1e9
-    }
 }

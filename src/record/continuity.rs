@@ -5,8 +5,9 @@
 
 use super::format::TraceHeader;
 
-/// Feed it the files in recording order (`start_file`) and each file's
-/// interval seqs (`interval`); `finish` returns the warnings.
+/// Fed by the walk (src/record/walk.rs): the files in recording order
+/// (`start_file`) and each file's interval seqs (`interval`); `finish`
+/// returns the warnings.
 #[derive(Default)]
 pub(crate) struct Continuity {
     warnings: Vec<String>,
@@ -23,13 +24,10 @@ impl Continuity {
         Self::default()
     }
 
-    /// The next file, in recording order.
-    pub(crate) fn start_file(&mut self, header: &TraceHeader, name: &str) {
-        let same = self
-            .prev
-            .as_ref()
-            .is_some_and(|(ph, _)| ph.same_recording(header));
-        if !same {
+    /// The next file, in recording order; `new_recording`: it starts a
+    /// recording (the walk's `NewRecording`, src/record/walk.rs).
+    pub(crate) fn start_file(&mut self, header: &TraceHeader, name: &str, new_recording: bool) {
+        if new_recording {
             self.recordings += 1;
             self.last_seq = None;
             if header.segment > 0 {

@@ -137,7 +137,14 @@ impl TraceHeader {
         }
     }
 
-    /// True when both headers belong to the same recording.
+    /// Where the recording started: (unix ms, monotonic ns).
+    pub(crate) fn start(&self) -> (u64, u64) {
+        (self.start_unix_ms, self.start_mono_ns)
+    }
+
+    /// True when both headers belong to the same recording. Asked by the
+    /// walk only (src/record/walk.rs, `file_item`): every reader learns
+    /// where a recording starts from its `NewRecording`.
     pub(crate) fn same_recording(&self, other: &TraceHeader) -> bool {
         self.host == other.host
             && self.start_unix_ms == other.start_unix_ms

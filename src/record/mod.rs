@@ -16,7 +16,8 @@ pub use format::{
     EndRecord, InterfaceInfo, TraceHeader, TraceRecord, CURRENT_VERSION, FORMAT_NAME,
 };
 pub(crate) use lines::MAX_LINE_BYTES;
-pub use reader::{open, read_all, ProblemKind, TraceReader};
+pub use reader::{open, ProblemKind, TraceReader};
 pub(crate) use recording::recorded_thresholds;
+pub use walk::read_all;
 pub(crate) use walk::{walk, WalkItem};
 pub use writer::{RotateOptions, TraceWriter};

@@ -4,11 +4,10 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{anyhow, bail, Result};
 
-use super::continuity::Continuity;
 use super::format::{parse_header, EndRecord, TraceHeader, TraceRecord};
 use super::lines::{read_line, Line, MAX_LINE_BYTES};
 use crate::model::snapshot::Snapshot;
@@ -316,38 +315,4 @@ fn read_prefix(source: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(got)
-}
-
-/// Everything in `paths` at once: the headers, the intervals in recording
-/// order (files sorted by recording start, then segment), and warnings for
-/// whatever was skipped or missing. A path that cannot be opened or is not
-/// a trace is an error. Memory grows with the recording: for tests and
-/// small files; `report` streams instead.
-pub fn read_all(paths: &[PathBuf]) -> Result<(Vec<TraceHeader>, Vec<Snapshot>, Vec<String>)> {
-    let mut files = Vec::new();
-    let mut warnings = Vec::new();
-    for path in paths {
-        let mut reader = open(path)?;
-        let mut snaps = Vec::new();
-        for item in reader.by_ref() {
-            match item {
-                Ok(s) => snaps.push(s),
-                Err(p) => warnings.push(p.to_string()),
-            }
-        }
-        warnings.extend(reader.closing_warnings());
-        files.push((reader.header().clone(), path.display().to_string(), snaps));
-    }
-    files.sort_by_key(|(h, _, _)| (h.start_unix_ms, h.start_mono_ns, h.segment));
-    let mut continuity = Continuity::new();
-    for (h, name, snaps) in &files {
-        continuity.start_file(h, name);
-        for s in snaps {
-            continuity.interval(s.seq);
-        }
-    }
-    warnings.extend(continuity.finish());
-    let headers = files.iter().map(|(h, _, _)| h.clone()).collect();
-    let snaps = files.into_iter().flat_map(|(_, _, s)| s).collect();
-    Ok((headers, snaps, warnings))
 }

@@ -7,6 +7,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::Result;
+
 use super::continuity::Continuity;
 use super::format::TraceHeader;
 use super::reader::TraceReader;
@@ -30,6 +32,39 @@ pub(crate) enum WalkItem {
     Warning(String),
 }
 
+/// Where a recording starts, the one rule for every reader: a file whose
+/// header is not of the same recording as the file before it (`last`)
+/// starts a new one; the first file does.
+pub(crate) fn file_item(last: Option<&TraceHeader>, header: TraceHeader) -> WalkItem {
+    if last.is_some_and(|h| h.same_recording(&header)) {
+        WalkItem::NextFile {
+            header: Box::new(header),
+        }
+    } else {
+        WalkItem::NewRecording(Box::new(header))
+    }
+}
+
+/// Everything in `paths` at once, through the walk every reader uses
+/// (src/record/walk.rs): the headers, the intervals in recording order
+/// (files sorted by recording start, then segment), and warnings for
+/// whatever was skipped or missing. A path that cannot be opened or is not
+/// a trace is an error. Memory grows with the recording: for tests and
+/// small files; `report` and `replay` stream the walk instead.
+pub fn read_all(paths: &[PathBuf]) -> Result<(Vec<TraceHeader>, Vec<Snapshot>, Vec<String>)> {
+    let mut headers = Vec::new();
+    let mut snaps = Vec::new();
+    let mut warnings = Vec::new();
+    for item in walk_strict(paths)? {
+        match item {
+            WalkItem::NewRecording(h) | WalkItem::NextFile { header: h } => headers.push(*h),
+            WalkItem::Interval { snapshot, .. } => snaps.push(*snapshot),
+            WalkItem::Warning(w) => warnings.push(w),
+        }
+    }
+    Ok((headers, snaps, warnings))
+}
+
 /// The walk: see the module's text. Built by [`walk`].
 pub(crate) struct RecordingWalk {
     files: std::vec::IntoIter<SegmentFile>,
@@ -50,6 +85,23 @@ pub(crate) fn walk(paths: &[PathBuf]) -> RecordingWalk {
         .into_iter()
         .map(|e| WalkItem::Warning(format!("{e:#}: skipped this file")))
         .collect();
+    walk_files(files, pending)
+}
+
+/// The same walk, but a path that cannot be opened or is not a trace is
+/// an error (the first, in the order given) instead of a warning.
+pub(crate) fn walk_strict(paths: &[PathBuf]) -> Result<RecordingWalk> {
+    let (files, errors) = headers_in_order(paths);
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
+    }
+    Ok(walk_files(files, Default::default()))
+}
+
+fn walk_files(
+    files: Vec<SegmentFile>,
+    pending: std::collections::VecDeque<WalkItem>,
+) -> RecordingWalk {
     RecordingWalk {
         ordered: files.clone(),
         files: files.into_iter(),
@@ -87,18 +139,13 @@ impl RecordingWalk {
         match file.open() {
             Ok(reader) => {
                 let header = reader.header().clone();
-                self.continuity.start_file(&header, &name);
-                let same = self
-                    .last_header
-                    .as_ref()
-                    .is_some_and(|h| h.same_recording(&header));
-                self.pending.push_back(if same {
-                    WalkItem::NextFile {
-                        header: Box::new(header.clone()),
-                    }
-                } else {
-                    WalkItem::NewRecording(Box::new(header.clone()))
-                });
+                let item = file_item(self.last_header.as_ref(), header.clone());
+                self.continuity.start_file(
+                    &header,
+                    &name,
+                    matches!(item, WalkItem::NewRecording(_)),
+                );
+                self.pending.push_back(item);
                 self.last_header = Some(header);
                 self.current = Some((reader, name));
             }

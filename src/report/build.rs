@@ -1,9 +1,10 @@
-//! The report, built one interval at a time. Each snapshot is judged by a
-//! [`Judge`], as the live pipeline (src/pipeline.rs) judges every interval:
-//! the same look-back and held verdicts, started again where a new
-//! recording starts, as its observer did. The intervals within
-//! `--since`/`--until` are merged into episodes by an `EpisodeTracker`, as
-//! the live pipeline does before its views show `analysis.episodes`. Judged
+//! The report, built one interval at a time. Each snapshot is judged by the
+//! judging unit (src/analysis/judging.rs), as the live pipeline and replay
+//! (src/pipeline.rs) judge every interval: the same look-back, held
+//! verdicts and headroom, started again where the walk says a new
+//! recording starts, as its observer did. The unit tracks as episodes the
+//! verdicts of the interfaces `--iface` keeps, of the intervals within
+//! `--since`/`--until`; it also dates each interval, as replay labels it. Judged
 //! with the recorded thresholds over the whole recording, the held verdicts
 //! and episodes are those the live views showed; with other thresholds,
 //! what they would have shown; over a narrower span, episodes begin and
@@ -14,9 +15,7 @@
 //! (build/health.rs), the episodes' details (build/episodes.rs), the
 //! interfaces and the chart series (build/interfaces.rs), the flows and
 //! their backoff (build/flows.rs), the instance's rates against its
-//! baseline (build/sizing.rs). Headroom to the baseline is measured by the
-//! live pipeline's `HeadroomTracker`, before the episodes see the interval,
-//! so an enforcement is set against the plan as it was live.
+//! baseline (build/sizing.rs).
 //!
 //! Memory: the judge's look-back keeps interfaces only, and what grows with
 //! the recording is small
@@ -35,8 +34,7 @@ use anyhow::{bail, Result};
 
 use super::filters::ReportFilters;
 use super::model::*;
-use crate::analysis::headroom::HeadroomTracker;
-use crate::analysis::{EpisodeTracker, Judge, Thresholds};
+use crate::analysis::{Judging, Thresholds};
 use crate::model::instance::Plan;
 use crate::model::snapshot::Snapshot;
 use crate::record::TraceHeader;
@@ -57,19 +55,14 @@ pub struct ReportBuilder {
     top: usize,
     /// The current file's header.
     header: TraceHeader,
-    /// Where the current recording's time starts (unix ms, monotonic ns),
-    /// and where the report's starts (unix ms, monotonic ns of the first
+    /// Where the report's time starts (unix ms, monotonic ns of the first
     /// recording): set by the first interval, see [`Self::set_origin`].
-    recording_origin: Option<(u64, u64)>,
     report_origin: Option<(u64, u64)>,
     /// Snapshots seen since the current recording started.
     seen_in_recording: u64,
-    judge: Judge,
-    /// Headroom to the baseline, interval by interval, as the live
-    /// pipeline measures it: enforcement episodes are set against it.
-    headroom: HeadroomTracker,
+    /// Judges, dates and tracks episodes, as live.
+    judging: Judging,
     sizing: Sizing,
-    tracker: EpisodeTracker,
     episode_notes: EpisodeNotes,
     interfaces: Interfaces,
     flows: Flows,
@@ -124,20 +117,19 @@ impl ReportBuilder {
             segments: headers.len(),
         };
         let (accs, ifaces_seen) = header_interfaces(headers, &filters);
+        let mut judging = Judging::new(thresholds, None);
+        judging.read_file(first.start());
         Ok(ReportBuilder {
             files,
             recording,
             recorded_thresholds: recorded.clone(),
-            tracker: EpisodeTracker::new(&thresholds),
             filters,
             resolved,
             top,
             header: first.clone(),
-            recording_origin: None,
             report_origin: None,
             seen_in_recording: 0,
-            judge: Judge::new(thresholds),
-            headroom: HeadroomTracker::new(None),
+            judging,
             sizing: Sizing::new(Plan::none(), &first.kernel),
             episode_notes: EpisodeNotes::default(),
             interfaces: Interfaces::new(accs),
@@ -153,22 +145,38 @@ impl ReportBuilder {
     /// What headroom is measured against (`report::plan::for_recording`);
     /// before the first interval. Without it the report has no headroom.
     pub fn set_plan(&mut self, plan: Plan) {
-        self.headroom = HeadroomTracker::new(plan.baseline.clone());
+        self.judging.plan_against(plan.baseline.clone());
         self.sizing = Sizing::new(plan, &self.recording.kernel);
     }
 
-    /// The intervals that follow come from the file with `header`. A new
-    /// recording means a new observer: its look-back and counters start
-    /// empty, as they did live.
-    pub(crate) fn start_file(&mut self, header: &TraceHeader) {
-        if !header.same_recording(&self.header) {
-            self.judge.restart();
-            self.headroom.restart();
-            self.health.restart();
-            self.seen_in_recording = 0;
-            self.recording_origin = None;
-        }
+    /// The walk's `NewRecording`: the intervals that follow come from a
+    /// new recording, whose first file has `header`. A new recording means
+    /// a new observer: its look-back and counters start empty, as they did
+    /// live.
+    pub(crate) fn new_recording(&mut self, header: &TraceHeader) {
+        self.judging.new_recording(header.start());
+        self.health.restart();
+        self.seen_in_recording = 0;
         self.header = header.clone();
+    }
+
+    /// The walk's `NextFile`: the intervals that follow come from the next
+    /// file of the same recording.
+    pub(crate) fn next_file(&mut self, header: &TraceHeader) {
+        self.judging.read_file(header.start());
+        self.header = header.clone();
+    }
+
+    /// The intervals that follow come from the file with `header`, a new
+    /// recording or not as the walk's rule says (`walk::file_item`): for
+    /// tests that feed headers by hand.
+    #[cfg(test)]
+    pub(crate) fn start_file(&mut self, header: &TraceHeader) {
+        use crate::record::WalkItem;
+        match crate::record::walk::file_item(Some(&self.header), header.clone()) {
+            WalkItem::NewRecording(h) => self.new_recording(&h),
+            _ => self.next_file(header),
+        }
     }
 
     /// Something the reader skipped or found missing: shown with the report.
@@ -176,38 +184,21 @@ impl ReportBuilder {
         self.warnings.push(warning);
     }
 
-    /// Where time starts: the header's start or, when that is later (a
-    /// file whose header was written after its first interval began, as
-    /// recorders before the pipeline's fix did), the start of the first
-    /// interval. `--since`/`--until` are resolved
-    /// against the report's origin.
-    fn set_origin(&mut self, snap: &Snapshot) {
-        if self.recording_origin.is_some() {
-            return;
-        }
-        let snap_mono = snap.mono_ns.saturating_sub(snap.interval_ns);
-        let origin = if self.header.start_mono_ns <= snap_mono {
-            (self.header.start_unix_ms, self.header.start_mono_ns)
-        } else {
-            (
-                snap.unix_ms.saturating_sub(snap.interval_ns / 1_000_000),
-                snap_mono,
-            )
-        };
-        self.recording_origin = Some(origin);
+    /// Dates `snap` (the unit's timeline: each recording from its own
+    /// origin, see `Judging::place`) and, at the first interval, sets the
+    /// report's origin: `--since`/`--until` are resolved against it.
+    fn set_origin(&mut self, snap: &Snapshot) -> f64 {
+        let t = self.judging.place(snap);
         if self.report_origin.is_none() {
-            self.report_origin = Some(origin);
-            self.recording.start_unix_ms = origin.0;
-            self.resolved.since_unix_ms = self.filters.since.map(|s| s.resolve(origin.0));
-            self.resolved.until_unix_ms = self.filters.until.map(|s| s.resolve(origin.0));
+            let origin = self.judging.origin();
+            self.report_origin = origin;
+            if let Some((unix_ms, _)) = origin {
+                self.recording.start_unix_ms = unix_ms;
+                self.resolved.since_unix_ms = self.filters.since.map(|s| s.resolve(unix_ms));
+                self.resolved.until_unix_ms = self.filters.until.map(|s| s.resolve(unix_ms));
+            }
         }
-    }
-
-    /// Seconds from the report's origin to the end of `snap`.
-    fn t_secs(&self, snap: &Snapshot) -> f64 {
-        let (unix, mono) = self.recording_origin.unwrap_or_default();
-        let (first_unix, _) = self.report_origin.unwrap_or_default();
-        (unix as f64 - first_unix as f64) / 1e3 + snap.mono_ns.saturating_sub(mono) as f64 / 1e9
+        t
     }
 
     /// An interval counts when its middle lies within --since/--until.
@@ -218,28 +209,24 @@ impl ReportBuilder {
     }
 
     pub fn push(&mut self, snap: &Snapshot) {
-        self.set_origin(snap);
-        let mut analysis = self.judge.judge(snap);
-        // Before the episode tracker sees the interval: an enforcement
-        // starting here is set against the baseline, as live.
-        analysis.headroom = self.headroom.push(snap);
+        let t = self.set_origin(snap);
         let in_span = self.in_span(snap);
+        let filters = &self.filters;
+        let analysis = self
+            .judging
+            .judge(snap, |iface| filters.iface_matches(iface), in_span);
         self.sizing
             .push(snap, analysis.headroom.as_ref(), in_span, &self.filters);
         self.note_read(snap);
 
         let from_zero = snap.seq == 0 || self.seen_in_recording > 0;
         self.health.observe(snap, from_zero, in_span, &self.filters);
-        analysis
-            .interfaces
-            .retain(|v| self.filters.iface_matches(&v.iface));
         if in_span {
-            let t = self.t_secs(snap);
-            self.tracker.push(&analysis, snap);
-            self.episode_notes.note(&self.tracker, &analysis, snap, t);
+            let tracker = self.judging.episodes();
+            self.episode_notes.note(tracker, &analysis, snap, t);
             self.health.count_untrusted(&analysis);
             self.interfaces
-                .add(&analysis, snap, t, self.judge.thresholds());
+                .add(&analysis, snap, t, self.judging.thresholds());
             self.flows.add(&self.filters, &analysis, snap, t);
             self.add_span(snap);
         }
@@ -274,7 +261,7 @@ impl ReportBuilder {
     }
 
     fn thresholds_changed(&self) -> Vec<String> {
-        let now = serde_json::to_value(self.judge.thresholds()).unwrap_or_default();
+        let now = serde_json::to_value(self.judging.thresholds()).unwrap_or_default();
         let then = serde_json::to_value(&self.recorded_thresholds).unwrap_or_default();
         Thresholds::names()
             .into_iter()
@@ -333,13 +320,15 @@ impl ReportBuilder {
         } = self.flows.finish(self.top);
         let health = self
             .health
-            .summary(self.tracker.forgotten(), self.warnings.clone());
+            .summary(self.judging.episodes().forgotten(), self.warnings.clone());
         let start_mono = self.report_origin.map_or(0, |o| o.1);
-        let episodes = self.episode_notes.reports(&self.tracker, start_mono);
+        let episodes = self
+            .episode_notes
+            .reports(self.judging.episodes(), start_mono);
         Ok(Report {
             files: self.files.clone(),
             recording: self.recording.clone(),
-            thresholds: self.judge.thresholds().clone(),
+            thresholds: self.judging.thresholds().clone(),
             thresholds_changed: self.thresholds_changed(),
             filters: self.resolved.clone(),
             span: self.span.clone(),

@@ -75,9 +75,8 @@ pub(crate) fn build(req: ReportRequest) -> Result<Report> {
     let mut read = 0u64;
     for item in walk.by_ref() {
         match item {
-            WalkItem::NewRecording(header) | WalkItem::NextFile { header, .. } => {
-                builder.start_file(&header)
-            }
+            WalkItem::NewRecording(header) => builder.new_recording(&header),
+            WalkItem::NextFile { header } => builder.next_file(&header),
             WalkItem::Interval { snapshot, .. } => {
                 builder.push(&snapshot);
                 read += 1;

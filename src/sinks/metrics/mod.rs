@@ -20,6 +20,7 @@ use std::thread::JoinHandle;
 use anyhow::{anyhow, Context, Result};
 use prometheus_client::registry::Registry;
 
+use crate::analysis::exported::Exported;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 use crate::shared::stop_fd::StopFd;
@@ -28,7 +29,6 @@ pub use encode::to_prometheus_text;
 #[doc(hidden)]
 pub use http::fuzz_connection;
 pub use state::ExporterState;
-pub(crate) use state::{DeviceState, ALLOWANCES};
 
 /// The exporter's state as it would be served: for tests and tools that
 /// want the text without a server.
@@ -48,6 +48,7 @@ fn exposition(registry: &Registry) -> http::Exposition {
 /// interval.
 pub struct MetricsServer {
     addr: SocketAddr,
+    top_flows: usize,
     state: Arc<Mutex<ExporterState>>,
     registry: Registry,
     published: http::Published,
@@ -87,6 +88,7 @@ impl MetricsServer {
         };
         Ok(MetricsServer {
             addr,
+            top_flows,
             state,
             registry,
             published,
@@ -101,12 +103,29 @@ impl MetricsServer {
         self.addr
     }
 
-    /// Publishes the latest interval and its analysis (the OTLP exporter's
-    /// counters, with `--otlp`, come in its health).
+    /// Per-flow series are exported for flows of rank 1..=top_flows.
+    pub(crate) fn top_flows(&self) -> usize {
+        self.top_flows
+    }
+
+    /// Publishes the latest interval and its analysis, keeping the run so
+    /// far itself: for tools and tests without a judging unit (the
+    /// pipeline's is [`Self::show`]).
     pub fn update(&self, snap: &Snapshot, analysis: &IntervalAnalysis) {
+        self.publish(|state| state.apply(snap, analysis));
+    }
+
+    /// Publishes the latest interval, its analysis and the run so far as
+    /// the judging unit keeps it (the OTLP exporter's counters, with
+    /// `--otlp`, come in its health).
+    pub(crate) fn show(&self, snap: &Snapshot, analysis: &IntervalAnalysis, exported: &Exported) {
+        self.publish(|state| state.show(snap, analysis, exported));
+    }
+
+    fn publish(&self, take: impl FnOnce(&mut ExporterState)) {
         {
             let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            state.apply(snap, analysis);
+            take(&mut state);
             // The endpoint's own counters as of this interval: one read
             // per interval keeps every scrape one consistent text.
             state.endpoint = Some(self.stats.read());

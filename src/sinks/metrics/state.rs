@@ -1,57 +1,18 @@
-//! What the exporter shows, kept between intervals: the latest values of
-//! every device and the top flows, plus the counters the exporter sums
-//! itself (segments, retransmits, wire packets), which exist only as
-//! per-interval deltas in the analysis.
+//! What `/metrics` shows: the run so far as the judging unit keeps it for
+//! every exporter ([`Exported`], src/analysis/exported.rs: the devices'
+//! latest values and sums, the health), plus what only this endpoint has:
+//! the top flows as labelled series, the labels that collided, and the
+//! endpoint's own connection counters.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+use std::ops::{Deref, DerefMut};
 
-use crate::analysis::headroom::Headroom;
-use crate::analysis::{IntervalAnalysis, Verdict};
-use crate::model::snapshot::{AllowanceCounters, LinkCounters, ProgramHealth, Snapshot};
+use crate::analysis::exported::Exported;
+use crate::analysis::IntervalAnalysis;
+use crate::model::snapshot::Snapshot;
 use crate::model::workload::Workload;
 
-/// The allowance kinds of `throttlescope_allowance_exceeded_percent`.
-pub(crate) const ALLOWANCES: [&str; 5] = ["bw_out", "bw_in", "pps", "conntrack", "linklocal"];
-
-/// One device's series.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DeviceState {
-    /// Interface counters as read at the end of the last interval.
-    pub link: LinkCounters,
-    /// ENA allowance totals, failures and resets; `None` when the device
-    /// reports none (then no `node_ethtool_*` series exist for it).
-    pub allowance: Option<AllowanceState>,
-    /// Sums over every interval since the exporter started.
-    pub segs_out: u64,
-    pub retrans_segs: u64,
-    /// Of them, reported spurious by the receivers (D-SACK).
-    pub retrans_spurious: u64,
-    pub tx_wire_packets: u64,
-    pub rx_wire_packets: u64,
-    /// Last interval's normalised rates, in `ALLOWANCES` order; `None`
-    /// where the analysis had none (no counter, no packets, read gap).
-    pub exceeded_pct: [Option<f64>; 5],
-    pub retransmit_pct: Option<f64>,
-    /// The held verdict at the last interval and its confidence.
-    pub verdict: Option<(Verdict, f64)>,
-    /// How long the held verdict has lasted, seconds (from its onset).
-    pub verdict_secs: f64,
-    /// Last interval's peak rates (the busiest `--peak-window`), [tx, rx]:
-    /// bytes/s and packets/s, and the window in seconds; `None` where not
-    /// measured.
-    pub peak_bytes_per_s: [Option<f64>; 2],
-    pub peak_packets_per_s: [Option<f64>; 2],
-    pub peak_window_secs: Option<f64>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AllowanceState {
-    pub totals: AllowanceCounters,
-    pub read_failures: u64,
-    /// Reads whose counters were not trusted (stepped back, docs/allowance.md).
-    pub untrusted_reads: u64,
-    pub resets: u64,
-}
+pub(crate) use crate::analysis::exported::ALLOWANCES;
 
 /// One exported flow: the labels and the last interval's values.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,49 +53,31 @@ impl FlowSeries {
 /// Everything `/metrics` shows.
 #[derive(Debug, Clone, Default)]
 pub struct ExporterState {
-    /// Per-flow series are exported for flows of rank 1..=top_flows.
-    pub top_flows: usize,
-    pub devices: BTreeMap<String, DeviceState>,
+    /// The run so far, as the judging unit keeps it for every exporter
+    /// (its fields read through this state).
+    pub exported: Exported,
     /// The top flows of the last interval, best rank first. Replaced whole
     /// each interval: a flow that left the top N has no series any more.
     pub flows: Vec<FlowSeries>,
     /// Top flows not exported because a better-ranked flow had the same
     /// labels (same peer, local port and process, e.g. in two namespaces).
     pub flow_label_collisions: u64,
-    pub programs: Vec<ProgramHealth>,
-    pub ringbuf_drops: u64,
-    pub closes_lost: u64,
-    pub closes_deferred: u64,
-    pub moved_set_full: u64,
-    pub moved_set_gone: u64,
-    pub folded_flows: u64,
-    pub untracked_flows: u64,
-    /// Untracked sockets open at the end of the last interval, and the
-    /// bytes untracked sockets sent and received since start (the
-    /// snapshots carry each interval's).
-    pub untracked_open: u64,
-    pub untracked_bytes_sent: u64,
-    pub untracked_bytes_received: u64,
-    pub counter_read_failures: u64,
-    pub late_intervals: u64,
-    pub idle_flows: u64,
-    /// `--iface` interfaces missing in the last interval.
-    pub missing_interfaces: Vec<String>,
-    /// The last interval's headroom to the instance's baseline; `None`
-    /// when no baseline is known (then no baseline series exist). Its
-    /// totals already run since observing started, so they are the
-    /// counters as they are.
-    pub headroom: Option<Headroom>,
-    /// Intervals published since start.
-    pub intervals: u64,
-    /// Wall clock at the end of the last interval, in ms since the epoch.
-    pub last_unix_ms: Option<u64>,
     /// The endpoint's own connection counters; `None` without a server
     /// (text encoded for tools), so no such series are written.
     pub endpoint: Option<EndpointCounters>,
-    /// The OTLP exporter's delivery counters (`health.otlp`); `None`
-    /// without `--otlp`.
-    pub otlp: Option<crate::model::snapshot::OtlpHealth>,
+}
+
+impl Deref for ExporterState {
+    type Target = Exported;
+    fn deref(&self) -> &Exported {
+        &self.exported
+    }
+}
+
+impl DerefMut for ExporterState {
+    fn deref_mut(&mut self) -> &mut Exported {
+        &mut self.exported
+    }
 }
 
 /// What the /metrics server refused or closed, since it started, and how
@@ -159,59 +102,32 @@ pub struct EndpointCounters {
 impl ExporterState {
     pub fn new(top_flows: usize) -> Self {
         ExporterState {
-            top_flows,
+            exported: Exported::new(top_flows),
             ..Default::default()
         }
     }
 
-    /// Takes in one interval. Devices not in `snap` are dropped (their
-    /// sums restart from 0 if they come back, which Prometheus reads as a
-    /// counter reset).
+    /// Takes in one interval, keeping [`Exported`] itself: for tools and
+    /// tests that encode without a judging unit. The live endpoint takes
+    /// the unit's instead ([`Self::show`]).
     pub fn apply(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis) {
-        let mut devices = BTreeMap::new();
-        for iface in &snap.interfaces {
-            let mut d = self.devices.remove(&iface.name).unwrap_or_default();
-            d.link = iface.totals;
-            d.peak_bytes_per_s =
-                [iface.tx_peak_bps, iface.rx_peak_bps].map(|b| b.map(|b| b as f64 / 8.0));
-            d.peak_packets_per_s =
-                [iface.tx_peak_pps, iface.rx_peak_pps].map(|p| p.map(|p| p as f64));
-            d.peak_window_secs = iface.peak_window_us.map(|us| us as f64 / 1e6);
-            d.allowance = iface.allowance.sample().map(|a| AllowanceState {
-                totals: a.totals,
-                read_failures: a.read_failures,
-                untrusted_reads: a.untrusted_reads,
-                resets: a.resets,
-            });
-            match analysis.interfaces.iter().find(|v| v.iface == iface.name) {
-                Some(v) => {
-                    let r = &v.rates;
-                    d.segs_out += r.segs_out;
-                    d.retrans_segs += r.retrans_segs;
-                    d.retrans_spurious += r.retrans_spurious;
-                    d.tx_wire_packets += r.tx_wire_packets;
-                    d.rx_wire_packets += r.rx_wire_packets;
-                    d.exceeded_pct = [
-                        r.bw_out_pct,
-                        r.bw_in_pct,
-                        r.pps_pct,
-                        r.conntrack_pct,
-                        r.linklocal_pct,
-                    ];
-                    d.retransmit_pct = r.retransmit_pct;
-                    d.verdict = Some((v.held.verdict, v.held.confidence));
-                    d.verdict_secs = snap.mono_ns.saturating_sub(v.held.since_mono_ns) as f64 / 1e9;
-                }
-                None => {
-                    d.exceeded_pct = [None; 5];
-                    d.retransmit_pct = None;
-                    d.verdict = None;
-                }
-            }
-            devices.insert(iface.name.clone(), d);
-        }
-        self.devices = devices;
+        self.exported.apply(snap, analysis);
+        self.take_flows(snap, analysis);
+    }
 
+    /// Takes in one interval as the judging unit kept it (`exported`).
+    pub(crate) fn show(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        exported: &Exported,
+    ) {
+        self.exported.clone_from(exported);
+        self.take_flows(snap, analysis);
+    }
+
+    /// The interval's top flows as labelled series.
+    fn take_flows(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis) {
         let secs = snap.interval_secs();
         let mut seen = HashSet::new();
         let mut ranked: Vec<_> = analysis
@@ -259,27 +175,6 @@ impl ExporterState {
                 self.flow_label_collisions += 1;
             }
         }
-
-        let h = &snap.health;
-        self.programs = h.programs.clone();
-        self.ringbuf_drops = h.ringbuf_drops;
-        self.closes_lost = h.closes_lost;
-        self.closes_deferred = h.closes_deferred;
-        self.moved_set_full = h.moved_set_full;
-        self.moved_set_gone = h.moved_set_gone;
-        self.folded_flows = snap.folded.flow_count();
-        self.untracked_flows = h.untracked_flows;
-        self.untracked_open = h.untracked_open;
-        self.untracked_bytes_sent += h.untracked_bytes_sent;
-        self.untracked_bytes_received += h.untracked_bytes_received;
-        self.counter_read_failures = h.counter_read_failures;
-        self.late_intervals = h.late_intervals;
-        self.otlp = h.otlp;
-        self.idle_flows = snap.idle_flows;
-        self.missing_interfaces.clone_from(&h.missing_interfaces);
-        self.headroom.clone_from(&analysis.headroom);
-        self.intervals += 1;
-        self.last_unix_ms = Some(snap.unix_ms);
     }
 }
 

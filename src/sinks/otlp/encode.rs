@@ -1,15 +1,15 @@
 //! One interval as OTLP: the metrics request (names and attributes:
 //! docs/metrics.md, "OTLP") and the log records of held verdicts that
-//! started or ended. The figures are the Prometheus exporter's
-//! (`ExporterState`, which sums what exists only as deltas), so both
-//! outputs of one interval say the same.
+//! started or ended. The figures are the Prometheus exporter's: both
+//! render the run as the judging unit keeps it (`Exported`,
+//! src/analysis/exported.rs), so both outputs of one interval say the same.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::proto::*;
+use crate::analysis::exported::{DeviceState, Exported, ALLOWANCES};
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, Verdict};
 use crate::model::snapshot::Snapshot;
-use crate::sinks::metrics::ExporterState;
 
 /// Who is reporting: the OTLP resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -139,10 +139,7 @@ fn iface_dir(name: &str, dir: &str) -> Vec<KeyValue> {
 }
 
 /// Both directions of a per-interface pair, transmit first.
-fn both<T: Copy>(
-    state: &ExporterState,
-    f: impl Fn(&crate::sinks::metrics::DeviceState) -> [T; 2],
-) -> Vec<(Vec<KeyValue>, T)> {
+fn both<T: Copy>(state: &Exported, f: impl Fn(&DeviceState) -> [T; 2]) -> Vec<(Vec<KeyValue>, T)> {
     let mut v = Vec::new();
     for (name, d) in &state.devices {
         let [tx, rx] = f(d);
@@ -156,7 +153,7 @@ fn both<T: Copy>(
 /// `analysis`); `start_unix_ms`: when observing started.
 pub fn metrics_request(
     resource: &ResourceInfo,
-    state: &ExporterState,
+    state: &Exported,
     snap: &Snapshot,
     analysis: &IntervalAnalysis,
     start_unix_ms: u64,
@@ -229,7 +226,7 @@ pub fn metrics_request(
     let mut confidence = Vec::new();
     let mut held = Vec::new();
     for (name, d) in &state.devices {
-        for (kind, pct) in crate::sinks::metrics::ALLOWANCES.iter().zip(d.exceeded_pct) {
+        for (kind, pct) in ALLOWANCES.iter().zip(d.exceeded_pct) {
             if let Some(pct) = pct {
                 ratio.push((
                     vec![

@@ -26,13 +26,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use prost::Message;
 
+use crate::analysis::exported::Exported;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
-use crate::sinks::metrics::ExporterState;
 
 pub use encode::ResourceInfo;
 pub use http::Endpoint;
-pub(crate) use sender::OtlpCounters;
 
 /// How long the end of a run waits for the queue to drain when nothing
 /// else bounds it (a `--duration` that ended, the view quit): a down
@@ -59,9 +58,8 @@ pub struct OtlpExporter {
     /// Metrics are pushed when at least this much snapshot time has passed
     /// since the last push.
     period: Duration,
-    /// The same state the Prometheus exporter keeps: the exporter-summed
-    /// counters and the top-N bound come from one place.
-    state: ExporterState,
+    /// Per-flow series for flows of rank 1..=top_flows (`--metrics-flows`).
+    top_flows: usize,
     /// The held verdict per interface at the previous interval.
     held: BTreeMap<String, encode::HeldState>,
     started_unix_ms: u64,
@@ -87,7 +85,7 @@ impl OtlpExporter {
             endpoint,
             resource,
             period,
-            state: ExporterState::new(top_flows),
+            top_flows,
             held: BTreeMap::new(),
             started_unix_ms: crate::shared::clock::now_unix_ms(),
             last_push_mono_ns: None,
@@ -96,15 +94,26 @@ impl OtlpExporter {
         })
     }
 
+    /// Per-flow series for flows of rank 1..=top_flows: the bound the
+    /// judging unit keeps the run with (`Exported::top_flows`).
+    pub(crate) fn top_flows(&self) -> usize {
+        self.top_flows
+    }
+
     /// Where the metrics go, for the start-up line.
     pub fn metrics_url(&self) -> String {
         self.endpoint.url("/v1/metrics")
     }
 
-    /// Takes in one interval: verdict changes are queued at once, the
+    /// Takes in one interval, with the run so far as the judging unit
+    /// keeps it (`exported`): verdict changes are queued at once, the
     /// metrics when the period is due. Never waits on the network.
-    pub fn update(&mut self, snap: &Snapshot, analysis: &IntervalAnalysis) {
-        self.state.apply(snap, analysis);
+    pub(crate) fn update(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        exported: &Exported,
+    ) {
         let records = encode::verdict_changes(&mut self.held, snap, analysis);
         if !records.is_empty() {
             let req = encode::logs_request(&self.resource, records);
@@ -117,7 +126,7 @@ impl OtlpExporter {
             self.last_push_mono_ns = Some(snap.mono_ns);
             let req = encode::metrics_request(
                 &self.resource,
-                &self.state,
+                exported,
                 snap,
                 analysis,
                 self.started_unix_ms,
@@ -129,7 +138,7 @@ impl OtlpExporter {
         }
     }
 
-    pub fn counters(&self) -> OtlpCounters {
+    pub fn counters(&self) -> crate::model::snapshot::OtlpHealth {
         self.sender.counters()
     }
 

@@ -37,10 +37,6 @@ pub struct Batch {
     pub body: Vec<u8>,
 }
 
-/// The exporter's own counters since it started: shown by the Prometheus
-/// endpoint and carried in the snapshot's health (`health.otlp`).
-pub(crate) type OtlpCounters = OtlpHealth;
-
 /// What the end of a run left undelivered ([`Sender::drain`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Drained {
@@ -143,7 +139,9 @@ impl Sender {
         self.shared.wake.notify_one();
     }
 
-    pub fn counters(&self) -> OtlpCounters {
+    /// The exporter's own counters since it started, carried in the
+    /// snapshot's health (`health.otlp`).
+    pub fn counters(&self) -> OtlpHealth {
         let c = &self.shared.counters;
         // Under the lock, so the depth and the counts are of one moment.
         let q = self.shared.lock();
