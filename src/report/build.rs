@@ -155,6 +155,7 @@ impl ReportBuilder {
     /// live.
     pub(crate) fn new_recording(&mut self, header: &TraceHeader) {
         self.judging.new_recording(header.start());
+        self.interfaces.new_recording();
         self.health.restart();
         self.seen_in_recording = 0;
         self.header = header.clone();

@@ -268,3 +268,98 @@ fn replay_labels_time_across_a_restart_as_report_does() {
     // b's first interval ends 201 s after a's start.
     assert_eq!(replayed[6], (0, "+00:03:21".to_string()));
 }
+
+/// The verdict lines of one rotated set that spans a restart (a, then b
+/// after a reboot, each rotated every interval), replayed and reported:
+/// the held verdict of every interval and the episodes are the same, as
+/// both hold one judging unit (src/analysis/judging.rs) that only the
+/// walk's new recording restarts. The report dates a held verdict back to
+/// its onset (docs/report.md), within its recording; replay shows each
+/// interval as it was held then, with the onset (`held.since_seq`): dated
+/// back the same way, the two agree. a ends queued; b starts queued for
+/// less than an onset takes, then is free, then queues: its first held
+/// verdict is free, since b's seq 0, and dated back over a's intervals (as
+/// the report did, its seqs running over the same numbers) it would erase
+/// a's queuing from the report's chart and counts.
+#[test]
+fn replay_and_report_give_the_same_verdict_lines_over_a_restart() {
+    let dir = TempDir::new("replay-report-restart");
+    let a = dir.join("host-a.jsonl");
+    let b = dir.join("host-b.jsonl");
+    let a_pcts: Vec<u64> = [0; 2].into_iter().chain([90; 6]).collect();
+    let b_pcts: Vec<u64> = [90; 2].into_iter().chain([0; 4]).chain([90; 5]).collect();
+    write_recording(&a, (1_763_000_000_000, 900_000_000_000), &a_pcts, Some(1));
+    write_recording(&b, (1_763_000_200_000, 20_000_000_000), &b_pcts, Some(1));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    // In no particular order: the walk puts them in recording order.
+    files.sort();
+    files.reverse();
+    assert!(files.len() > 16, "rotated into {} files", files.len());
+    let args: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+
+    let out = run(Command::new(crate::support::binary())
+        .args(["replay", "--as-fast-as-possible", "--json"])
+        .args(&args));
+    let replayed = json_lines(&out.stdout);
+    assert_eq!(replayed.len(), a_pcts.len() + b_pcts.len());
+    // (seq, held verdict) per interval, each dated back to its onset within
+    // its recording (a's intervals, then b's).
+    let mut held_replayed: Vec<(u64, String)> = Vec::new();
+    for (i, l) in replayed.iter().enumerate() {
+        let recording_start = if i < a_pcts.len() { 0 } else { a_pcts.len() };
+        let held = &l["analysis"]["interfaces"][0]["held"];
+        let verdict = held["verdict"].as_str().unwrap().to_string();
+        if i == a_pcts.len() {
+            // b's first interval, held as b's own.
+            assert_eq!(verdict, "free_flow", "b's first held verdict");
+        }
+        let since = held["since_seq"].as_u64().unwrap();
+        for p in held_replayed[recording_start..].iter_mut() {
+            if p.0 >= since {
+                p.1.clone_from(&verdict);
+            }
+        }
+        held_replayed.push((l["seq"].as_u64().unwrap(), verdict));
+    }
+    let report = run(Command::new(crate::support::binary())
+        .arg("report")
+        .args(&args)
+        .arg("--json"));
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let held_reported: Vec<(u64, String)> = report["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["seq"].as_u64().unwrap(),
+                p["interfaces"][0]["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let episodes_replayed = episodes(&replayed.last().unwrap()["analysis"]["episodes"]);
+    let episodes_reported = episodes(&report["episodes"]);
+    eprintln!(
+        "replay held {held_replayed:?}\nreport held {held_reported:?}\nreplay episodes {episodes_replayed:?}\nreport episodes {episodes_reported:?}"
+    );
+    assert_eq!(held_replayed, held_reported, "held verdicts differ");
+    assert_eq!(episodes_replayed, episodes_reported, "episodes differ");
+    // Both recordings held queuing, each in an episode of its own.
+    for part in [
+        &held_reported[..a_pcts.len()],
+        &held_reported[a_pcts.len()..],
+    ] {
+        assert!(
+            part.iter().any(|(_, v)| v == "hypervisor_queuing"),
+            "{held_reported:?}"
+        );
+    }
+    let queuing = episodes_reported
+        .iter()
+        .filter(|e| e.0 == "hypervisor_queuing")
+        .count();
+    assert_eq!(queuing, 2, "{episodes_reported:?}");
+}

@@ -189,6 +189,9 @@ impl IfaceAcc {
 pub(super) struct Interfaces {
     accs: Vec<IfaceAcc>,
     series: Vec<IntervalPoint>,
+    /// Where the current recording's points start in `series`: a held
+    /// verdict is dated back within its recording only.
+    recording_from: usize,
 }
 
 impl Interfaces {
@@ -197,7 +200,16 @@ impl Interfaces {
         Interfaces {
             accs,
             series: Vec::new(),
+            recording_from: 0,
         }
+    }
+
+    /// The points that follow are another recording's (the walk's
+    /// `NewRecording`): its held verdicts start there, and are never dated
+    /// back over the recording before (whose seqs run over the same
+    /// numbers).
+    pub(super) fn new_recording(&mut self) {
+        self.recording_from = self.series.len();
     }
 
     fn acc(&mut self, name: &str) -> &mut IfaceAcc {
@@ -232,12 +244,12 @@ impl Interfaces {
         }
     }
 
-    /// A held verdict dated back to `since`: the intervals it now covers
-    /// were shown (and counted) with the verdict before; they take this one,
-    /// as its episode does.
+    /// A held verdict dated back to `since`: the intervals of its
+    /// recording it now covers were shown (and counted) with the verdict
+    /// before; they take this one, as its episode does.
     fn date_back(&mut self, iface: &str, since: u64, verdict: Verdict) {
         let mut moved: Vec<Verdict> = Vec::new();
-        for p in self.series.iter_mut().rev().skip(1) {
+        for p in self.series[self.recording_from..].iter_mut().rev().skip(1) {
             if p.seq < since {
                 break;
             }
