@@ -46,18 +46,26 @@ static __always_inline int sk_rx_ifindex(struct sock *sk, bool direct)
 
 /*
  * 6.2 ("bpf: Add a kfunc for generic type cast"): bpf_rdonly_cast(), which
- * the verifier replaces by a register move, gives a tcp_sock view of a
- * socket with no helper call; before it, bpf_skc_to_tcp_sock(), a helper
- * (a call and a return: tens of ns per event on CPUs whose return-stack
- * mitigation makes every return dear). For a socket the tracepoint
- * guarantees is a full TCP one (tcp_probe, tcp_sendmsg_locked): the cast
- * does not check, the helper did. The view is read-only. Where the kernel
- * has no such kfunc, libbpf resolves the weak symbol to 0 and the verifier
- * drops the branch.
+ * the verifier replaces by a register move, gives a read-only BTF view of a
+ * kernel address (bpf_core_cast): plain, fault-safe loads, no helper call.
+ * Where the kernel has no such kfunc, libbpf resolves the weak symbol to 0
+ * and the verifier drops the branch that casts. Every program asks here:
+ * tcp_sock_of below, the moved-set sweep's reads (flows.bpf.c, sweep_one),
+ * the transmit queue's qdisc (hostq.bpf.c, tx_serialized).
+ */
+#define has_rdonly_cast() bpf_ksym_exists(bpf_rdonly_cast)
+
+/*
+ * A tcp_sock view of a socket: from 6.2 the cast above; before it,
+ * bpf_skc_to_tcp_sock(), a helper (a call and a return: tens of ns per
+ * event on CPUs whose return-stack mitigation makes every return dear). For
+ * a socket the tracepoint guarantees is a full TCP one (tcp_probe,
+ * tcp_sendmsg_locked): the cast does not check, the helper did. The view is
+ * read-only.
  */
 static __always_inline struct tcp_sock *tcp_sock_of(struct sock *sk)
 {
-	if (bpf_ksym_exists(bpf_rdonly_cast))
+	if (has_rdonly_cast())
 		return bpf_core_cast(sk, struct tcp_sock);
 	return bpf_skc_to_tcp_sock(sk);
 }

@@ -1264,9 +1264,9 @@ static long sweep_one(__u64 i, struct sweep_state *sw)
 	/* Closed (its close event took it out of the set), or gone. */
 	if (!bpf_map_lookup_elem(&moved_flows, &m.cookie))
 		goto drop;
-	/* From 6.2 a read-only BTF view of the address (bpf_core_cast: plain,
-	 * fault-safe loads); before, checked reads of the address. */
-	if (bpf_ksym_exists(bpf_rdonly_cast))
+	/* From 6.2 a read-only BTF view of the address (has_rdonly_cast,
+	 * core_fixes.bpf.h); before, checked reads of the address. */
+	if (has_rdonly_cast())
 		found = sweep_read(rec, &m, sw, bpf_core_cast((void *)m.sk, struct sock),
 				   bpf_core_cast((void *)m.sk, struct tcp_sock), true);
 	else

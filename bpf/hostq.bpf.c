@@ -435,11 +435,19 @@ int on_kfree_skb(__u64 *ctx)
 
 /* The bucket `now` (a bucket number) opens: the window of `subs` buckets
  * that ends with the bucket just completed goes into this epoch's peak, and
- * the buckets skipped since (no packet) are emptied. Not when that window's
- * last packet came in an epoch already closed (a quiet queue since): the
- * read that closed it took the window as the one in progress (hostq.rs,
- * queue_peak), and folded now it would be a peak of a later interval that
- * never saw that traffic. */
+ * the buckets skipped since (no packet) are emptied.
+ *
+ * The epoch rule, written here once (hostq.h, hostq.rs and
+ * docs/architecture.md refer to it): a window belongs to the epoch of its
+ * latest packet (`last_epoch`). Each read closes an epoch (hostq.rs,
+ * close_epoch) and takes, beside the peak folded here, the window that ends
+ * with the bucket in progress when that bucket's latest packet came in the
+ * epoch it closes (hostq.rs, queue_peak); so the kernel folds a window only
+ * when its latest packet came in the current epoch. Folded later, a quiet
+ * queue's last window would be a peak of an interval that never saw that
+ * traffic (one datagram after a quiet second read as the burst before it);
+ * left to the kernel alone, a burst sharing its first bucket with a read
+ * would count in no interval until a later packet came. */
 static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs, __u64 epoch)
 {
 	__u64 bytes = 0, pkts = 0, gap = now - r->cur;
@@ -500,15 +508,15 @@ static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
  * a lockless qdisc), also on its empty-queue bypass. Without a qdisc, a
  * lockless (LLTX) device such as veth is sent to by CPUs at once. Queues
  * past HQ_MAX_TXQ share one slot: not one at a time. Needs a plain read of
- * the queue from its address (bpf_core_cast, 6.2): before that, false
- * (atomic adds, as for receive).
+ * the queue from its address (has_rdonly_cast, core_fixes.bpf.h: 6.2):
+ * before that, false (atomic adds, as for receive).
  */
 static __always_inline bool tx_serialized(const struct net_device *dev, __u32 queue)
 {
 	struct netdev_queue *txq;
 	struct Qdisc *q;
 
-	if (!bpf_ksym_exists(bpf_rdonly_cast) || queue >= HQ_MAX_TXQ)
+	if (!has_rdonly_cast() || queue >= HQ_MAX_TXQ)
 		return false;
 	txq = bpf_core_cast((void *)dev->_tx + queue * bpf_core_type_size(struct netdev_queue),
 			    struct netdev_queue);
@@ -548,7 +556,7 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		health_inc(hq_health, counter);
 	k.ifindex = dev->ifindex;
 	k.txq = queue < HQ_MAX_TXQ ? queue : HQ_MAX_TXQ;
-	k.pad = dir;
+	k.dir = dir;
 	idx = ((k.ifindex + k.txq * HQ_TXQ_STRIDE) & (HQ_IF_SLOTS - 1)) + (dir ? HQ_IF_SLOTS : 0);
 	r = bpf_map_lookup_elem(&rates, &idx);
 	if (!r) {
@@ -559,7 +567,7 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 	if (len > dev->mtu + dev->hard_header_len)
 		pkts = skb_segs_shinfo(skb);
 	if (r->key.ifindex != k.ifindex || r->key.txq != k.txq || r->key.netns != k.netns ||
-	    r->key.pad != k.pad) {
+	    r->key.dir != k.dir) {
 		rate_flush_runs(r, counter);
 		__builtin_memset(r, 0, sizeof(*r));
 		r->key = k;

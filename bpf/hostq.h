@@ -72,14 +72,15 @@ enum hq_health_counter {
 	HQ_H_MAX,
 };
 
-/* Transmit queues are keyed by (netns, ifindex, queue index): ifindex is
+/* Queues are keyed by (netns, ifindex, queue index, direction): ifindex is
  * per namespace; txq is the queue's index in the device's transmit queues
- * (0 on a single-queue device). */
+ * (0 on a single-queue device); dir is an enum hq_dir: the peak-rate slots
+ * hold either direction, the qdisc slots only transmit queues (HQ_DIR_TX). */
 struct hq_if_key {
 	__u32 netns;
 	__u32 ifindex;
 	__u32 txq;
-	__u32 pad;
+	__u32 dir;
 };
 
 /*
@@ -117,9 +118,9 @@ struct hq_if_stats {
 
 /*
  * Sub-second peak rates (issue 24, microbursts): per interface, direction
- * and queue, the bytes and wire packets in windows of `peak_window_jiffies`
- * jiffies aligned on the jiffies count, and per interval (epoch, as the
- * backlog peaks) the busiest window. Counted where every packet passes
+ * and queue, the bytes and wire packets in windows of `--peak-window`
+ * (`peak_subs` buckets of `peak_bucket_ns`, sliding by a bucket, below),
+ * and per interval (epoch, as the backlog peaks) the busiest window. Counted where every packet passes
  * whatever the qdisc: the driver's transmit (net_dev_start_xmit, after the
  * qdisc and also for the packets a qdisc lets bypass it, pfifo_fast's
  * empty-queue path, and for noqueue devices) and the stack's receive
@@ -146,10 +147,8 @@ struct hq_if_stats {
  * just completed is summed and folded into the interval's peak. So every
  * window that ends at a bucket's edge is seen, not only the ones aligned on
  * a multiple of the window (which cut a burst in two and read up to half of
- * it). User space also takes the window that ends with the bucket in
- * progress at its read, when that bucket's latest packet came in the epoch
- * the read closes (`last_epoch`; hostq.rs); a window whose latest packet
- * came in a closed epoch is not folded into a later one (rate_roll).
+ * it). A window belongs to the epoch of its latest packet: the epoch rule,
+ * written where the kernel applies it (hostq.bpf.c, rate_roll).
  *
  * Packets are placed in time by a clock read shared by the packets that
  * follow it (a clock read costs a helper call; the jiffies are a load): the
@@ -188,7 +187,7 @@ enum hq_dir {
 
 struct hq_rate {
 	/* What every packet touches first, in the slot's first 56 bytes. */
-	struct hq_if_key key;    /* txq: the queue; pad: enum hq_dir */
+	struct hq_if_key key;    /* txq: the queue (the receive queue for HQ_DIR_RX) */
 	__u64 cur;               /* the bucket in progress: the latest clock read / peak_bucket_ns; 0: none yet */
 	__u64 clock_jiffies;     /* the jiffies at the latest clock read */
 	__u32 unclocked_bytes;   /* passed since that read */
@@ -200,7 +199,7 @@ struct hq_rate {
 	 * health counter at once. */
 	__u64 unclocked_runs;
 	/* The epoch (hq_epoch) of the latest packet: whose interval the window
-	 * in progress belongs to (hostq.rs, queue_peak; rate_roll). */
+	 * in progress belongs to (the epoch rule: hostq.bpf.c, rate_roll). */
 	__u64 last_epoch;
 	/* Per bucket (index: bucket number % HQ_RATE_BUCKETS): frame bytes (as
 	 * tcpdump counts them) in the low HQ_RATE_PKTS_SHIFT bits, wire packets

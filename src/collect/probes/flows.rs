@@ -4,7 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::io::Read;
-use std::mem::{size_of, MaybeUninit};
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::{Arc, Mutex};
 
@@ -18,19 +18,13 @@ use super::flows_skel::types::{
     ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
-use super::load::{self, NotLoaded, ProgramSpec};
+use super::load::{self, health_of, not_loaded, NotLoaded, ProgramSpec};
+// Named by the lab tests and the benchmark from here, where they lived.
+pub use super::load::{prog_stats, NetnsFilter, ProgStats};
 use super::netns_dump::{read_iter, OtherNamespaces};
 use super::percpu;
 use super::records::read_record;
 use crate::model::snapshot::ProgramHealth;
-
-/// Which sockets to observe.
-#[derive(Debug, Clone, Copy)]
-pub enum NetnsFilter {
-    /// Sockets of this network namespace (inode of /proc/self/ns/net).
-    Only(u32),
-    All,
-}
 
 /// A raw event as the ring buffer delivered it.
 #[derive(Debug, Clone)]
@@ -690,82 +684,6 @@ fn ring_into<T: Send + 'static>(
         0
     })?;
     Ok(builder.build()?)
-}
-
-/// The dropped programs of `specs`, in the specs' order.
-pub(crate) fn not_loaded<'d>(
-    specs: &'static [ProgramSpec],
-    dropped: &'d load::Dropped,
-) -> Vec<(&'static ProgramSpec, &'d NotLoaded)> {
-    specs
-        .iter()
-        .filter_map(|s| dropped.get(s.name).map(|why| (s, why)))
-        .collect()
-}
-
-/// A program's health: its stats when attached; when dropped, why and what
-/// is missing.
-pub(crate) fn health_of(
-    object: &libbpf_rs::Object,
-    specs: &[ProgramSpec],
-    dropped: &load::Dropped,
-    name: &str,
-    events: u64,
-) -> ProgramHealth {
-    match (dropped.get(name), specs.iter().find(|s| s.name == name)) {
-        (Some(why), Some(spec)) => ProgramHealth {
-            name: name.trim_start_matches("on_").to_string(),
-            attached: false,
-            not_attached: Some(why.describe(spec)),
-            lost: Some(spec.lost.to_string()),
-            ..Default::default()
-        },
-        _ => program_health(object, name, events),
-    }
-}
-
-/// One program's health: `events` as the program counted them, plus the
-/// kernel's recursion misses and (with `kernel.bpf_stats_enabled`) run stats.
-pub(crate) fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> ProgramHealth {
-    let info = object
-        .progs()
-        .find(|p| p.name() == name)
-        .and_then(|p| prog_stats(p.as_fd().as_raw_fd()));
-    ProgramHealth {
-        name: name.trim_start_matches("on_").to_string(),
-        events,
-        attached: true,
-        not_attached: None,
-        lost: None,
-        missed: info.map(|i| i.recursion_misses).unwrap_or(0),
-        run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
-        run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
-    }
-}
-
-/// Kernel statistics of one loaded program.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProgStats {
-    /// The kernel's id of the program (bpftool prog show id N).
-    pub id: u32,
-    pub run_cnt: u64,
-    pub run_time_ns: u64,
-    pub recursion_misses: u64,
-}
-
-/// `bpf_prog_get_info_by_fd` for the program's id and the three counters
-/// we report.
-pub fn prog_stats(fd: i32) -> Option<ProgStats> {
-    let mut info = libbpf_sys::bpf_prog_info::default();
-    let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
-    // SAFETY: `info` is a valid, writable bpf_prog_info and `len` its size.
-    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
-    (rc == 0).then_some(ProgStats {
-        id: info.id,
-        run_cnt: info.run_cnt,
-        run_time_ns: info.run_time_ns,
-        recursion_misses: info.recursion_misses,
-    })
 }
 
 fn decode_event(data: &[u8]) -> Option<RawEvent> {

@@ -13,12 +13,11 @@ use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
-use super::flows::{health_of, not_loaded, NetnsFilter};
 use super::hostq_skel::types::{
     hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate, hq_rate_pack,
 };
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
-use super::load::{self, NotLoaded, ProgramSpec};
+use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
 use super::percpu;
 use super::records::read_record;
 use crate::model::snapshot::{HostQueueSample, ProgramHealth};
@@ -228,10 +227,8 @@ impl PeakWindow {
 }
 
 /// One queue's busiest window of the closed `epoch`, (bytes, packets): the
-/// peak the kernel folded, and the window that ends with the bucket in
-/// progress when that bucket's latest packet came in `epoch` (`last_epoch`):
-/// it may be the busiest, and the kernel sums it only when the next bucket
-/// begins, and then only if that is still in the same epoch (rate_roll).
+/// peak the kernel folded, and the window in progress when it belongs to
+/// `epoch`: user space's half of the epoch rule (hostq.bpf.c, rate_roll).
 fn queue_peak(r: &hq_rate, epoch: u64) -> (u64, u64) {
     let slot = (epoch & 1) as usize;
     let mut peak = (0, 0);
@@ -255,10 +252,14 @@ pub struct HostQueueProbes {
     skel: HostqSkel<'static>,
     /// Per (slot, CPU): whose it was at the previous read and its counters.
     prev_if: HashMap<(u32, usize), (QueueKey, IfTotals)>,
-    /// Observed qdisc events since attach, summed from the slots' growth
-    /// (the qdisc programs keep no separate health counter: hostq.h).
-    enqueue_events: u64,
-    dequeue_events: u64,
+    /// Per health counter (`hq_health_counter`), the program's events the
+    /// kernel counted elsewhere as of the last read: a program's events are
+    /// its health counter plus these ([`Self::events`]). The qdisc
+    /// programs count theirs in the slots only (hostq.h: their counters are
+    /// unused), summed here from the slots' growth since attach; the peak
+    /// programs keep runs in the rate slots until the next clock read
+    /// (hostq.h, `unclocked_runs`), set here at each read.
+    elsewhere: [u64; HQ_COUNTERS],
     prev_drops: HashMap<(u32, u32, u32), u64>,
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
@@ -268,11 +269,10 @@ pub struct HostQueueProbes {
     peak_window: PeakWindow,
     /// Per interface name, the last read's peak rates.
     peaks: HashMap<String, Peaks>,
-    /// Runs of the peak programs (tx, rx) the kernel had counted in the rate
-    /// slots but not yet in its health counters at the last read (hostq.h,
-    /// `unclocked_runs`): part of their events.
-    pending_runs: (u64, u64),
 }
+
+/// Entries of the `hq_health` array.
+const HQ_COUNTERS: usize = hq_health_counter::HQ_H_MAX.0 as usize;
 
 /// The per-packet programs that measure peak rates (`--peak-window`).
 const PEAK_PROGRAMS: [&str; 2] = ["on_dev_xmit", "on_netif_receive"];
@@ -327,15 +327,13 @@ impl HostQueueProbes {
         Ok(HostQueueProbes {
             skel,
             prev_if: HashMap::new(),
-            enqueue_events: 0,
-            dequeue_events: 0,
+            elsewhere: [0; HQ_COUNTERS],
             prev_drops: HashMap::new(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
             own_netns: crate::collect::netns::own().unwrap_or(0),
             peak_window,
             peaks: HashMap::new(),
-            pending_runs: (0, 0),
         })
     }
 
@@ -381,8 +379,10 @@ impl HostQueueProbes {
             self.peaks.insert(name, peak);
         }
         for ((netns, ifindex), f) in folds {
-            self.enqueue_events += f.delta.enqueue_events;
-            self.dequeue_events += f.delta.dequeue_events;
+            self.elsewhere[hq_health_counter::HQ_H_ENQUEUE_EVENTS.0 as usize] +=
+                f.delta.enqueue_events;
+            self.elsewhere[hq_health_counter::HQ_H_DEQUEUE_EVENTS.0 as usize] +=
+                f.delta.dequeue_events;
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
             out.insert(name, finish(f));
         }
@@ -441,21 +441,22 @@ impl HostQueueProbes {
                 if r.key.ifindex == 0 {
                     return Ok(());
                 }
-                if r.key.pad == hq_dir::HQ_DIR_RX.0 {
+                if r.key.dir == hq_dir::HQ_DIR_RX.0 {
                     pending.1 += r.unclocked_runs;
                 } else {
                     pending.0 += r.unclocked_runs;
                 }
                 let (b, p) = queue_peak(&r, epoch);
                 let sum = sums
-                    .entry((r.key.netns, r.key.ifindex, r.key.pad))
+                    .entry((r.key.netns, r.key.ifindex, r.key.dir))
                     .or_default();
                 sum.0 += b;
                 sum.1 += p;
                 Ok(())
             },
         )?;
-        self.pending_runs = pending;
+        self.elsewhere[hq_health_counter::HQ_H_XMIT_EVENTS.0 as usize] = pending.0;
+        self.elsewhere[hq_health_counter::HQ_H_RECV_EVENTS.0 as usize] = pending.1;
         let mut out: HashMap<(u32, u32), Peaks> = HashMap::new();
         for ((netns, ifindex, dir), (b, p)) in sums {
             let Some(rate) = self.peak_window.rate(b, p) else {
@@ -513,6 +514,12 @@ impl HostQueueProbes {
         percpu::sum_u64(per_cpu.iter().map(Vec::as_slice))
     }
 
+    /// A program's events since attach: its health counter and what the
+    /// kernel counted elsewhere (`elsewhere`).
+    fn events(&self, c: hq_health_counter) -> u64 {
+        self.counter(c) + self.elsewhere.get(c.0 as usize).copied().unwrap_or(0)
+    }
+
     /// Failures of the programs themselves, cumulative since attach.
     pub fn health(&self) -> HostQueueHealth {
         HostQueueHealth {
@@ -529,17 +536,7 @@ impl HostQueueProbes {
         PROGRAM_EVENTS
             .iter()
             .map(|(name, counter)| {
-                let events = match *counter {
-                    hq_health_counter::HQ_H_ENQUEUE_EVENTS => self.enqueue_events,
-                    hq_health_counter::HQ_H_DEQUEUE_EVENTS => self.dequeue_events,
-                    c @ hq_health_counter::HQ_H_XMIT_EVENTS => {
-                        self.counter(c) + self.pending_runs.0
-                    }
-                    c @ hq_health_counter::HQ_H_RECV_EVENTS => {
-                        self.counter(c) + self.pending_runs.1
-                    }
-                    c => self.counter(c),
-                };
+                let events = self.events(*counter);
                 if self.peak_window.asked_us == 0 && PEAK_PROGRAMS.contains(name) {
                     return ProgramHealth {
                         name: name.trim_start_matches("on_").to_string(),

@@ -9,11 +9,15 @@
 //! and quotes the verifier's own last lines, captured from libbpf's log.
 
 use std::collections::BTreeMap;
+use std::mem::size_of;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Mutex;
 
 use libbpf_rs::btf::types::{FuncProto, Typedef};
 use libbpf_rs::btf::{Btf, BtfType};
 use libbpf_rs::{OpenObject, PrintLevel};
+
+use crate::model::snapshot::ProgramHealth;
 
 /// One BPF program and what depends on it.
 #[derive(Debug, Clone, Copy)]
@@ -313,6 +317,90 @@ pub(crate) fn verifier_tail(log: &[String], prog: Option<&str>) -> String {
         .collect();
     let from = lines.len().saturating_sub(KEEP);
     lines[from..].join(" | ")
+}
+
+/// Which sockets to observe.
+#[derive(Debug, Clone, Copy)]
+pub enum NetnsFilter {
+    /// Sockets of this network namespace (inode of /proc/self/ns/net).
+    Only(u32),
+    All,
+}
+
+/// The dropped programs of `specs`, in the specs' order.
+pub(crate) fn not_loaded<'d>(
+    specs: &'static [ProgramSpec],
+    dropped: &'d Dropped,
+) -> Vec<(&'static ProgramSpec, &'d NotLoaded)> {
+    specs
+        .iter()
+        .filter_map(|s| dropped.get(s.name).map(|why| (s, why)))
+        .collect()
+}
+
+/// A program's health: its stats when attached; when dropped, why and what
+/// is missing.
+pub(crate) fn health_of(
+    object: &libbpf_rs::Object,
+    specs: &[ProgramSpec],
+    dropped: &Dropped,
+    name: &str,
+    events: u64,
+) -> ProgramHealth {
+    match (dropped.get(name), specs.iter().find(|s| s.name == name)) {
+        (Some(why), Some(spec)) => ProgramHealth {
+            name: name.trim_start_matches("on_").to_string(),
+            attached: false,
+            not_attached: Some(why.describe(spec)),
+            lost: Some(spec.lost.to_string()),
+            ..Default::default()
+        },
+        _ => program_health(object, name, events),
+    }
+}
+
+/// One program's health: `events` as the program counted them, plus the
+/// kernel's recursion misses and (with `kernel.bpf_stats_enabled`) run stats.
+pub(crate) fn program_health(object: &libbpf_rs::Object, name: &str, events: u64) -> ProgramHealth {
+    let info = object
+        .progs()
+        .find(|p| p.name() == name)
+        .and_then(|p| prog_stats(p.as_fd().as_raw_fd()));
+    ProgramHealth {
+        name: name.trim_start_matches("on_").to_string(),
+        events,
+        attached: true,
+        not_attached: None,
+        lost: None,
+        missed: info.map(|i| i.recursion_misses).unwrap_or(0),
+        run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
+        run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
+    }
+}
+
+/// Kernel statistics of one loaded program.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProgStats {
+    /// The kernel's id of the program (bpftool prog show id N).
+    pub id: u32,
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
+    pub recursion_misses: u64,
+}
+
+/// `bpf_prog_get_info_by_fd` for the program's id and the three counters
+/// we report.
+pub fn prog_stats(fd: i32) -> Option<ProgStats> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: `info` is a valid, writable bpf_prog_info and `len` its size.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, &mut info, &mut len) };
+    (rc == 0).then_some(ProgStats {
+        id: info.id,
+        run_cnt: info.run_cnt,
+        run_time_ns: info.run_time_ns,
+        recursion_misses: info.recursion_misses,
+    })
 }
 
 #[cfg(test)]
