@@ -51,7 +51,7 @@ static __always_inline int sk_rx_ifindex(struct sock *sk, bool direct)
  * Where the kernel has no such kfunc, libbpf resolves the weak symbol to 0
  * and the verifier drops the branch that casts. Every program asks here:
  * tcp_sock_of below, the moved-set sweep's reads (flows.bpf.c, sweep_one),
- * the transmit queue's qdisc (hostq.bpf.c, tx_serialized).
+ * the transmit queue's qdisc (hostq.bpf.c, tx_qdisc).
  */
 #define has_rdonly_cast() bpf_ksym_exists(bpf_rdonly_cast)
 

@@ -50,6 +50,12 @@ const volatile __u32 test_reject = 0;
  * prunes the branch: the normal dequeue path is unchanged. */
 const volatile bool peaks_at_dequeue = false;
 
+/* Set by the loader when on_qdisc_dequeue is not attached because on_dev_xmit
+ * does its work (the kernel has bpf_rdonly_cast, 6.2, and peak rates are on):
+ * a packet through a qdisc then passes two of these programs, not three
+ * (issue 47; xmit_dequeue below). Off, the verifier prunes that path. */
+const volatile bool dequeue_at_xmit = false;
+
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
@@ -309,6 +315,14 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	 * compare), or the reused skb's dequeue would end the sample late. */
 	if (sj->skb == (__u64)skb)
 		sojourn_give_up(sj);
+	/* With the dequeue side at the driver's transmit (dequeue_at_xmit), an
+	 * empty queue is not known there (a bulk dequeue empties it before its
+	 * first skb is handed over, the sampled one maybe among the later
+	 * ones): the rule moves here. This skb alone in the qdisc: the sample
+	 * of this qdisc not seen leaving never will be. */
+	else if (dequeue_at_xmit && sj->skb && sj->qdisc == (__u64)q && q->q.qlen == 1 &&
+		 !(q->flags & HQ_TCQ_F_CPUSTATS))
+		sojourn_give_up(sj);
 	/* Sampled: the first enqueue on this CPU, then 1 in HQ_SOJOURN_EVERY.
 	 * Only these read the clock, to start a sample or age out one whose
 	 * skb was never seen leaving. */
@@ -501,27 +515,32 @@ static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
 }
 
 /*
- * Whether the skbs of transmit queue `queue` reach the driver one at a time:
- * the queue has a qdisc (txq->qdisc->enqueue set; noqueue clears it), so
+ * The qdisc of transmit queue `queue` when it has one (txq->qdisc->enqueue
+ * set; noqueue clears it), and the queue in `*txqp`; NULL without one. With
+ * a qdisc the queue's skbs reach the driver one at a time:
  * __dev_queue_xmit() hands them over only from the CPU that holds the
  * qdisc's run (qdisc_run_begin(): the root lock's owner, or the seqlock of
  * a lockless qdisc), also on its empty-queue bypass. Without a qdisc, a
  * lockless (LLTX) device such as veth is sent to by CPUs at once. Queues
- * past HQ_MAX_TXQ share one slot: not one at a time. Needs a plain read of
- * the queue from its address (has_rdonly_cast, core_fixes.bpf.h: 6.2):
- * before that, false (atomic adds, as for receive).
+ * past HQ_MAX_TXQ share one slot: not one at a time (NULL). Needs a plain
+ * read of the queue from its address (has_rdonly_cast, core_fixes.bpf.h:
+ * 6.2): before that, NULL (atomic adds, as for receive).
  */
-static __always_inline bool tx_serialized(const struct net_device *dev, __u32 queue)
+static __always_inline struct Qdisc *tx_qdisc(const struct net_device *dev, __u32 queue,
+					      struct netdev_queue **txqp)
 {
 	struct netdev_queue *txq;
 	struct Qdisc *q;
 
 	if (!has_rdonly_cast() || queue >= HQ_MAX_TXQ)
-		return false;
+		return NULL;
 	txq = bpf_core_cast((void *)dev->_tx + queue * bpf_core_type_size(struct netdev_queue),
 			    struct netdev_queue);
 	q = txq->qdisc;
-	return q && q->enqueue;
+	if (!q || !q->enqueue)
+		return NULL;
+	*txqp = txq;
+	return q;
 }
 
 /*
@@ -532,26 +551,24 @@ static __always_inline bool tx_serialized(const struct net_device *dev, __u32 qu
  * (rate_roll). Wire packets: 1 unless the skb is longer than a frame of the
  * device's MTU, when gso_segs is read (a probe read, only for gso/gro skbs,
  * each of which carries many packets). `plain`: only one CPU at a time
- * passes packets of this queue (tx_serialized, asked for observed transmit
- * runs only): the bucket's add and the run's count need no atomic and no
- * per-run health counter.
+ * passes packets of this queue (a transmit queue with a qdisc
+ * runs only: tx_qdisc): the bucket's add and the run's count need no
+ * atomic and no per-run health counter.
  */
 static __always_inline void rate_note(const struct sk_buff *skb, const struct net_device *dev,
-				      __u32 dir, __u32 queue, __u32 len)
+				      __u32 dir, __u32 queue, __u32 len, bool plain)
 {
 	__u64 sub = peak_bucket_ns, epoch = hq_epoch, jiffies, bucket, pkts = 1, frame;
 	__u32 subs = peak_subs, idx, b;
 	__u32 counter = dir == HQ_DIR_TX ? HQ_H_XMIT_EVENTS : HQ_H_RECV_EVENTS;
 	struct hq_if_key k = {};
 	struct hq_rate *r;
-	bool plain;
 
 	if (!sub || !subs || !dev)
 		return;
 	k.netns = dev_netns(dev);
 	if (!observed(k.netns))
 		return;
-	plain = dir == HQ_DIR_TX && tx_serialized(dev, queue);
 	if (!plain)
 		health_inc(hq_health, counter);
 	k.ifindex = dev->ifindex;
@@ -601,13 +618,66 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		__sync_fetch_and_add(&r->frames[b], frame);
 }
 
+/*
+ * The dequeue side of the host queue, done at the driver's transmit
+ * (dequeue_at_xmit): skb leaves the qdisc `q` of `txq`. What on_qdisc_dequeue
+ * counts per run, counted here per skb handed to the driver: its segments
+ * (dequeued), the backlog left in the qdisc, the end of a sojourn sample.
+ * The same packets, but for two: an skb sent on the qdisc's empty-queue
+ * bypass (TCQ_F_CAN_BYPASS: pfifo_fast, pfifo, bfifo) counts as dequeued
+ * here, never enqueued (tc's Sent counts it too; on_qdisc_dequeue did not),
+ * and an skb requeued by the driver (NETDEV_TX_BUSY) counts once per
+ * attempt, as on_qdisc_dequeue counted it once per dequeue. A qdisc's run
+ * that finds it empty costs nothing here: with on_qdisc_dequeue it was a
+ * run of its own (two runs a packet on the small-packet bench).
+ */
+static __always_inline void xmit_dequeue(struct Qdisc *q, struct netdev_queue *txq,
+					 const struct sk_buff *skb)
+{
+	struct hq_if_stats *st;
+	struct hq_sojourn *sj;
+	__u64 now, enq_ns;
+	__u32 slot, idx = 0;
+
+	st = queue_slot(q, txq, &idx);
+	if (!st)
+		return;
+	st->dequeued += skb_segs(skb);
+	st->dequeued_skbs++;
+	note_backlog(st, q, bpf_jiffies64());
+	if (peaks_at_dequeue)
+		note_peaks(st);
+	sj = bpf_map_lookup_elem(&sojourn, &idx);
+	if (!sj || sj->skb != (__u64)skb || sj->qdisc != (__u64)q)
+		return;
+	now = bpf_ktime_get_ns();
+	enq_ns = sj->enq_ns;
+	sj->skb = 0;
+	if (now < enq_ns)
+		return; /* a racing start (hostq.h): not this skb's clock */
+	now -= enq_ns;
+	st->sojourn_sum_ns += now;
+	st->sojourn_samples++;
+	slot = peak_slot(st);
+	if (now > st->sojourn_max_ns[slot])
+		st->sojourn_max_ns[slot] = now;
+}
+
 /* Every skb handed to a driver: after the qdisc, and also the ones that
- * bypass it or have none (hostq.h). Frame bytes as tcpdump sees them. */
+ * bypass it or have none (hostq.h). Frame bytes as tcpdump sees them. With
+ * dequeue_at_xmit, also the qdisc's dequeue side (xmit_dequeue). */
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
+	struct netdev_queue *txq = NULL;
+	struct Qdisc *q;
+	__u32 queue = skb->queue_mapping;
+
 	TEST_REJECT(test_reject, HQ_H_XMIT_EVENTS);
-	rate_note(skb, dev, HQ_DIR_TX, skb->queue_mapping, skb->len);
+	q = tx_qdisc(dev, queue, &txq);
+	rate_note(skb, dev, HQ_DIR_TX, queue, skb->len, q != NULL);
+	if (dequeue_at_xmit && q && txq)
+		xmit_dequeue(q, txq, skb);
 	return 0;
 }
 
@@ -617,6 +687,6 @@ SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(on_netif_receive, struct sk_buff *skb)
 {
 	TEST_REJECT(test_reject, HQ_H_RECV_EVENTS);
-	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len);
+	rate_note(skb, skb->dev, HQ_DIR_RX, skb->queue_mapping, skb->len + skb->mac_len, false);
 	return 0;
 }

@@ -98,7 +98,8 @@ struct hq_if_stats {
 	__u64 dequeued;          /* packets (gso segments) leaving it */
 	__u64 enqueued_skbs;     /* = observed qdisc_enqueue events */
 	__u64 dequeued_skbs;
-	__u64 dequeue_runs;      /* observed qdisc_dequeue events that returned packets */
+	__u64 dequeue_runs;      /* observed qdisc_dequeue events that returned packets
+				  * (0 with dequeue_at_xmit: on_dev_xmit counts its own) */
 	__u64 sojourn_sum_ns;    /* over sampled packets, see hostq.bpf.c */
 	__u64 sojourn_samples;
 	/* Backlog of the queue's qdisc after this CPU's latest event on it,
@@ -131,7 +132,7 @@ struct hq_if_stats {
  * CPUs at once (its sender's and the one its ACKs arrive on). A transmit
  * queue with a qdisc hands its skbs to the driver from one CPU at a time
  * (the CPU that holds the qdisc's run, qdisc_run_begin(), whatever the
- * device's locking): there the adds are plain (hostq.bpf.c, tx_serialized;
+ * device's locking): there the adds are plain (hostq.bpf.c, tx_qdisc;
  * from 6.2, where the queue can be read without a helper call). Elsewhere
  * (a receive queue with RPS, a queue without a qdisc on a lockless (LLTX)
  * device such as veth's default noqueue) several CPUs may add at once: the

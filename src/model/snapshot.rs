@@ -824,6 +824,11 @@ pub struct ProgramHealth {
     /// The figures missing (or degraded, and how) because it is not attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost: Option<String>,
+    /// Not attached because another program does its work (named here):
+    /// nothing is missing, and it is not counted among the programs not
+    /// attached (issue #47: qdisc_dequeue's work done by dev_xmit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done_by: Option<String>,
     /// Runs on observed sockets, counted by the program itself.
     pub events: u64,
     /// Runs the kernel skipped because the program was already running on
@@ -846,6 +851,7 @@ impl Default for ProgramHealth {
             attached: true,
             not_attached: None,
             lost: None,
+            done_by: None,
             events: 0,
             missed: 0,
             run_cnt: 0,
@@ -855,9 +861,12 @@ impl Default for ProgramHealth {
 }
 
 impl Health {
-    /// Programs that are not running, so some figures are missing.
+    /// Programs that are not running, so some figures are missing (not
+    /// those whose work another program does: `done_by`).
     pub(crate) fn not_attached(&self) -> impl Iterator<Item = &ProgramHealth> {
-        self.programs.iter().filter(|p| !p.attached)
+        self.programs
+            .iter()
+            .filter(|p| !p.attached && p.done_by.is_none())
     }
 
     /// The names of the programs not attached, comma-separated; empty when
@@ -947,5 +956,26 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(h.not_attached_text(), "tcp_sendmsg_locked");
+    }
+
+    #[test]
+    fn a_program_whose_work_another_does_is_not_missing() {
+        let p = ProgramHealth {
+            name: "qdisc_dequeue".into(),
+            attached: false,
+            not_attached: Some("not needed: dev_xmit counts what leaves each qdisc".into()),
+            done_by: Some("dev_xmit".into()),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains(r#""done_by":"dev_xmit""#), "{json}");
+        let back: ProgramHealth = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, p);
+        let h = Health {
+            programs: vec![p, ProgramHealth::default()],
+            ..Default::default()
+        };
+        assert_eq!(h.not_attached().count(), 0);
+        assert_eq!(h.not_attached_text(), "");
     }
 }

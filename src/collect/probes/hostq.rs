@@ -269,6 +269,9 @@ pub struct HostQueueProbes {
     peak_window: PeakWindow,
     /// Per interface name, the last read's peak rates.
     peaks: HashMap<String, Peaks>,
+    /// on_qdisc_dequeue is not attached: on_dev_xmit does its work
+    /// (hostq.bpf.c, `dequeue_at_xmit`; [`dequeue_at_xmit`]).
+    dequeue_at_xmit: bool,
 }
 
 /// Entries of the `hq_health` array.
@@ -285,6 +288,8 @@ impl HostQueueProbes {
             asked_us: peak_window_us,
         };
         let btf = Btf::from_vmlinux().ok();
+        let kernel_casts = btf.as_ref().is_some_and(has_rdonly_cast);
+        let mut at_xmit = false;
         let fail = load::test_fail_programs();
         let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
         let (mut skel, dropped) =
@@ -309,7 +314,18 @@ impl HostQueueProbes {
                 rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
                 rodata.peak_bucket_ns = peak_window.bucket_ns();
                 rodata.peak_subs = WINDOW_BUCKETS as u32;
+                at_xmit = dequeue_at_xmit(kernel_casts, peak_window_us, |p| plan.is_dropped(p));
+                rodata.dequeue_at_xmit = at_xmit;
                 plan.apply(open.open_object_mut());
+                if at_xmit {
+                    // One program fewer a packet (issue #47): on_dev_xmit
+                    // counts what leaves the qdisc. Not loaded by choice.
+                    for mut prog in open.open_object_mut().progs_mut() {
+                        if prog.name() == "on_qdisc_dequeue" {
+                            prog.set_autoload(false);
+                        }
+                    }
+                }
                 if peak_window_us == 0 {
                     // Peaks off: the two per-packet programs would run on
                     // every packet for nothing. Not loaded by choice, so not
@@ -334,7 +350,14 @@ impl HostQueueProbes {
             own_netns: crate::collect::netns::own().unwrap_or(0),
             peak_window,
             peaks: HashMap::new(),
+            dequeue_at_xmit: at_xmit,
         })
+    }
+
+    /// Whether on_dev_xmit does on_qdisc_dequeue's work (which is then not
+    /// attached): see [`dequeue_at_xmit`].
+    pub fn dequeue_at_xmit(&self) -> bool {
+        self.dequeue_at_xmit
     }
 
     /// Per interface name, the interval since the previous read (the first
@@ -537,6 +560,19 @@ impl HostQueueProbes {
             .iter()
             .map(|(name, counter)| {
                 let events = self.events(*counter);
+                if self.dequeue_at_xmit && *name == "on_qdisc_dequeue" {
+                    return ProgramHealth {
+                        name: name.trim_start_matches("on_").to_string(),
+                        attached: false,
+                        not_attached: Some(
+                            "not needed: dev_xmit counts what leaves each qdisc \
+                             (one program fewer a packet)"
+                                .to_string(),
+                        ),
+                        done_by: Some("dev_xmit".to_string()),
+                        ..Default::default()
+                    };
+                }
                 if self.peak_window.asked_us == 0 && PEAK_PROGRAMS.contains(name) {
                     return ProgramHealth {
                         name: name.trim_start_matches("on_").to_string(),
@@ -561,6 +597,28 @@ impl HostQueueProbes {
     pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
         not_loaded(HOSTQ_PROGRAMS, &self.dropped)
     }
+}
+
+/// Whether on_dev_xmit takes over on_qdisc_dequeue's work (hostq.bpf.c,
+/// `dequeue_at_xmit`, issue #47: a packet through a qdisc passes two of the
+/// programs, not three, and a qdisc's run that finds it empty passes none):
+/// the kernel lets a program read the packet's transmit queue plainly
+/// (`kernel_casts`: bpf_rdonly_cast, 6.2), peak rates are on (else
+/// on_dev_xmit is not loaded), and neither on_dev_xmit nor on_qdisc_dequeue
+/// was dropped (`dropped`: the one left does what it can).
+fn dequeue_at_xmit(
+    kernel_casts: bool,
+    peak_window_us: u64,
+    dropped: impl Fn(&str) -> bool,
+) -> bool {
+    kernel_casts && peak_window_us != 0 && !dropped("on_dev_xmit") && !dropped("on_qdisc_dequeue")
+}
+
+/// Whether the kernel has the bpf_rdonly_cast kfunc (core_fixes.bpf.h,
+/// has_rdonly_cast): what the programs' own test resolves at load.
+fn has_rdonly_cast(btf: &Btf<'_>) -> bool {
+    btf.type_by_name::<libbpf_rs::btf::types::Func<'_>>("bpf_rdonly_cast")
+        .is_some()
 }
 
 /// A CPU's slot's growth since its previous read, `prev` (holder, counters):

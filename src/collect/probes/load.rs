@@ -372,6 +372,7 @@ pub(crate) fn program_health(object: &libbpf_rs::Object, name: &str, events: u64
         attached: true,
         not_attached: None,
         lost: None,
+        done_by: None,
         missed: info.map(|i| i.recursion_misses).unwrap_or(0),
         run_cnt: info.map(|i| i.run_cnt).unwrap_or(0),
         run_time_ns: info.map(|i| i.run_time_ns).unwrap_or(0),
