@@ -22,7 +22,7 @@ def snmp_body(retrans):
 
 
 def row(verdict, sent=1000, probes=10, waiting=9, busy=500, retrans=0, attached=True,
-        seq=None, held=None, since=None):
+        seq=None, held=None, since=None, more_programs=()):
     """One `watch --json` interval with the fields check.py reads; held as its own
     verdict since this interval unless told (no seq: its position)."""
     held = {"verdict": held or verdict}
@@ -31,7 +31,8 @@ def row(verdict, sent=1000, probes=10, waiting=9, busy=500, retrans=0, attached=
     analysis = {} if seq is None else {"seq": seq}
     return json.dumps({
         "health": {"programs": [{"name": "tcp_probe", "attached": True},
-                                {"name": "sendmsg_locked", "attached": attached}]},
+                                {"name": "sendmsg_locked", "attached": attached},
+                                *more_programs]},
         "analysis": {**analysis,
                      "interfaces": [{"iface": "b0", "verdict": verdict, "held": held},
                                     {"iface": "lo", "verdict": "idle",
@@ -170,6 +171,22 @@ class Judge(unittest.TestCase):
         rc, out = self.judge(log(*body, doctor="[lost] sendmsg_locked (tracepoint)\n" + MOVED_SET))
         self.assertEqual(rc, 0, out)
         self.assertIn("programs attached 1/2, doctor names as lost: sendmsg_locked", out)
+
+    def test_a_program_whose_work_another_does_needs_that_one_attached(self):
+        def body(dev_xmit_attached):
+            progs = ({"name": "qdisc_dequeue", "attached": False, "done_by": "dev_xmit"},
+                     {"name": "dev_xmit", "attached": dev_xmit_attached})
+            q = [row("free_flow")] + [row("hypervisor_queuing", retrans=5, more_programs=progs)
+                                      for _ in range(2)]
+            d = [row("free_flow")] + [row("hypervisor_drop", retrans=5, more_programs=progs)
+                                      for _ in range(2)]
+            return (scenario("hv_queuing", q), scenario("hv_drop", d))
+        rc, out = self.judge(log(*body(True)))
+        self.assertEqual(rc, 0, out)
+        self.assertIn("doctor names as lost: nothing (done by another: qdisc_dequeue by dev_xmit)", out)
+        rc, out = self.judge(log(*body(False)))
+        self.assertEqual(rc, 1)
+        self.assertIn("qdisc_dequeue is done by dev_xmit, which is not attached", out)
 
     def test_flows_read_otherwise_than_from_the_moved_set_fail(self):
         walk = "[ok]   flow dump: every flow each interval through the TCP socket iterator"
