@@ -17,7 +17,7 @@ use kafka_protocol::messages::{
     DescribeGroupsResponse, GroupId, ListGroupsRequest, ListGroupsResponse, MetadataRequest,
     MetadataResponse,
 };
-use kafka_protocol::protocol::{Message, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 
 use super::wire::{Conn, Cost};
 use crate::model::kafka::{KafkaBroker, KafkaDirectory, KafkaMember};
@@ -134,6 +134,25 @@ pub(crate) fn lookup(
     Ok(Looked { dir, partial })
 }
 
+/// The [`Described`] groups of either describing response (their fields
+/// have the same names in both).
+macro_rules! described {
+    ($r:expr) => {
+        $r.groups
+            .into_iter()
+            .map(|g| Described {
+                group: g.group_id,
+                error_code: g.error_code,
+                members: g
+                    .members
+                    .into_iter()
+                    .map(|m| (m.client_id, m.client_host))
+                    .collect(),
+            })
+            .collect()
+    };
+}
+
 /// The groups `conn`'s broker coordinates, and their members.
 fn groups_of(
     conn: &mut Conn,
@@ -167,46 +186,68 @@ fn groups_of(
             _ => {}
         }
     }
-    for batch in classic.chunks(DESCRIBE_BATCH) {
-        let (r, _): (DescribeGroupsResponse, i16) = conn.call(
-            ApiKey::DescribeGroups,
-            range::<DescribeGroupsRequest>(),
-            |_| DescribeGroupsRequest::default().with_groups(batch.to_vec()),
-            cost,
-        )?;
-        for g in r.groups {
+    describe(
+        conn,
+        dir,
+        members,
+        cost,
+        &classic,
+        ApiKey::DescribeGroups,
+        |batch| DescribeGroupsRequest::default().with_groups(batch),
+        |r: DescribeGroupsResponse| described!(r),
+    )?;
+    describe(
+        conn,
+        dir,
+        members,
+        cost,
+        &consumer,
+        ApiKey::ConsumerGroupDescribe,
+        |batch| ConsumerGroupDescribeRequest::default().with_group_ids(batch),
+        |r: ConsumerGroupDescribeResponse| described!(r),
+    )
+}
+
+/// One group as either describing response gives it: its id, error code
+/// and members' (client id, client host).
+struct Described {
+    group: GroupId,
+    error_code: i16,
+    members: Vec<(StrBytes, StrBytes)>,
+}
+
+/// Describes `groups` with `key`'s request `Q` (DescribeGroups for
+/// classic groups, ConsumerGroupDescribe for the consumer protocol's),
+/// [`DESCRIBE_BATCH`] a request, and adds their members; a broker that
+/// knows no version of it leaves them counted as not described.
+#[allow(clippy::too_many_arguments)]
+fn describe<Q: Message + Encodable, R: Decodable>(
+    conn: &mut Conn,
+    dir: &mut KafkaDirectory,
+    members: &mut BTreeSet<KafkaMember>,
+    cost: &mut Cost,
+    groups: &[GroupId],
+    key: ApiKey,
+    request: impl Fn(Vec<GroupId>) -> Q,
+    described: impl Fn(R) -> Vec<Described>,
+) -> Result<()> {
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let ours = range::<Q>();
+    if conn.version(key, ours).is_none() {
+        dir.groups_not_described += groups.len() as u64;
+        return Ok(());
+    }
+    for batch in groups.chunks(DESCRIBE_BATCH) {
+        let (r, _): (R, i16) = conn.call(key, ours, |_| request(batch.to_vec()), cost)?;
+        for g in described(r) {
             if g.error_code != 0 {
                 dir.groups_not_described += 1;
                 continue;
             }
-            for m in g.members {
-                add(members, dir, &g.group_id, &m.client_id, &m.client_host);
-            }
-        }
-    }
-    if !consumer.is_empty() {
-        let Some(_) = conn.version(
-            ApiKey::ConsumerGroupDescribe,
-            range::<ConsumerGroupDescribeRequest>(),
-        ) else {
-            dir.groups_not_described += consumer.len() as u64;
-            return Ok(());
-        };
-        for batch in consumer.chunks(DESCRIBE_BATCH) {
-            let (r, _): (ConsumerGroupDescribeResponse, i16) = conn.call(
-                ApiKey::ConsumerGroupDescribe,
-                range::<ConsumerGroupDescribeRequest>(),
-                |_| ConsumerGroupDescribeRequest::default().with_group_ids(batch.to_vec()),
-                cost,
-            )?;
-            for g in r.groups {
-                if g.error_code != 0 {
-                    dir.groups_not_described += 1;
-                    continue;
-                }
-                for m in g.members {
-                    add(members, dir, &g.group_id, &m.client_id, &m.client_host);
-                }
+            for (client_id, client_host) in &g.members {
+                add(members, dir, &g.group, client_id, client_host);
             }
         }
     }
