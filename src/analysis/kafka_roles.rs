@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::outcome::{Evidence, InterfaceVerdict, Verdict};
 use super::signal::Signal;
-use crate::model::kafka::KafkaRole;
+use crate::model::kafka::{KafkaIdentity, KafkaRole};
 use crate::model::snapshot::{FlowSample, Snapshot};
 use crate::shared::units;
 
@@ -18,13 +18,10 @@ use crate::shared::units;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KafkaRoleSum {
     pub iface: String,
-    pub role: KafkaRole,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub broker: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_id: Option<String>,
+    /// The flows' role, broker, group and client id (in JSON, fields of
+    /// the sum, as of a flow's `kafka`).
+    #[serde(flatten)]
+    pub who: KafkaIdentity,
     /// The flows could not be given to one group or client (two on a host):
     /// their bytes are here, under no group.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -56,26 +53,16 @@ pub(crate) fn sums(snap: &Snapshot) -> Vec<KafkaRoleSum> {
     }
     let mut out = Vec::new();
     for iface in &snap.interfaces {
-        type Key = (KafkaRole, Option<i32>, Option<String>, Option<String>, bool);
-        let mut by: BTreeMap<Key, (KafkaRoleSum, f64)> = BTreeMap::new();
+        let mut by: BTreeMap<(&KafkaIdentity, bool), (KafkaRoleSum, f64)> = BTreeMap::new();
         for f in snap.flows.iter().filter(|f| on(f, &iface.name)) {
             let Some(k) = &f.kafka else { continue };
-            let key = (
-                k.role,
-                k.broker,
-                k.group.clone(),
-                k.client_id.clone(),
-                !k.ambiguous.is_empty(),
-            );
-            let (s, delay_weight) = by.entry(key).or_insert_with(|| {
+            let ambiguous = !k.ambiguous.is_empty();
+            let (s, delay_weight) = by.entry((&k.who, ambiguous)).or_insert_with(|| {
                 (
                     KafkaRoleSum {
                         iface: iface.name.clone(),
-                        role: k.role,
-                        broker: k.broker,
-                        group: k.group.clone(),
-                        client_id: k.client_id.clone(),
-                        ambiguous: !k.ambiguous.is_empty(),
+                        who: k.who.clone(),
+                        ambiguous,
                         flows: 0,
                         bytes_sent: 0,
                         bytes_received: 0,
@@ -145,14 +132,14 @@ pub(crate) fn evidence(
     let rows: Vec<&KafkaRoleSum> = rows.iter().filter(|r| r.iface == v.iface).collect();
     let mut by_role: BTreeMap<KafkaRole, u64> = BTreeMap::new();
     for r in &rows {
-        *by_role.entry(r.role).or_default() += bytes(r.bytes_sent, r.bytes_received);
+        *by_role.entry(r.who.role).or_default() += bytes(r.bytes_sent, r.bytes_received);
     }
     let (&role, &top) = by_role.iter().max_by_key(|(_, b)| **b)?;
     if top == 0 {
         return None;
     }
     let pct = top as f64 * 100.0 / total as f64;
-    let of_role: Vec<&&KafkaRoleSum> = rows.iter().filter(|r| r.role == role).collect();
+    let of_role: Vec<&&KafkaRoleSum> = rows.iter().filter(|r| r.who.role == role).collect();
     let who = describe(role, &of_role, top, &bytes);
     let dir = if inbound { "rx" } else { "tx" };
     let others: Vec<String> = by_role
@@ -187,7 +174,7 @@ fn describe(
     bytes: &dyn Fn(u64, u64) -> u64,
 ) -> String {
     let brokers = || {
-        let mut ids: Vec<i32> = rows.iter().filter_map(|r| r.broker).collect();
+        let mut ids: Vec<i32> = rows.iter().filter_map(|r| r.who.broker).collect();
         ids.sort_unstable();
         ids.dedup();
         let ids: Vec<String> = ids.iter().map(i32::to_string).collect();
@@ -211,7 +198,7 @@ fn describe(
         KafkaRole::Consume => {
             let mut groups: BTreeMap<String, u64> = BTreeMap::new();
             for r in rows {
-                let name = match (&r.group, r.ambiguous) {
+                let name = match (&r.who.group, r.ambiguous) {
                     (Some(g), false) => format!("group {}", crate::shared::terminal_text::inert(g)),
                     (Some(g), true) => format!(
                         "group {} (clients ambiguous)",
@@ -234,5 +221,42 @@ fn describe(
         KafkaRole::Client => "clients in no consumer group".into(),
         KafkaRole::Controller => "the controller quorum".into(),
         KafkaRole::OtherClient => format!("other processes of this host to broker{}", brokers()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kafka::KafkaFlow;
+
+    /// The identity is held once (`KafkaIdentity`) and flattened: a flow's
+    /// `kafka` and a sum read and write the fields trace format 1.13 and
+    /// `--json` have always had, so recordings of 1.13 still read.
+    #[test]
+    fn the_identity_is_flattened_into_the_json_of_flows_and_sums() {
+        let flow =
+            r#"{"role":"consume","group":"orders","client_id":"orders-1","ambiguous":["a/b"]}"#;
+        let f: KafkaFlow = serde_json::from_str(flow).unwrap();
+        assert_eq!(f.who.role, KafkaRole::Consume);
+        assert_eq!(f.who.group.as_deref(), Some("orders"));
+        assert_eq!(f.who.client_id.as_deref(), Some("orders-1"));
+        assert_eq!(serde_json::to_string(&f).unwrap(), flow);
+        let sum = KafkaRoleSum {
+            iface: "eth0".into(),
+            who: KafkaIdentity {
+                broker: Some(2),
+                ..KafkaIdentity::role(KafkaRole::ReplicationToFollower)
+            },
+            ambiguous: false,
+            flows: 1,
+            bytes_sent: 10,
+            bytes_received: 2,
+            data_segs_out: 3,
+            retrans_segs: 0,
+            delay_us: Some(7),
+        };
+        let json = r#"{"iface":"eth0","role":"replication_to_follower","broker":2,"flows":1,"bytes_sent":10,"bytes_received":2,"data_segs_out":3,"retrans_segs":0,"delay_us":7}"#;
+        assert_eq!(serde_json::to_string(&sum).unwrap(), json);
+        assert_eq!(serde_json::from_str::<KafkaRoleSum>(json).unwrap(), sum);
     }
 }

@@ -2206,10 +2206,12 @@ fn kafka(
     group: Option<&str>,
 ) -> Option<crate::model::kafka::KafkaFlow> {
     Some(crate::model::kafka::KafkaFlow {
-        role,
-        broker,
-        group: group.map(String::from),
-        client_id: group.map(|g| format!("{g}-client")),
+        who: crate::model::kafka::KafkaIdentity {
+            role,
+            broker,
+            group: group.map(String::from),
+            client_id: group.map(|g| format!("{g}-client")),
+        },
         ambiguous: Vec::new(),
     })
 }
@@ -2261,10 +2263,10 @@ fn a_hypervisor_verdict_names_the_kafka_role_that_used_the_allowance() {
     let orders = a
         .kafka
         .iter()
-        .find(|r| r.group.as_deref() == Some("orders"))
+        .find(|r| r.who.group.as_deref() == Some("orders"))
         .unwrap();
     assert_eq!(
-        (orders.flows, orders.client_id.as_deref()),
+        (orders.flows, orders.who.client_id.as_deref()),
         (4, Some("orders-client"))
     );
     // srtt 1.8 x a min RTT of 100 us: 80 us queued.

@@ -265,10 +265,12 @@ mod tests {
                 netns_name: Some("pod default/broker-0".into()),
                 peak_bps: Some(u64::MAX),
                 kafka: Some(crate::model::kafka::KafkaFlow {
-                    role: crate::model::kafka::KafkaRole::Consume,
-                    broker: None,
-                    group: Some("g\"1".into()),
-                    client_id: None,
+                    who: crate::model::kafka::KafkaIdentity {
+                        group: Some("g\"1".into()),
+                        ..crate::model::kafka::KafkaIdentity::role(
+                            crate::model::kafka::KafkaRole::Consume,
+                        )
+                    },
                     ambiguous: vec!["a/b".into()],
                 }),
                 id: u64::MAX,

@@ -176,9 +176,12 @@ impl KafkaRole {
     }
 }
 
-/// A flow's Kafka identity (`FlowSample::kafka`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KafkaFlow {
+/// Who a flow is to the local broker: its role and, where known, the other
+/// broker, the consumer group and the client id. A flow's
+/// ([`KafkaFlow`]) and a sum's (`KafkaRoleSum`, src/analysis/kafka_roles.rs),
+/// flattened into both in JSON.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct KafkaIdentity {
     pub role: KafkaRole,
     /// The other broker (replication, or the broker another process of
     /// this host talks to).
@@ -191,21 +194,15 @@ pub struct KafkaFlow {
     /// group is on the peer host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_id: Option<String>,
-    /// Set when the broker's side cannot tell which of several groups or
-    /// clients on the peer host the flow belongs to: the candidates,
-    /// `group/client_id`, at most four, then `+N`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ambiguous: Vec<String>,
 }
 
-impl KafkaFlow {
-    fn role(role: KafkaRole) -> Self {
-        KafkaFlow {
+impl KafkaIdentity {
+    pub fn role(role: KafkaRole) -> Self {
+        KafkaIdentity {
             role,
             broker: None,
             group: None,
             client_id: None,
-            ambiguous: Vec::new(),
         }
     }
 
@@ -225,10 +222,39 @@ impl KafkaFlow {
             (None, Some(c)) => out.push_str(&format!(" {}", inert(c))),
             (None, None) => {}
         }
+        out
+    }
+}
+
+/// A flow's Kafka identity (`FlowSample::kafka`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaFlow {
+    #[serde(flatten)]
+    pub who: KafkaIdentity,
+    /// Set when the broker's side cannot tell which of several groups or
+    /// clients on the peer host the flow belongs to: the candidates,
+    /// `group/client_id`, at most four, then `+N`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ambiguous: Vec<String>,
+}
+
+impl KafkaFlow {
+    fn role(role: KafkaRole) -> Self {
+        KafkaFlow {
+            who: KafkaIdentity::role(role),
+            ambiguous: Vec::new(),
+        }
+    }
+
+    /// One line for the views, made inert for a terminal (group and
+    /// client ids are chosen by clients).
+    pub(crate) fn label(&self) -> String {
+        let mut out = self.who.label();
         if !self.ambiguous.is_empty() {
+            let names = self.ambiguous.join(", ");
             out.push_str(&format!(
                 " (ambiguous: {})",
-                inert(&self.ambiguous.join(", "))
+                crate::shared::terminal_text::inert(&names)
             ));
         }
         out
@@ -318,10 +344,9 @@ pub fn classify(idx: &KafkaIndex, flow: &FlowSample) -> Option<KafkaFlow> {
             return Some(KafkaFlow::role(KafkaRole::Produce));
         }
         if let Some(id) = idx.remote_broker_at(peer.ip(), None) {
-            return Some(KafkaFlow {
-                broker: Some(id),
-                ..KafkaFlow::role(KafkaRole::ReplicationToFollower)
-            });
+            let mut f = KafkaFlow::role(KafkaRole::ReplicationToFollower);
+            f.who.broker = Some(id);
+            return Some(f);
         }
         return Some(match idx.members_by_ip.get(&peer.ip()) {
             None => KafkaFlow::role(KafkaRole::Client),
@@ -330,14 +355,13 @@ pub fn classify(idx: &KafkaIndex, flow: &FlowSample) -> Option<KafkaFlow> {
     }
     // From this host to a broker's listener.
     let id = idx.remote_broker_at(peer.ip(), Some(peer.port()))?;
-    Some(KafkaFlow {
-        broker: Some(id),
-        ..KafkaFlow::role(if not_broker_process {
-            KafkaRole::OtherClient
-        } else {
-            KafkaRole::ReplicationFromLeader
-        })
-    })
+    let mut f = KafkaFlow::role(if not_broker_process {
+        KafkaRole::OtherClient
+    } else {
+        KafkaRole::ReplicationFromLeader
+    });
+    f.who.broker = Some(id);
+    Some(f)
 }
 
 /// A controller endpoint named by loopback reached at another loopback
@@ -354,9 +378,9 @@ fn consume(ms: &[(String, String)]) -> KafkaFlow {
     let groups: BTreeSet<&str> = ms.iter().map(|(g, _)| g.as_str()).collect();
     let clients: BTreeSet<&str> = ms.iter().map(|(_, c)| c.as_str()).collect();
     if groups.len() == 1 {
-        f.group = groups.first().map(|g| g.to_string());
+        f.who.group = groups.first().map(|g| g.to_string());
         if clients.len() == 1 {
-            f.client_id = clients.first().map(|c| c.to_string());
+            f.who.client_id = clients.first().map(|c| c.to_string());
             return f;
         }
     }
@@ -442,23 +466,26 @@ mod tests {
             &flow("10.0.0.1:9092", "10.0.0.2:50000", 100, 9 << 20, 1000),
         );
         assert_eq!(
-            f.as_ref().map(|f| f.role),
+            f.as_ref().map(|f| f.who.role),
             Some(KafkaRole::ReplicationToFollower)
         );
-        assert_eq!(f.unwrap().broker, Some(2));
+        assert_eq!(f.unwrap().who.broker, Some(2));
         let f = classify(
             &idx,
             &flow("10.0.0.1:41000", "10.0.0.3:9092", 100, 1000, 9 << 20),
         )
         .unwrap();
         assert_eq!(
-            (f.role, f.broker),
+            (f.who.role, f.who.broker),
             (KafkaRole::ReplicationFromLeader, Some(3))
         );
         assert_eq!(f.label(), "replication from leader 3");
         // Another process of this host asking broker 3 is no replication.
         let f = classify(&idx, &flow("10.0.0.1:41001", "10.0.0.3:9092", 555, 10, 10)).unwrap();
-        assert_eq!((f.role, f.broker), (KafkaRole::OtherClient, Some(3)));
+        assert_eq!(
+            (f.who.role, f.who.broker),
+            (KafkaRole::OtherClient, Some(3))
+        );
         // The same port on a host that is no broker is nothing of Kafka's.
         assert_eq!(
             classify(&idx, &flow("10.0.0.1:41002", "10.9.9.9:9092", 100, 10, 10)),
@@ -474,17 +501,17 @@ mod tests {
             &flow("10.0.0.1:9092", "10.0.1.5:50000", 100, 5 << 20, 900),
         )
         .unwrap();
-        assert_eq!(f.role, KafkaRole::Consume);
-        assert_eq!(f.group.as_deref(), Some("orders"));
-        assert_eq!(f.client_id.as_deref(), Some("orders-1"));
+        assert_eq!(f.who.role, KafkaRole::Consume);
+        assert_eq!(f.who.group.as_deref(), Some("orders"));
+        assert_eq!(f.who.client_id.as_deref(), Some("orders-1"));
         assert_eq!(f.label(), "consume orders/orders-1");
         let f = classify(
             &idx,
             &flow("10.0.0.1:9092", "10.0.1.6:50000", 100, 5 << 20, 900),
         )
         .unwrap();
-        assert_eq!(f.role, KafkaRole::Consume);
-        assert_eq!(f.group, None);
+        assert_eq!(f.who.role, KafkaRole::Consume);
+        assert_eq!(f.who.group, None);
         assert_eq!(f.ambiguous, vec!["audit/audit-1", "billing/billing-1"]);
         // A dual-stack listener's peer, IPv4-mapped, is the same host.
         let f = classify(
@@ -498,7 +525,7 @@ mod tests {
             ),
         )
         .unwrap();
-        assert_eq!(f.group.as_deref(), Some("orders"));
+        assert_eq!(f.who.group.as_deref(), Some("orders"));
     }
 
     #[test]
@@ -510,26 +537,26 @@ mod tests {
             &flow("10.0.0.1:9092", "10.0.1.9:5", 100, 3000, 8 << 20),
         )
         .unwrap();
-        assert_eq!(f.role, KafkaRole::Produce);
+        assert_eq!(f.who.role, KafkaRole::Produce);
         // Even from a consumer's host.
         let f = classify(
             &idx,
             &flow("10.0.0.1:9092", "10.0.1.5:5", 100, 3000, 8 << 20),
         )
         .unwrap();
-        assert_eq!(f.role, KafkaRole::Produce);
+        assert_eq!(f.who.role, KafkaRole::Produce);
         // Too little yet to tell.
         let f = classify(&idx, &flow("10.0.0.1:9092", "10.0.1.9:5", 100, 300, 9000)).unwrap();
-        assert_eq!(f.role, KafkaRole::Client);
+        assert_eq!(f.who.role, KafkaRole::Client);
     }
 
     #[test]
     fn the_quorum_by_port_or_endpoint() {
         let idx = dir();
         let f = classify(&idx, &flow("10.0.0.1:40000", "10.0.0.2:9093", 100, 1, 1)).unwrap();
-        assert_eq!(f.role, KafkaRole::Controller);
+        assert_eq!(f.who.role, KafkaRole::Controller);
         let f = classify(&idx, &flow("10.0.0.1:9093", "10.0.0.3:40000", 100, 1, 1)).unwrap();
-        assert_eq!(f.role, KafkaRole::Controller);
+        assert_eq!(f.who.role, KafkaRole::Controller);
     }
 
     #[test]
