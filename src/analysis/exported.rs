@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::exported_kafka::KafkaExported;
 use super::headroom::Headroom;
 use super::{IntervalAnalysis, Verdict};
 use crate::model::snapshot::{
@@ -96,6 +97,9 @@ pub struct Exported {
     /// The OTLP exporter's delivery counters (`health.otlp`); `None`
     /// without `--otlp`.
     pub otlp: Option<OtlpHealth>,
+    /// Per device, Kafka role and group (bounded): the traffic's sums
+    /// (exported_kafka.rs); empty when no flow has a Kafka identity.
+    pub kafka: KafkaExported,
 }
 
 impl Exported {
@@ -153,6 +157,8 @@ impl Exported {
             devices.insert(iface.name.clone(), d);
         }
         self.devices = devices;
+        let names: Vec<&str> = snap.interfaces.iter().map(|i| i.name.as_str()).collect();
+        self.kafka.apply(&names, &analysis.kafka);
 
         let h = &snap.health;
         self.programs = h.programs.clone();

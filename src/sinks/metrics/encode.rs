@@ -338,11 +338,73 @@ fn families(state: &ExporterState) -> Vec<Family> {
         resets,
     ]);
     out.extend(headroom_families(state));
+    out.extend(kafka_families(state));
     out.extend(flow_families(state));
     out.extend(health_families(state));
     out.extend(endpoint_families(state));
     out.extend(otlp_families(state));
     out
+}
+
+/// Who used the allowance, by Kafka role and consumer group (issue 44;
+/// bounded, src/analysis/exported_kafka.rs): none of these exist when no
+/// flow has had a Kafka identity.
+fn kafka_families(state: &ExporterState) -> Vec<Family> {
+    let k = &state.kafka;
+    if k.series.is_empty() {
+        return Vec::new();
+    }
+    let mut bytes = Family::new(
+        "throttlescope_kafka_bytes",
+        "Bytes of the flows of a Kafka role (kafka_role) and consumer group (kafka_group: at most 10 named per device, the rest summed under ~other; absent for flows of no group), by direction, summed by the exporter since it started.",
+        Kind::Counter,
+    );
+    let mut segs = Family::new(
+        "throttlescope_kafka_segments_sent",
+        "TCP data segments sent by the flows of a Kafka role and group, summed by the exporter since it started.",
+        Kind::Counter,
+    );
+    let mut retrans = Family::new(
+        "throttlescope_kafka_retransmitted_segments",
+        "Retransmitted segments of the flows of a Kafka role and group that may have repaired a loss (spurious ones apart), summed by the exporter since it started.",
+        Kind::Counter,
+    );
+    let mut delay = Family::new(
+        "throttlescope_kafka_queuing_delay_seconds",
+        "Last interval: the queuing delay of the flows of a Kafka role and group (smoothed RTT over the path's minimum, weighted by bytes sent); absent when they sent nothing.",
+        Kind::Gauge,
+    );
+    let mut folded = Family::new(
+        "throttlescope_kafka_groups_folded",
+        "Last interval: consumer groups that moved bytes on the device but were not named (past the 10 named), their traffic summed under kafka_group=\"~other\".",
+        Kind::Gauge,
+    );
+    for ((device, role, group), s) in &k.series {
+        let labels = |direction: Option<&'static str>| {
+            let mut l = vec![
+                ("device", device.clone()),
+                ("kafka_role", role.as_str().to_string()),
+            ];
+            if !group.is_empty() {
+                l.push(("kafka_group", group.clone()));
+            }
+            if let Some(d) = direction {
+                l.push(("direction", d.into()));
+            }
+            l
+        };
+        bytes.int(labels(Some("tx")), s.bytes_sent);
+        bytes.int(labels(Some("rx")), s.bytes_received);
+        segs.int(labels(None), s.data_segs_out);
+        retrans.int(labels(None), s.retrans_segs);
+        if let Some(us) = s.delay_us {
+            delay.float(labels(None), us as f64 / 1e6);
+        }
+    }
+    for (device, n) in &k.folded_groups {
+        folded.int(dev(device), *n);
+    }
+    vec![bytes, segs, retrans, delay, folded]
 }
 
 /// The instance against its baseline (docs/headroom.md): none of these

@@ -623,3 +623,101 @@ fn a_baseline_given_without_a_type_is_not_published() {
         "{text}"
     );
 }
+
+fn kafka_row(
+    iface: &str,
+    role: crate::model::kafka::KafkaRole,
+    group: Option<&str>,
+    sent: u64,
+) -> crate::analysis::kafka_roles::KafkaRoleSum {
+    crate::analysis::kafka_roles::KafkaRoleSum {
+        iface: iface.into(),
+        who: crate::model::kafka::KafkaIdentity {
+            group: group.map(String::from),
+            client_id: group.map(|g| format!("{g}-client")),
+            ..crate::model::kafka::KafkaIdentity::role(role)
+        },
+        ambiguous: false,
+        flows: 2,
+        bytes_sent: sent,
+        bytes_received: 100,
+        data_segs_out: sent / 1000,
+        retrans_segs: 3,
+        delay_us: Some(2500),
+    }
+}
+
+/// Issue 44: the traffic by Kafka role and group, summed over intervals,
+/// the delay the last interval's; no client id label; none of it without
+/// Kafka identities.
+#[test]
+fn kafka_roles_and_groups_as_labelled_series() {
+    use crate::model::kafka::KafkaRole;
+    let mut st = ExporterState::new(20);
+    let with = |seq| {
+        let mut a = analysis(seq, Vec::new());
+        a.kafka = vec![
+            kafka_row("b0", KafkaRole::ReplicationToFollower, None, 600_000),
+            kafka_row("b0", KafkaRole::Consume, Some("orders"), 400_000),
+        ];
+        a
+    };
+    st.apply(&snapshot(0), &with(0));
+    st.apply(&snapshot(1), &with(1));
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        "# TYPE throttlescope_kafka_bytes counter",
+        r#"throttlescope_kafka_bytes_total{device="b0",kafka_role="replication_to_follower",direction="tx"} 1200000"#,
+        r#"throttlescope_kafka_bytes_total{device="b0",kafka_role="consume",kafka_group="orders",direction="tx"} 800000"#,
+        r#"throttlescope_kafka_bytes_total{device="b0",kafka_role="consume",kafka_group="orders",direction="rx"} 200"#,
+        r#"throttlescope_kafka_segments_sent_total{device="b0",kafka_role="consume",kafka_group="orders"} 800"#,
+        r#"throttlescope_kafka_retransmitted_segments_total{device="b0",kafka_role="consume",kafka_group="orders"} 6"#,
+        r#"throttlescope_kafka_queuing_delay_seconds{device="b0",kafka_role="consume",kafka_group="orders"} 0.0025"#,
+        r#"throttlescope_kafka_groups_folded{device="b0"} 0"#,
+    ] {
+        assert!(l.contains(&want), "missing {want}\n{text}");
+    }
+    assert!(!text.contains("client"), "{text}");
+    let mut st = ExporterState::new(20);
+    st.apply(&snapshot(0), &analysis(0, Vec::new()));
+    assert!(!encode_state(st).contains("kafka"));
+}
+
+/// The bound: 500 consumer groups on one device give at most
+/// KAFKA_TOP_GROUPS named `kafka_group` values plus `~other`, the folded
+/// groups counted, every byte in some series.
+#[test]
+fn kafka_group_labels_stay_bounded_with_500_groups() {
+    use crate::analysis::exported_kafka::{KAFKA_TOP_GROUPS, OTHER_GROUPS};
+    use crate::model::kafka::KafkaRole;
+    let mut st = ExporterState::new(20);
+    let mut a = analysis(0, Vec::new());
+    a.kafka = (0..500)
+        .map(|i| {
+            kafka_row(
+                "b0",
+                KafkaRole::Consume,
+                Some(&format!("g{i:03}")),
+                1000 + i,
+            )
+        })
+        .collect();
+    let total: u64 = a.kafka.iter().map(|r| r.bytes_sent).sum();
+    st.apply(&snapshot(0), &a);
+    let text = encode_state(st);
+    let groups: HashSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("throttlescope_kafka_bytes_total"))
+        .filter_map(|l| l.split("kafka_group=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(groups.len(), KAFKA_TOP_GROUPS + 1, "{groups:?}");
+    assert!(groups.contains(OTHER_GROUPS) && groups.contains("g499"));
+    assert!(text.contains(r#"throttlescope_kafka_groups_folded{device="b0"} 490"#));
+    let exported: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("throttlescope_kafka_bytes_total") && l.contains("\"tx\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(exported, total);
+}

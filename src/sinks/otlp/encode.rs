@@ -314,6 +314,7 @@ pub fn metrics_request(
         );
     }
 
+    kafka(&mut m, state);
     flows(&mut m, state.top_flows, snap, analysis);
 
     m.gauge(
@@ -334,6 +335,64 @@ pub fn metrics_request(
             }],
         }],
     }
+}
+
+/// The role's attribute, and the consumer group's (OpenTelemetry's
+/// messaging convention) where the series has one.
+pub const KAFKA_ROLE: &str = "throttlescope.kafka.role";
+pub const KAFKA_GROUP: &str = "messaging.consumer.group.name";
+
+/// Who used the allowance, by Kafka role and consumer group: the Prometheus
+/// exporter's `throttlescope_kafka_*` series, with the same bound
+/// (src/analysis/exported_kafka.rs).
+fn kafka(m: &mut Metrics, state: &Exported) {
+    let k = &state.kafka;
+    let mut bytes = Vec::new();
+    let mut segs = Vec::new();
+    let mut retrans = Vec::new();
+    let mut delay = Vec::new();
+    for ((device, role, group), s) in &k.series {
+        let attrs = |direction: Option<&str>| {
+            let mut a = vec![
+                kv_str(IFACE, device.clone()),
+                kv_str(KAFKA_ROLE, role.as_str()),
+            ];
+            if !group.is_empty() {
+                a.push(kv_str(KAFKA_GROUP, group.clone()));
+            }
+            if let Some(d) = direction {
+                a.push(kv_str(DIRECTION, d));
+            }
+            a
+        };
+        bytes.push((attrs(Some("transmit")), s.bytes_sent));
+        bytes.push((attrs(Some("receive")), s.bytes_received));
+        segs.push((attrs(None), s.data_segs_out));
+        retrans.push((attrs(None), s.retrans_segs));
+        if let Some(us) = s.delay_us {
+            delay.push((attrs(None), us as f64 / 1e6));
+        }
+    }
+    let folded = k
+        .folded_groups
+        .iter()
+        .map(|(d, n)| (iface(d), *n as f64))
+        .collect();
+    m.counter("throttlescope.kafka.io", "By", "Bytes of the flows of a Kafka role and consumer group (at most 10 groups named per interface, the rest under ~other), by direction, since the exporter started.", bytes);
+    m.counter(
+        "throttlescope.kafka.segments.sent",
+        "{segment}",
+        "TCP data segments sent by the flows of a Kafka role and group.",
+        segs,
+    );
+    m.counter("throttlescope.kafka.segments.retransmitted", "{segment}", "Retransmitted segments of the flows of a Kafka role and group that may have repaired a loss (spurious ones apart).", retrans);
+    m.gauge("throttlescope.kafka.queuing_delay", "s", "Last interval: the queuing delay of the flows of a Kafka role and group (smoothed RTT over the minimum, weighted by bytes sent).", delay);
+    m.gauge(
+        "throttlescope.kafka.groups.folded",
+        "{group}",
+        "Last interval: consumer groups not named, their traffic under ~other.",
+        folded,
+    );
 }
 
 /// The top N flows by backoff score (the Prometheus exporter's bound):

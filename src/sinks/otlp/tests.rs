@@ -223,3 +223,94 @@ fn pushes_follow_the_period() {
     assert_eq!(pushed(1000, &ends), [0, 1, 2, 3, 4, 5, 6]);
     assert_eq!(pushed(3000, &ends), [0, 3, 6]);
 }
+
+/// Issue 44: the Kafka series as the Prometheus exporter has them (the same
+/// `Exported`): by role and group (messaging.consumer.group.name), bytes
+/// by direction, with the same bound on groups.
+#[test]
+fn kafka_roles_and_groups_with_the_same_bound() {
+    use crate::analysis::exported_kafka::{KAFKA_TOP_GROUPS, OTHER_GROUPS};
+    use crate::model::kafka::{KafkaFlow, KafkaIdentity, KafkaRole};
+    use crate::model::snapshot::{FlowCounters, FlowSample};
+    let mut snap = snapshot(4);
+    let flow = |id: u64, role: KafkaRole, group: Option<String>, sent: u64| FlowSample {
+        iface: Some("eth0".into()),
+        srtt_us: 3000,
+        min_rtt_us: 1000,
+        delta: FlowCounters {
+            bytes_sent: sent,
+            bytes_received: 10,
+            data_segs_out: 5,
+            ..Default::default()
+        },
+        kafka: Some(KafkaFlow {
+            who: KafkaIdentity {
+                group,
+                ..KafkaIdentity::role(role)
+            },
+            ambiguous: Vec::new(),
+        }),
+        ..FlowSample::example(id)
+    };
+    snap.flows = (0..50)
+        .map(|i| flow(i, KafkaRole::Consume, Some(format!("g{i:02}")), 1000 + i))
+        .collect();
+    snap.flows
+        .push(flow(99, KafkaRole::ReplicationToFollower, None, 7000));
+    let total: u64 = snap.flows.iter().map(|f| f.delta.bytes_sent).sum();
+    let a = analyze(&[], &snap, &Thresholds::default());
+    let mut state = ExporterState::new(20);
+    state.apply(&snap, &a);
+    let req = encode::metrics_request(&ec2(), &state, &snap, &a, 1_761_999_000_000);
+    let req = ExportMetricsServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
+    let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+    let io = metrics
+        .iter()
+        .find(|m| m.name == "throttlescope.kafka.io")
+        .unwrap();
+    let Some(metric::Data::Sum(sum)) = &io.data else {
+        panic!("{io:?}")
+    };
+    assert!(sum.is_monotonic);
+    let mut groups = std::collections::BTreeSet::new();
+    let mut sent = 0;
+    for p in &sum.data_points {
+        if let Some(g) = s(&p.attributes, encode::KAFKA_GROUP) {
+            groups.insert(g);
+        }
+        if s(&p.attributes, encode::DIRECTION).as_deref() == Some("transmit") {
+            let Some(number_data_point::Value::AsInt(v)) = p.value else {
+                panic!()
+            };
+            sent += v as u64;
+            if s(&p.attributes, encode::KAFKA_ROLE).as_deref() == Some("replication_to_follower") {
+                assert_eq!(v, 7000);
+            }
+        }
+    }
+    assert_eq!(sent, total);
+    assert_eq!(groups.len(), KAFKA_TOP_GROUPS + 1, "{groups:?}");
+    assert!(groups.contains(OTHER_GROUPS) && groups.contains("g49"));
+    let delay = metrics
+        .iter()
+        .find(|m| m.name == "throttlescope.kafka.queuing_delay")
+        .unwrap();
+    let Some(metric::Data::Gauge(g)) = &delay.data else {
+        panic!()
+    };
+    assert!(g
+        .data_points
+        .iter()
+        .all(|p| p.value == Some(number_data_point::Value::AsDouble(0.002))));
+    let folded = metrics
+        .iter()
+        .find(|m| m.name == "throttlescope.kafka.groups.folded")
+        .unwrap();
+    let Some(metric::Data::Gauge(g)) = &folded.data else {
+        panic!()
+    };
+    assert_eq!(
+        g.data_points[0].value,
+        Some(number_data_point::Value::AsDouble(40.0))
+    );
+}
