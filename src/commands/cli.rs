@@ -289,6 +289,33 @@ impl WorkloadArgs {
     }
 }
 
+/// Flows kept by their Kafka role and consumer group (`--kafka-role`,
+/// `--kafka-group`): what is listed, not what is judged.
+#[derive(Debug, Args, Clone, Default)]
+pub struct KafkaFilterArgs {
+    /// Only flows of this Kafka role (repeatable; docs/kafka.md):
+    /// replication_to_follower (or follower: followers fetching from this
+    /// broker), replication_from_leader (or leader: this broker fetching
+    /// from leaders), replication (both), consume, produce, client (at the
+    /// listener, in no consumer group), controller (or quorum),
+    /// other_client (another process of this host to a broker). Verdicts,
+    /// their evidence, recordings and the exporters still count every flow.
+    #[arg(long = "kafka-role", value_name = "ROLE")]
+    pub roles: Vec<String>,
+
+    /// Only flows of this consumer group (repeatable), its id as
+    /// `kafka-consumer-groups.sh --list` prints it: consumers whose group
+    /// the lookup named (a flow of an ambiguous host names none).
+    #[arg(long = "kafka-group", value_name = "GROUP")]
+    pub groups: Vec<String>,
+}
+
+impl KafkaFilterArgs {
+    pub(crate) fn filter(&self) -> anyhow::Result<crate::model::kafka::KafkaFilter> {
+        crate::model::kafka::KafkaFilter::new(&self.roles, &self.groups).map_err(anyhow::Error::msg)
+    }
+}
+
 /// Where and how to rotate a recording.
 #[derive(Debug, Args, Clone)]
 pub struct RotateArgs {
@@ -321,6 +348,9 @@ pub struct ViewArgs {
     /// Flows shown per interval in plain tables.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
+
+    #[command(flatten)]
+    pub kafka: KafkaFilterArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -411,6 +441,9 @@ pub struct ReportArgs {
     /// Only these interfaces (repeatable).
     #[arg(long = "iface", value_name = "IFACE")]
     pub interfaces: Vec<String>,
+
+    #[command(flatten)]
+    pub kafka: KafkaFilterArgs,
 
     #[command(flatten)]
     pub workloads: WorkloadArgs,

@@ -108,7 +108,8 @@ fn request(args: &ReportArgs) -> Result<ReportRequest<'_>> {
         args.since.as_deref(),
         args.until.as_deref(),
         args.workloads.filter()?,
-    )?;
+    )?
+    .with_kafka(args.kafka.filter()?);
     Ok(ReportRequest {
         files: &args.files,
         thresholds: &args.thresholds,

@@ -261,6 +261,72 @@ impl KafkaFlow {
     }
 }
 
+/// `--kafka-role` and `--kafka-group` (watch, replay, report): flows kept
+/// by their Kafka identity. Any role given and any group given (a flow of
+/// no group passes no `--kafka-group`); empty keeps every flow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KafkaFilter {
+    pub roles: Vec<KafkaRole>,
+    pub groups: Vec<String>,
+}
+
+/// What `--kafka-role` takes, for its help and its errors.
+pub const ROLE_WORDS: &str = "replication_to_follower (or follower), replication_from_leader \
+     (or leader), replication (both), consume, produce, client, controller (or quorum), \
+     other_client";
+
+impl KafkaFilter {
+    /// Checks each value; the errors name the option and what it takes.
+    pub fn new(roles: &[String], groups: &[String]) -> Result<Self, String> {
+        let mut f = KafkaFilter::default();
+        for r in roles {
+            let t = r.trim().to_ascii_lowercase().replace('-', "_");
+            if t == "replication" {
+                f.roles.push(KafkaRole::ReplicationToFollower);
+                f.roles.push(KafkaRole::ReplicationFromLeader);
+                continue;
+            }
+            match KafkaRole::parse(r) {
+                Some(role) => f.roles.push(role),
+                None => {
+                    return Err(format!(
+                        "--kafka-role {r:?}: not a Kafka role: give {ROLE_WORDS}"
+                    ))
+                }
+            }
+        }
+        for g in groups {
+            if g.is_empty() || g.chars().any(char::is_control) {
+                return Err(format!(
+                    "--kafka-group {g:?}: empty, or holds control characters: give a consumer \
+                     group id as kafka-consumer-groups.sh --list prints it"
+                ));
+            }
+            f.groups.push(g.clone());
+        }
+        Ok(f)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.roles.is_empty() && self.groups.is_empty()
+    }
+
+    /// Whether a flow (its Kafka identity, None without one) is kept.
+    pub fn keeps(&self, k: Option<&KafkaFlow>) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        k.is_some_and(|k| self.keeps_identity(&k.who))
+    }
+
+    /// Whether flows (or a sum of them) of this identity are kept.
+    pub fn keeps_identity(&self, who: &KafkaIdentity) -> bool {
+        (self.roles.is_empty() || self.roles.contains(&who.role))
+            && (self.groups.is_empty()
+                || who.group.as_ref().is_some_and(|g| self.groups.contains(g)))
+    }
+}
+
 /// The directory with its lookups built: made once per lookup result, used
 /// for every flow of every interval until the next.
 #[derive(Debug, Clone, Default)]
@@ -570,5 +636,36 @@ mod tests {
         );
         assert_eq!(KafkaRole::parse("quorum"), Some(KafkaRole::Controller));
         assert_eq!(KafkaRole::parse("nonsense"), None);
+    }
+
+    #[test]
+    fn the_filter_takes_roles_groups_and_says_what_it_wants() {
+        let f = KafkaFilter::new(&["replication".into()], &[]).unwrap();
+        let flow = |role, group: Option<&str>| KafkaFlow {
+            who: KafkaIdentity {
+                group: group.map(String::from),
+                ..KafkaIdentity::role(role)
+            },
+            ambiguous: Vec::new(),
+        };
+        assert!(f.keeps(Some(&flow(KafkaRole::ReplicationFromLeader, None))));
+        assert!(f.keeps(Some(&flow(KafkaRole::ReplicationToFollower, None))));
+        assert!(!f.keeps(Some(&flow(KafkaRole::Consume, Some("a")))));
+        assert!(!f.keeps(None));
+        assert!(KafkaFilter::default().keeps(None));
+        let g = KafkaFilter::new(&["consume".into()], &["orders".into()]).unwrap();
+        assert!(g.keeps(Some(&flow(KafkaRole::Consume, Some("orders")))));
+        assert!(!g.keeps(Some(&flow(KafkaRole::Consume, Some("billing")))));
+        assert!(!g.keeps(Some(&flow(KafkaRole::Produce, None))));
+        let e = KafkaFilter::new(&["replicaton".into()], &[]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--kafka-role \"replicaton\": not a Kafka role: give replication_to_follower"
+            ),
+            "{e}"
+        );
+        assert!(KafkaFilter::new(&[], &["".into()])
+            .unwrap_err()
+            .starts_with("--kafka-group"));
     }
 }

@@ -224,10 +224,16 @@ impl ReportBuilder {
         self.health.observe(snap, from_zero, in_span, &self.filters);
         if in_span {
             let tracker = self.judging.episodes();
-            self.episode_notes.note(tracker, &analysis, snap, t);
+            self.episode_notes
+                .note(tracker, &analysis, snap, t, &self.filters.kafka);
             self.health.count_untrusted(&analysis);
-            self.interfaces
-                .add(&analysis, snap, t, self.judging.thresholds());
+            self.interfaces.add(
+                &analysis,
+                snap,
+                t,
+                self.judging.thresholds(),
+                &self.filters.kafka,
+            );
             self.flows.add(&self.filters, &analysis, snap, t);
             self.add_span(snap);
         }

@@ -5,6 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use anyhow::{bail, Result};
 
+use crate::model::kafka::KafkaFilter;
 use crate::model::snapshot::FlowSample;
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::{parse_time, TimeSpec};
@@ -90,6 +91,8 @@ pub struct ReportFilters {
     pub interfaces: Vec<String>,
     /// `--pod`, `--cgroup`, `--service`.
     pub workloads: WorkloadFilter,
+    /// `--kafka-role`, `--kafka-group`.
+    pub kafka: KafkaFilter,
     pub since: Option<TimeSpec>,
     pub until: Option<TimeSpec>,
 }
@@ -132,6 +135,7 @@ impl ReportFilters {
             flows,
             interfaces,
             workloads,
+            kafka: KafkaFilter::default(),
             since,
             until,
         })
@@ -141,10 +145,17 @@ impl ReportFilters {
     /// and, with `--iface`, when it uses one of those interfaces (a flow
     /// whose interface is unknown, as in recordings before format 1.2, is
     /// kept: it may be on any of them).
+    /// With `--kafka-role`/`--kafka-group`: flows and the by-role sums kept
+    /// by their Kafka identity.
+    pub(crate) fn with_kafka(mut self, kafka: KafkaFilter) -> Self {
+        self.kafka = kafka;
+        self
+    }
+
     pub(crate) fn flow_matches(&self, f: &FlowSample) -> bool {
         let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
         let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
-        by_pattern && by_iface && f.passes(&self.workloads)
+        by_pattern && by_iface && f.passes(&self.workloads) && self.kafka.keeps(f.kafka.as_ref())
     }
 
     pub(crate) fn iface_matches(&self, name: &str) -> bool {

@@ -6,6 +6,7 @@
 pub(crate) mod build;
 pub(crate) mod filters;
 pub mod html;
+pub mod kafka;
 pub mod model;
 pub mod plan;
 pub(crate) mod text;

@@ -108,6 +108,11 @@ pub struct EpisodeReport {
     pub counters_in_microbursts: Option<CountersInMicrobursts>,
     /// Enforcement episodes only: the burst before it.
     pub enforcement: Option<EnforcementSummary>,
+    /// Which Kafka roles and groups carried the episode's traffic, from its
+    /// first interval held (report/kafka.rs); absent without Kafka
+    /// identities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kafka: Vec<super::kafka::KafkaUse>,
 }
 
 /// Why the allowance counters of a calm episode rose: in microbursts.
@@ -300,6 +305,10 @@ pub struct InterfaceSummary {
     /// Local queuing: the largest qdisc backlog seen, and host drops.
     pub peak_backlog_bytes: u64,
     pub host_drops: BTreeMap<String, u64>,
+    /// Which Kafka roles and groups carried the interface's traffic over
+    /// the span (report/kafka.rs); absent without Kafka identities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kafka: Vec<super::kafka::KafkaUse>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -1094,3 +1094,75 @@ fn a_new_recording_starts_the_run_above_the_baseline_again() {
     assert_eq!(p.plan.burst_above_secs, 2.0, "{}", p.line);
     assert_eq!(r.right_sizing.tx.above_secs, 5.0);
 }
+
+/// Issue 44: the report says which Kafka role and group used the
+/// allowance, per episode (its intervals) and per interface (the span);
+/// `--kafka-role`/`--kafka-group` keep flows and lines by their identity.
+#[test]
+fn kafka_roles_per_episode_and_interface_and_their_filters() {
+    use crate::model::kafka::{KafkaFilter, KafkaFlow, KafkaIdentity, KafkaRole};
+    let snaps: Vec<Snapshot> = burst_then_enforcement()
+        .into_iter()
+        .map(|mut s| {
+            for f in &mut s.flows {
+                f.iface = Some("eth0".into());
+                f.kafka = Some(KafkaFlow {
+                    who: if f.id == 1 {
+                        KafkaIdentity {
+                            broker: Some(2),
+                            ..KafkaIdentity::role(KafkaRole::ReplicationToFollower)
+                        }
+                    } else {
+                        KafkaIdentity {
+                            group: Some("orders".into()),
+                            client_id: Some("orders-1".into()),
+                            ..KafkaIdentity::role(KafkaRole::Consume)
+                        }
+                    },
+                    ambiguous: Vec::new(),
+                });
+            }
+            s
+        })
+        .collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let text = super::text::render(&r);
+    assert!(
+        text.contains(
+            "             by Kafka role: tx: replication to followers 66.7% (6.00MB), consume group orders 33.3%\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    by Kafka role: tx: replication to followers 66.7% (13.0MB), consume group orders 33.3%\n"
+        ),
+        "{text}"
+    );
+    // The burst before it keeps its own five intervals, the onset dated
+    // back into it given to the enforcement.
+    assert!(
+        text.contains(
+            "             by Kafka role: tx: replication to followers 66.7% (5.00MB), consume group orders 33.3%\n"
+        ),
+        "{text}"
+    );
+    let eth1 = &r.interfaces[1];
+    assert!(eth1.kafka.is_empty(), "{:?}", eth1.kafka);
+    // Only consumers of group orders: their flow, their line.
+    let filters = ReportFilters::default()
+        .with_kafka(KafkaFilter::new(&["consume".into()], &["orders".into()]).unwrap());
+    let r = build(&snaps, filters, Thresholds::default()).unwrap();
+    let ids: Vec<u64> = r.flows.iter().map(|f| f.flow_id).collect();
+    assert_eq!(ids, vec![2]);
+    let text = super::text::render(&r);
+    assert!(
+        text.contains("    by Kafka role: tx: consume group orders 100% (6.50MB)\n"),
+        "{text}"
+    );
+    // The verdicts are the same: the filter lists, it does not judge.
+    assert!(r
+        .episodes
+        .iter()
+        .any(|e| e.episode.verdict == Verdict::HypervisorQueuing));
+}

@@ -195,6 +195,9 @@ fn episodes(out: &mut String, r: &Report) {
         if !calm && !notes.is_empty() {
             let _ = writeln!(out, "             at its peak: {}", notes.join("; "));
         }
+        if let Some(k) = crate::report::kafka::line(&e.kafka) {
+            let _ = writeln!(out, "             by Kafka role: {k}");
+        }
         if let Some(x) = &e.enforcement {
             let baseline = x.baseline_bps.map_or("unknown".to_string(), rate_bits);
             match x.burst_ceiling_bps {
@@ -279,6 +282,9 @@ fn interfaces(out: &mut String, r: &Report) {
             opt_pct(i.retrans_pct),
             opt_pct(i.peak_retrans_pct)
         );
+        if let Some(k) = crate::report::kafka::line(&i.kafka) {
+            let _ = writeln!(out, "    by Kafka role: {k}");
+        }
         if i.peak_backlog_bytes > 0 || !i.host_drops.is_empty() {
             let drops: Vec<String> = i
                 .host_drops

@@ -64,6 +64,61 @@ pub(crate) trait View {
     }
 }
 
+/// `--kafka-role`/`--kafka-group`: the view shows the flows (and the
+/// by-role sums) the filter keeps; the interval is judged, recorded and
+/// exported whole before it gets here.
+pub(crate) struct KafkaFilteredView {
+    inner: Box<dyn View>,
+    filter: crate::model::kafka::KafkaFilter,
+}
+
+impl KafkaFilteredView {
+    pub(crate) fn new(inner: Box<dyn View>, filter: crate::model::kafka::KafkaFilter) -> Self {
+        KafkaFilteredView { inner, filter }
+    }
+
+    /// The interval as the view shows it.
+    pub(crate) fn narrow(
+        &self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+    ) -> (Snapshot, IntervalAnalysis) {
+        let mut snap = snap.clone();
+        snap.flows.retain(|f| self.filter.keeps(f.kafka.as_ref()));
+        let kept: std::collections::HashSet<u64> = snap.flows.iter().map(|f| f.id).collect();
+        let mut analysis = analysis.clone();
+        analysis.flows.retain(|f| kept.contains(&f.flow_id));
+        analysis
+            .kafka
+            .retain(|r| self.filter.keeps_identity(&r.who));
+        (snap, analysis)
+    }
+}
+
+impl View for KafkaFilteredView {
+    fn show(
+        &mut self,
+        snap: &Snapshot,
+        analysis: &IntervalAnalysis,
+        source: &str,
+    ) -> Result<Control> {
+        let (snap, analysis) = self.narrow(snap, analysis);
+        self.inner.show(&snap, &analysis, source)
+    }
+
+    fn wait(&mut self, deadline: Instant) -> Result<Control> {
+        self.inner.wait(deadline)
+    }
+
+    fn end_of_input(&mut self) -> Result<()> {
+        self.inner.end_of_input()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.inner.finish()
+    }
+}
+
 /// One line of `--json`: the snapshot's fields, plus its analysis. A
 /// reader that only knows [`Snapshot`] can still parse it.
 #[derive(Debug, Serialize)]
@@ -293,5 +348,52 @@ mod tests {
         let mut sorted = attributed.clone();
         sorted.sort_by(|a, b| b.cmp(a));
         assert_eq!(attributed, sorted);
+    }
+
+    /// `--kafka-role`: the view gets the flows, attributions and by-role
+    /// sums of that role; the judgement (verdicts) is the interval's.
+    #[test]
+    fn a_kafka_filter_narrows_what_the_view_shows_not_the_verdicts() {
+        use crate::model::kafka::{KafkaFilter, KafkaFlow, KafkaIdentity, KafkaRole};
+        use crate::model::snapshot::FlowCounters;
+        let mut snap = Snapshot::example(9);
+        snap.interfaces = vec![crate::model::snapshot::InterfaceSample {
+            name: "eth0".into(),
+            ..Default::default()
+        }];
+        snap.flows = (1..5)
+            .map(|id| FlowSample {
+                iface: Some("eth0".into()),
+                delta: FlowCounters {
+                    bytes_sent: 1000 * id,
+                    ..Default::default()
+                },
+                kafka: (id < 4).then(|| KafkaFlow {
+                    who: KafkaIdentity::role(if id == 1 {
+                        KafkaRole::Produce
+                    } else {
+                        KafkaRole::ReplicationToFollower
+                    }),
+                    ambiguous: Vec::new(),
+                }),
+                ..FlowSample::example(id)
+            })
+            .collect();
+        let analysis = crate::analysis::analyze(&[], &snap, &Thresholds::default());
+        assert!(analysis.kafka.len() >= 2, "{:?}", analysis.kafka);
+        let view = KafkaFilteredView::new(
+            Box::new(SilentView),
+            KafkaFilter::new(&["replication".into()], &[]).unwrap(),
+        );
+        let (s, a) = view.narrow(&snap, &analysis);
+        let ids: Vec<u64> = s.flows.iter().map(|f| f.id).collect();
+        assert_eq!(ids, vec![2, 3]);
+        assert!(a.flows.iter().all(|f| f.flow_id == 2 || f.flow_id == 3));
+        assert!(!a.flows.is_empty());
+        assert!(a
+            .kafka
+            .iter()
+            .all(|r| r.who.role == KafkaRole::ReplicationToFollower));
+        assert_eq!(a.interfaces, analysis.interfaces);
     }
 }

@@ -230,6 +230,7 @@ fn enforcement_report() -> Report {
             }],
             held_note: String::new(),
             enforcement,
+            kafka: Vec::new(),
         }
     };
 
@@ -261,6 +262,7 @@ fn enforcement_report() -> Report {
             peak_retrans_pct: Some(0.021),
             peak_backlog_bytes: 18_000,
             host_drops: BTreeMap::new(),
+            kafka: Vec::new(),
         }
     };
 

@@ -5,8 +5,11 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use crate::analysis::kafka_roles::KafkaRoleSum;
 use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Location, Verdict};
+use crate::model::kafka::KafkaFilter;
 use crate::model::snapshot::Snapshot;
+use crate::report::kafka::{KafkaAcc, KafkaUse};
 use crate::report::model::{
     CountersInMicrobursts, EnforcementSummary, EpisodeReport, PlanComparison,
 };
@@ -42,6 +45,32 @@ struct EpisodeExtra {
     /// lines of the latest of them.
     bursts: Vec<u64>,
     burst_lines: VecDeque<(u64, String)>,
+    /// The Kafka roles and groups of its intervals: the last
+    /// [`KAFKA_TAIL`] by seq (a later onset dated back may take them), the
+    /// earlier ones summed.
+    kafka: KafkaAcc,
+    kafka_tail: VecDeque<(u64, Vec<KafkaRoleSum>)>,
+}
+
+/// Intervals of Kafka sums kept apart per episode and interface, by seq:
+/// a held verdict dated back up to this many intervals takes its own
+/// (`--threshold hold_window` beyond it leaves the older ones with the
+/// episode before).
+const KAFKA_TAIL: usize = 64;
+
+/// Keeps `rows` of `seq` in `tail`, summing what falls out into `acc`.
+fn keep_kafka(
+    acc: &mut KafkaAcc,
+    tail: &mut VecDeque<(u64, Vec<KafkaRoleSum>)>,
+    seq: u64,
+    rows: Vec<KafkaRoleSum>,
+) {
+    tail.push_back((seq, rows));
+    if tail.len() > KAFKA_TAIL {
+        if let Some((_, old)) = tail.pop_front() {
+            acc.add_all(&old);
+        }
+    }
 }
 
 impl EpisodeExtra {
@@ -90,6 +119,10 @@ pub(super) struct EpisodeNotes {
     extras: HashMap<EpisodeKey, EpisodeExtra>,
     extras_order: VecDeque<EpisodeKey>,
     runs: HashMap<String, Run>,
+    /// Per interface, the Kafka sums of its last [`KAFKA_TAIL`] intervals
+    /// (those `--kafka-role`/`--kafka-group` keep): what an episode dated
+    /// back takes from before it began.
+    kafka_recent: HashMap<String, VecDeque<(u64, Vec<KafkaRoleSum>)>>,
 }
 
 /// Rounds seconds to milliseconds.
@@ -107,8 +140,20 @@ impl EpisodeNotes {
         a: &IntervalAnalysis,
         snap: &Snapshot,
         t: f64,
+        kafka: &KafkaFilter,
     ) {
         for v in &a.interfaces {
+            let rows: Vec<KafkaRoleSum> = a
+                .kafka
+                .iter()
+                .filter(|r| r.iface == v.iface && kafka.keeps_identity(&r.who))
+                .cloned()
+                .collect();
+            let recent = self.kafka_recent.entry(v.iface.clone()).or_default();
+            recent.push_back((snap.seq, rows.clone()));
+            if recent.len() > KAFKA_TAIL {
+                recent.pop_front();
+            }
             let Some(ep) = tracker.current(&v.iface) else {
                 continue;
             };
@@ -120,6 +165,7 @@ impl EpisodeNotes {
                 x.end_t = t;
                 x.judged_alone.extend(alone);
                 x.note_bursts(snap.seq, &v.evidence);
+                keep_kafka(&mut x.kafka, &mut x.kafka_tail, snap.seq, rows);
                 if value > x.peak {
                     x.peak = value;
                     x.evidence = v.evidence.clone();
@@ -152,8 +198,16 @@ impl EpisodeNotes {
                 judged_alone: alone.into_iter().collect(),
                 bursts: Vec::new(),
                 burst_lines: VecDeque::new(),
+                kafka: KafkaAcc::default(),
+                kafka_tail: VecDeque::new(),
             };
             extra.note_bursts(snap.seq, &v.evidence);
+            // Its intervals before this one, when dated back, then this.
+            for (seq, rows) in &self.kafka_recent[&v.iface] {
+                if *seq >= ep.start_seq {
+                    keep_kafka(&mut extra.kafka, &mut extra.kafka_tail, *seq, rows.clone());
+                }
+            }
             self.keep(key, extra);
         }
     }
@@ -235,8 +289,21 @@ fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> Ep
         judged_alone: extra.map(|x| judged_alone(&episode, x)).unwrap_or_default(),
         counters_in_microbursts: extra.and_then(|x| counters_in_microbursts(&episode, x)),
         enforcement: enforcement(&episode, extra),
+        kafka: extra.map(|x| kafka_of(&episode, x)).unwrap_or_default(),
         episode,
     }
+}
+
+/// The Kafka sums of the episode's intervals: those summed, and of the
+/// tail those still inside it (an onset dated back takes the last ones).
+fn kafka_of(episode: &Episode, x: &EpisodeExtra) -> Vec<KafkaUse> {
+    let mut acc = x.kafka.clone();
+    for (seq, rows) in &x.kafka_tail {
+        if (episode.start_seq..=episode.end_seq).contains(seq) {
+            acc.add_all(rows);
+        }
+    }
+    acc.finish()
 }
 
 /// The intervals of a calm episode judged otherwise on their own. Only

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, Thresholds, Verdict};
+use crate::model::kafka::KafkaFilter;
 use crate::model::snapshot::{InterfaceSample, Snapshot};
+use crate::report::kafka::KafkaAcc;
 use crate::report::model::{AllowanceSummary, InterfacePoint, InterfaceSummary, IntervalPoint};
 
 /// Allowance exceeded over the span, with its denominator.
@@ -35,6 +37,7 @@ pub(super) struct IfaceAcc {
     peak_retrans_pct: Option<f64>,
     peak_backlog_bytes: u64,
     host_drops: BTreeMap<String, u64>,
+    kafka: KafkaAcc,
 }
 
 impl IfaceAcc {
@@ -57,6 +60,7 @@ impl IfaceAcc {
             peak_retrans_pct: None,
             peak_backlog_bytes: 0,
             host_drops: BTreeMap::new(),
+            kafka: KafkaAcc::default(),
         }
     }
 
@@ -103,6 +107,7 @@ impl IfaceAcc {
             peak_retrans_pct: self.peak_retrans_pct,
             peak_backlog_bytes: self.peak_backlog_bytes,
             host_drops: self.host_drops.clone(),
+            kafka: self.kafka.finish(),
         }
     }
 
@@ -225,13 +230,22 @@ impl Interfaces {
 
     /// One interval of every kept interface: its totals, its chart point,
     /// and the points a held verdict dated back now covers.
-    pub(super) fn add(&mut self, a: &IntervalAnalysis, snap: &Snapshot, t: f64, th: &Thresholds) {
+    pub(super) fn add(
+        &mut self,
+        a: &IntervalAnalysis,
+        snap: &Snapshot,
+        t: f64,
+        th: &Thresholds,
+        kafka: &KafkaFilter,
+    ) {
         let min_packets = th.min_rate_packets;
         let min_segs = th.min_segs_out;
         let mut points = Vec::with_capacity(a.interfaces.len());
         for v in &a.interfaces {
             let sample = snap.interfaces.iter().find(|i| i.name == v.iface);
-            self.acc(&v.iface).add(v, sample, min_packets, min_segs);
+            let acc = self.acc(&v.iface);
+            acc.add(v, sample, min_packets, min_segs);
+            acc.kafka.add(&a.kafka, &v.iface, kafka);
             points.push(point(v));
         }
         self.series.push(IntervalPoint {

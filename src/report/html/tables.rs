@@ -82,6 +82,9 @@ pub(crate) fn episodes(out: &mut String, report: &Report) {
             }
             out.push_str("</ul>");
         }
+        if let Some(k) = crate::report::kafka::line(&e.kafka) {
+            let _ = write!(out, "<p class=\"kafka\">by Kafka role: {}</p>", Esc(&k));
+        }
         out.push_str("</td>");
         match &e.enforcement {
             Some(enf) => {
@@ -202,6 +205,12 @@ pub(crate) fn interfaces(out: &mut String, report: &Report) {
             .collect::<Vec<_>>()
             .join("<br>")
     });
+    if ifs.iter().any(|i| !i.kafka.is_empty()) {
+        row(out, "by Kafka role", &|i| {
+            crate::report::kafka::line(&ifs[i].kafka)
+                .map_or("–".to_string(), |k| Esc(&k).to_string())
+        });
+    }
     out.push_str("</table>\n</section>\n");
 }
 

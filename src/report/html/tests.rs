@@ -53,7 +53,30 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
         }],
         held_note: String::new(),
         enforcement,
+        kafka: kafka_uses(),
     }
+}
+
+/// A consumer group named by a client (hostile text) and a producer.
+fn kafka_uses() -> Vec<crate::report::kafka::KafkaUse> {
+    use crate::model::kafka::KafkaRole;
+    use crate::report::kafka::KafkaUse;
+    vec![
+        KafkaUse {
+            role: KafkaRole::Consume,
+            group: Some(HOSTILE.to_string()),
+            bytes_sent: 9_000_000,
+            bytes_received: 1000,
+            retrans_segs: 0,
+        },
+        KafkaUse {
+            role: KafkaRole::Produce,
+            group: None,
+            bytes_sent: 1000,
+            bytes_received: 4_000_000,
+            retrans_segs: 0,
+        },
+    ]
 }
 
 /// `n` one-second intervals on eth0 and eth1. eth1 is missing from
@@ -130,6 +153,11 @@ fn report(n: usize) -> Report {
         peak_retrans_pct: Some(0.2),
         peak_backlog_bytes: 64_000,
         host_drops: BTreeMap::from([(HOSTILE.to_string(), 3)]),
+        kafka: if name == "eth0" {
+            kafka_uses()
+        } else {
+            Vec::new()
+        },
     };
     let owner = Owner {
         pid: 4242,
@@ -660,4 +688,26 @@ fn right_sizing_section_and_the_plan_in_the_episodes_table() {
     assert!(html.contains(
         "<td class=\"against-plan\">baseline 1.20Gb/s measured, 1.25Gb/s published &lt;script&gt;"
     ));
+}
+
+/// Issue 44: which Kafka role and group used the allowance, per episode
+/// and per interface; none of it without Kafka identities.
+#[test]
+fn kafka_roles_per_episode_and_interface() {
+    let r = report(200);
+    let html = render(&r);
+    assert!(
+        html.contains("<p class=\"kafka\">by Kafka role: tx: consume group "),
+        "no by-role line in the episodes"
+    );
+    assert!(html.contains("<tr><th>by Kafka role</th><td class=\"num\">tx: consume group "));
+    assert!(html.contains("; rx: produce "), "no rx part");
+    let mut r = report(200);
+    for e in &mut r.episodes {
+        e.kafka.clear();
+    }
+    for i in &mut r.interfaces {
+        i.kafka.clear();
+    }
+    assert!(!render(&r).contains("by Kafka role"));
 }
