@@ -31,14 +31,14 @@ pub struct KafkaUse {
 
 /// Sums of one episode or interface, bounded.
 #[derive(Debug, Clone, Default)]
-pub(super) struct KafkaAcc {
+pub(crate) struct KafkaAcc {
     by: BTreeMap<(KafkaRole, Option<String>), KafkaUse>,
     named: BTreeSet<String>,
 }
 
 impl KafkaAcc {
     /// Adds the interval's rows of `iface` that `filter` keeps.
-    pub(super) fn add(&mut self, rows: &[KafkaRoleSum], iface: &str, filter: &KafkaFilter) {
+    pub(crate) fn add(&mut self, rows: &[KafkaRoleSum], iface: &str, filter: &KafkaFilter) {
         for r in rows
             .iter()
             .filter(|r| r.iface == iface && filter.keeps_identity(&r.who))
@@ -71,14 +71,14 @@ impl KafkaAcc {
     }
 
     /// Adds rows already kept (of one interface).
-    pub(super) fn add_all(&mut self, rows: &[KafkaRoleSum]) {
+    pub(crate) fn add_all(&mut self, rows: &[KafkaRoleSum]) {
         for r in rows {
             self.add(std::slice::from_ref(r), &r.iface, &KafkaFilter::default());
         }
     }
 
     /// The sums, by bytes sent and received, largest first.
-    pub(super) fn finish(&self) -> Vec<KafkaUse> {
+    pub(crate) fn finish(&self) -> Vec<KafkaUse> {
         let mut v: Vec<KafkaUse> = self.by.values().cloned().collect();
         v.sort_by_key(|u| std::cmp::Reverse(u.bytes_sent + u.bytes_received));
         v
@@ -97,6 +97,23 @@ fn name(u: &KafkaUse) -> String {
         Some(g) => format!("{role} group {}", crate::shared::terminal_text::inert(g)),
         None => role,
     }
+}
+
+/// The views' by-role line of one interval: the interface whose flows
+/// Kafka named carried the most bytes, and its [`line`].
+pub(crate) fn interval_line(rows: &[KafkaRoleSum]) -> Option<String> {
+    let mut by_iface: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in rows {
+        *by_iface.entry(r.iface.as_str()).or_default() += r.bytes_sent + r.bytes_received;
+    }
+    let (iface, _) = by_iface.into_iter().max_by_key(|(_, b)| *b)?;
+    let mut acc = KafkaAcc::default();
+    acc.add(rows, iface, &KafkaFilter::default());
+    Some(format!(
+        "kafka on {}: {}",
+        crate::shared::terminal_text::inert(iface),
+        line(&acc.finish())?
+    ))
 }
 
 /// Which roles and groups carried the bytes each way, the three largest

@@ -146,6 +146,10 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
         .max()
         .unwrap_or(0)
         .max(OWNER_WIDTH);
+    // Who used the interface, by Kafka role, over the flows.
+    if let Some(k) = analysis.and_then(|a| crate::report::kafka::interval_line(&a.kafka)) {
+        let _ = writeln!(out, "{k}");
+    }
     // Added delay as the ranking takes it: over the peer's base RTT.
     let bases = BaseRtts::of(snap);
     let _ = writeln!(
@@ -645,5 +649,49 @@ mod tests {
         );
         let tui = crate::sinks::tui::render::health_text(&snap.health);
         assert!(tui.contains("NOT attached: tcp_sendmsg_locked"), "{tui}");
+    }
+
+    /// Issue 44: a by-role line over the flows when the lookup named them.
+    #[test]
+    fn a_kafka_by_role_line_over_the_flows() {
+        use crate::analysis::kafka_roles::KafkaRoleSum;
+        use crate::analysis::IntervalAnalysis;
+        use crate::model::kafka::{KafkaIdentity, KafkaRole};
+        let snap = one_interval(vec![iface("ens5")], Health::default());
+        let row = |role, group: Option<&str>, sent| KafkaRoleSum {
+            iface: "ens5".into(),
+            who: KafkaIdentity {
+                group: group.map(String::from),
+                ..KafkaIdentity::role(role)
+            },
+            ambiguous: false,
+            flows: 1,
+            bytes_sent: sent,
+            bytes_received: 0,
+            data_segs_out: 0,
+            retrans_segs: 0,
+            delay_us: None,
+        };
+        let mut a = IntervalAnalysis {
+            seq: 0,
+            mono_ns: 0,
+            interfaces: Vec::new(),
+            flows: Vec::new(),
+            episodes: Vec::new(),
+            headroom: None,
+            kafka: vec![
+                row(KafkaRole::ReplicationToFollower, None, 3_000_000),
+                row(KafkaRole::Consume, Some("orders"), 1_000_000),
+            ],
+        };
+        let text = render(&snap, Some(&a), 10);
+        assert!(
+            text.contains(
+                "\nkafka on ens5: tx: replication to followers 75.0% (3.00MB), consume group orders 25.0%\n"
+            ),
+            "{text}"
+        );
+        a.kafka.clear();
+        assert!(!render(&snap, Some(&a), 10).contains("kafka on"));
     }
 }

@@ -136,7 +136,17 @@ fn draw_widgets(frame: &mut Frame, screen: &Screen) {
         &screen.ui.filter,
     );
     let several = latest.snap.interfaces.len() > 1;
-    draw_flows(frame, p.flows, &rows, screen.ui, several);
+    // Who used the interface, by Kafka role: a line over the flow table
+    // when the lookup named flows and the table keeps a few rows.
+    let mut flows = p.flows;
+    if let Some(k) = crate::report::kafka::interval_line(&latest.analysis.kafka) {
+        if flows.height >= 4 {
+            let line = Rect::new(flows.x, flows.y, flows.width, 1);
+            frame.render_widget(Paragraph::new(clip(&k, usize::from(flows.width))), line);
+            flows = Rect::new(flows.x, flows.y + 1, flows.width, flows.height - 1);
+        }
+    }
+    draw_flows(frame, flows, &rows, screen.ui, several);
 }
 
 /// The title row, most urgent first (a narrow screen cuts the end): the

@@ -729,3 +729,50 @@ fn counters_rising_in_microbursts_are_said_in_both_views() {
         "{plain}"
     );
 }
+
+/// Issue 44: with flows named by the Kafka lookup, a by-role line over the
+/// flow table says which role and group carried the interface's bytes;
+/// without, none.
+#[test]
+fn a_kafka_by_role_line_over_the_flow_table() {
+    use crate::model::kafka::{KafkaFlow, KafkaIdentity, KafkaRole};
+    let th = Thresholds::default();
+    let mut history = Vec::new();
+    let mut m = Model::default();
+    for seq in 0..4 {
+        let mut snap = shaped(seq);
+        for f in &mut snap.flows {
+            f.kafka = Some(KafkaFlow {
+                who: if f.peer.port() == 41000 {
+                    KafkaIdentity {
+                        group: Some("orders".into()),
+                        ..KafkaIdentity::role(KafkaRole::Consume)
+                    }
+                } else {
+                    KafkaIdentity {
+                        broker: Some(2),
+                        ..KafkaIdentity::role(KafkaRole::ReplicationToFollower)
+                    }
+                },
+                ambiguous: Vec::new(),
+            });
+        }
+        let a = analyze(&history, &snap, &th);
+        m.push(&snap, &a, "live");
+        history.push(snap);
+    }
+    let lines = render(&m, &UiState::default(), 120, 40);
+    let screen = lines.join("\n");
+    let at = find(&lines, "kafka on b0: tx: consume group orders ").expect(&screen);
+    assert!(
+        lines[at].contains("replication to followers"),
+        "{}",
+        lines[at]
+    );
+    assert!(
+        lines[at + 1].contains("peer"),
+        "the table right under: {screen}"
+    );
+    let (m, _) = model(4);
+    assert!(find(&render(&m, &UiState::default(), 120, 40), "kafka on").is_none());
+}
