@@ -152,23 +152,9 @@ impl KafkaExported {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kafka::KafkaIdentity;
 
     fn row(iface: &str, role: KafkaRole, group: Option<&str>, sent: u64) -> KafkaRoleSum {
-        KafkaRoleSum {
-            iface: iface.into(),
-            who: KafkaIdentity {
-                group: group.map(String::from),
-                ..KafkaIdentity::role(role)
-            },
-            ambiguous: false,
-            flows: 1,
-            bytes_sent: sent,
-            bytes_received: 1,
-            data_segs_out: sent / 1000,
-            retrans_segs: 1,
-            delay_us: Some(100),
-        }
+        KafkaRoleSum::example(iface, role, group, sent, 1)
     }
 
     fn groups(e: &KafkaExported) -> Vec<String> {

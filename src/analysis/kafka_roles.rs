@@ -38,6 +38,35 @@ pub struct KafkaRoleSum {
     pub delay_us: Option<u64>,
 }
 
+#[cfg(test)]
+impl KafkaRoleSum {
+    /// For unit tests: one flow of `role` (and `group`) on `iface` that
+    /// sent and received so many bytes, a segment a kB, one retransmit and
+    /// 100 us of queuing delay.
+    pub(crate) fn example(
+        iface: &str,
+        role: KafkaRole,
+        group: Option<&str>,
+        sent: u64,
+        received: u64,
+    ) -> Self {
+        KafkaRoleSum {
+            iface: iface.into(),
+            who: KafkaIdentity {
+                group: group.map(String::from),
+                ..KafkaIdentity::role(role)
+            },
+            ambiguous: false,
+            flows: 1,
+            bytes_sent: sent,
+            bytes_received: received,
+            data_segs_out: sent / 1000,
+            retrans_segs: 1,
+            delay_us: Some(100),
+        }
+    }
+}
+
 /// Whether `f` counts for `iface`: a flow with no interface counts for
 /// every one, as the analysis's rates count it (src/analysis/rates.rs).
 fn on(f: &FlowSample, iface: &str) -> bool {

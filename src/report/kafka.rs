@@ -156,23 +156,9 @@ pub(crate) fn line(uses: &[KafkaUse]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kafka::KafkaIdentity;
 
     fn row(role: KafkaRole, group: Option<&str>, sent: u64, received: u64) -> KafkaRoleSum {
-        KafkaRoleSum {
-            iface: "eth0".into(),
-            who: KafkaIdentity {
-                group: group.map(String::from),
-                ..KafkaIdentity::role(role)
-            },
-            ambiguous: false,
-            flows: 1,
-            bytes_sent: sent,
-            bytes_received: received,
-            data_segs_out: 0,
-            retrans_segs: 1,
-            delay_us: None,
-        }
+        KafkaRoleSum::example("eth0", role, group, sent, received)
     }
 
     #[test]

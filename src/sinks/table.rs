@@ -656,22 +656,10 @@ mod tests {
     fn a_kafka_by_role_line_over_the_flows() {
         use crate::analysis::kafka_roles::KafkaRoleSum;
         use crate::analysis::IntervalAnalysis;
-        use crate::model::kafka::{KafkaIdentity, KafkaRole};
+        use crate::model::kafka::KafkaRole;
         let snap = one_interval(vec![iface("ens5")], Health::default());
-        let row = |role, group: Option<&str>, sent| KafkaRoleSum {
-            iface: "ens5".into(),
-            who: KafkaIdentity {
-                group: group.map(String::from),
-                ..KafkaIdentity::role(role)
-            },
-            ambiguous: false,
-            flows: 1,
-            bytes_sent: sent,
-            bytes_received: 0,
-            data_segs_out: 0,
-            retrans_segs: 0,
-            delay_us: None,
-        };
+        let row =
+            |role, group: Option<&str>, sent| KafkaRoleSum::example("ens5", role, group, sent, 0);
         let mut a = IntervalAnalysis {
             seq: 0,
             mono_ns: 0,

@@ -630,21 +630,11 @@ fn kafka_row(
     group: Option<&str>,
     sent: u64,
 ) -> crate::analysis::kafka_roles::KafkaRoleSum {
-    crate::analysis::kafka_roles::KafkaRoleSum {
-        iface: iface.into(),
-        who: crate::model::kafka::KafkaIdentity {
-            group: group.map(String::from),
-            client_id: group.map(|g| format!("{g}-client")),
-            ..crate::model::kafka::KafkaIdentity::role(role)
-        },
-        ambiguous: false,
-        flows: 2,
-        bytes_sent: sent,
-        bytes_received: 100,
-        data_segs_out: sent / 1000,
-        retrans_segs: 3,
-        delay_us: Some(2500),
-    }
+    let mut r = crate::analysis::kafka_roles::KafkaRoleSum::example(iface, role, group, sent, 100);
+    r.who.client_id = group.map(|g| format!("{g}-client"));
+    r.retrans_segs = 3;
+    r.delay_us = Some(2500);
+    r
 }
 
 /// Issue 44: the traffic by Kafka role and group, summed over intervals,
