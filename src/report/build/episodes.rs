@@ -123,6 +123,9 @@ pub(super) struct EpisodeNotes {
     /// (those `--kafka-role`/`--kafka-group` keep): what an episode dated
     /// back takes from before it began.
     kafka_recent: HashMap<String, VecDeque<(u64, Vec<KafkaRoleSum>)>>,
+    /// Per interface, its latest episode: the only one that keeps a tail
+    /// of Kafka sums by seq (memory: interfaces x [`KAFKA_TAIL`]).
+    latest: HashMap<String, EpisodeKey>,
 }
 
 /// Rounds seconds to milliseconds.
@@ -202,7 +205,19 @@ impl EpisodeNotes {
                 kafka_tail: VecDeque::new(),
             };
             extra.note_bursts(snap.seq, &v.evidence);
-            // Its intervals before this one, when dated back, then this.
+            // The episode before keeps its intervals before this one's
+            // onset, summed; this one takes the rest, when dated back.
+            if let Some(prev) = self
+                .latest
+                .insert(v.iface.clone(), key.clone())
+                .and_then(|k| self.extras.get_mut(&k))
+            {
+                for (seq, rows) in prev.kafka_tail.drain(..) {
+                    if seq < ep.start_seq {
+                        prev.kafka.add_all(&rows);
+                    }
+                }
+            }
             for (seq, rows) in &self.kafka_recent[&v.iface] {
                 if *seq >= ep.start_seq {
                     keep_kafka(&mut extra.kafka, &mut extra.kafka_tail, *seq, rows.clone());
