@@ -75,7 +75,52 @@ fn kafka_flows_are_named_by_group_client_and_role() {
         .iter()
         .all(|(g, c, h)| g == "lab-orders" && c == "lab-orders-client" && *h == lab.client_ip));
 
-    let out = lab.watch_json_in_broker_output("14s", &["--interval", "1s", "--kafka-period", "2s"]);
+    // The same run serves /metrics (scraped meanwhile, in the broker's
+    // namespace) and records what the report then reads.
+    let dir = crate::support::TempDir::new("kafka-roles");
+    let recording = dir.join("kro.jsonl");
+    let recording_name = recording.display().to_string();
+    let metrics: std::net::SocketAddr = "127.0.0.1:9979".parse().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (out, scrapes) = std::thread::scope(|s| {
+        let watch = s.spawn(|| {
+            let out = lab.watch_json_in_broker_output(
+                "14s",
+                &[
+                    "--interval",
+                    "1s",
+                    "--kafka-period",
+                    "2s",
+                    "--metrics",
+                    &metrics.to_string(),
+                    "--record",
+                    &recording_name,
+                ],
+            );
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            out
+        });
+        let mut scrapes = Vec::new();
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let got = crate::lab_support::in_netns(&lab.broker(), move || {
+                std::net::TcpStream::connect_timeout(
+                    &metrics,
+                    std::time::Duration::from_millis(200),
+                )
+                .ok()?;
+                // The server may be gone mid-request at the run's end.
+                std::panic::catch_unwind(|| {
+                    crate::support::metrics::get(metrics, "/metrics", "text/plain")
+                })
+                .ok()
+            });
+            if let Some((200, _, body)) = got {
+                scrapes.push(body);
+            }
+        }
+        (watch.join().expect("watch thread"), scrapes)
+    });
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("watch's stderr:\n{stderr}");
     let asking: Vec<&str> = stderr
@@ -169,6 +214,113 @@ fn kafka_flows_are_named_by_group_client_and_role() {
     // The broker's heartbeats to the quorum (every 2 s) move its flow.
     assert!(controller_seen > 0, "no controller flow listed");
     lab.tool(&["traffic", "--stop"]);
+
+    // The Prometheus endpoint's by-role bytes are the --json sums of the
+    // same intervals: the last scrape, up to the interval it names.
+    let value = |body: &str, name: &str| -> Option<f64> {
+        body.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let body = scrapes
+        .iter()
+        .rev()
+        .find(|b| b.contains("throttlescope_kafka_bytes_total{"))
+        .expect("a scrape with Kafka series");
+    let published = value(body, "throttlescope_intervals_total").unwrap() as usize;
+    let last_s = value(body, "throttlescope_last_interval_timestamp_seconds").unwrap();
+    let at = v
+        .iter()
+        .position(|l| (l["unix_ms"].as_f64().unwrap() / 1000.0 - last_s).abs() < 0.0005)
+        .expect("the scraped interval among the JSON lines");
+    assert_eq!(at + 1, published, "every interval printed was published");
+    assert!(published >= 8, "scraped after {published} intervals");
+    let mut checked = 0;
+    let mut consume_tx = 0;
+    for l in body
+        .lines()
+        .filter(|l| l.starts_with("throttlescope_kafka_bytes_total{"))
+    {
+        let label = |k: &str| {
+            l.split(&format!("{k}=\""))
+                .nth(1)
+                .and_then(|r| r.split('"').next())
+                .map(String::from)
+        };
+        let (device, role, group, direction) = (
+            label("device").unwrap(),
+            label("kafka_role").unwrap(),
+            label("kafka_group"),
+            label("direction").unwrap(),
+        );
+        let exported: u64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        let field = if direction == "tx" {
+            "bytes_sent"
+        } else {
+            "bytes_received"
+        };
+        let from_json: u64 = v[..=at]
+            .iter()
+            .flat_map(|line| {
+                line["analysis"]["kafka"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .filter(|r| {
+                r["iface"] == device.as_str()
+                    && r["role"] == role.as_str()
+                    && r["group"].as_str().map(String::from) == group
+            })
+            .map(|r| r[field].as_u64().unwrap())
+            .sum();
+        assert_eq!(exported, from_json, "{l}");
+        if role == "consume" && direction == "tx" {
+            assert_eq!(group.as_deref(), Some("lab-orders"), "{l}");
+            consume_tx += exported;
+        }
+        checked += 1;
+    }
+    eprintln!(
+        "/metrics after {published} intervals: {checked} Kafka byte series equal to --json's sums, \
+         consume lab-orders tx {consume_tx} B"
+    );
+    assert!(consume_tx > 10_000_000, "consume tx {consume_tx} B");
+    assert!(body.contains("throttlescope_kafka_groups_folded{"));
+
+    // The report of the recording names the role and group that carried
+    // the broker's traffic, per interface.
+    let (code, text, stderr) = crate::support::report::report(&[&recording_name]);
+    assert_eq!(code, 0, "{stderr}");
+    let by_role: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("by Kafka role: "))
+        .collect();
+    eprintln!("report: {by_role:?}");
+    // The share a part of a line gives, e.g. "tx: consume group lab-orders "
+    // in "tx: consume group lab-orders 99.9% (355MB)".
+    let share = |l: &str, part: &str| -> Option<f64> {
+        l.split(part).nth(1)?.split('%').next()?.parse().ok()
+    };
+    // As the JSON lines say per interval: the consumers at least 99% of
+    // the bytes sent on the listener, the producer 95% of those received.
+    assert!(
+        by_role.iter().any(|l| {
+            share(l, "tx: consume group lab-orders ").is_some_and(|p| p >= 99.0)
+                && share(l, "rx: produce ").is_some_and(|p| p >= 95.0)
+        }),
+        "{text}"
+    );
+    // Only producers: the report lists their flows, and says so per role.
+    let (code, text, stderr) =
+        crate::support::report::report(&[&recording_name, "--kafka-role", "produce"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("by Kafka role: ") && l.contains("rx: produce 100% (")),
+        "{text}"
+    );
+    assert!(!text.contains("consume group"), "{text}");
 }
 
 #[test]
