@@ -5,6 +5,7 @@
 
 pub(crate) mod attribution;
 pub(crate) mod attribution_json;
+pub(crate) mod cluster;
 mod decide;
 pub(crate) mod episodes;
 pub(crate) mod exported;

@@ -34,10 +34,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `retrans_dsack`, `retrans_undone`, `retrans_probes`, `rto_undone` and
 /// `recovery_undone` (and `retrans_spurious` counts undone retransmits);
 /// 1.13 a flow's `kafka` (its Kafka role, group and client id) and
-/// health's `kafka` (the Kafka lookup's own counters).
+/// health's `kafka` (the Kafka lookup's own counters); 1.14 the header's
+/// `host_id` (which host, for a cluster report over several).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 13,
+    minor: 14,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that
@@ -109,6 +110,13 @@ pub struct TraceHeader {
     /// was known. Added in 1.10.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<crate::model::instance::Baseline>,
+    /// Which host this is, beyond its name: `/etc/machine-id` and the
+    /// observer's network namespace (`machine-id/net:INODE`), so that a
+    /// cluster report tells apart hosts of one name (brokers in network
+    /// namespaces of one machine, cloned host names). Added in 1.14;
+    /// absent in older files, which are told apart by `host` alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_id: Option<String>,
 }
 
 impl TraceHeader {
@@ -134,6 +142,7 @@ impl TraceHeader {
             segment: 0,
             instance_type: None,
             baseline: None,
+            host_id: host_id(),
         }
     }
 
@@ -149,6 +158,30 @@ impl TraceHeader {
         self.host == other.host
             && self.start_unix_ms == other.start_unix_ms
             && self.start_mono_ns == other.start_mono_ns
+    }
+}
+
+/// This host's identity beyond its name (the header's `host_id`): the
+/// machine id and the observer's network namespace, `ID/net:INODE`; None
+/// when neither can be read.
+pub(crate) fn host_id() -> Option<String> {
+    let machine = std::fs::read_to_string("/etc/machine-id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    // `net:[4026531840]`
+    let netns = std::fs::read_link("/proc/self/ns/net").ok().and_then(|l| {
+        let l = l.to_string_lossy().into_owned();
+        let inode = l.strip_prefix("net:[")?.strip_suffix(']')?.to_string();
+        Some(inode)
+    });
+    match (machine, netns) {
+        (None, None) => None,
+        (m, n) => Some(format!(
+            "{}/net:{}",
+            m.as_deref().unwrap_or("unknown"),
+            n.as_deref().unwrap_or("unknown")
+        )),
     }
 }
 

@@ -43,6 +43,7 @@ fn header() -> TraceHeader {
         segment: 0,
         instance_type: None,
         baseline: None,
+        host_id: None,
     }
 }
 

@@ -34,6 +34,7 @@ pub fn header() -> TraceHeader {
         segment: 0,
         instance_type: None,
         baseline: None,
+        host_id: None,
     }
 }
 
