@@ -46,6 +46,10 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
         )),
         None => None,
     };
+    // The recordings of several hosts: the cluster report.
+    if let Some(hosts) = crate::report::cluster::hosts_of(&args.files)? {
+        return run_cluster(args, hosts, html);
+    }
     let report = match build(request(args)?) {
         Ok(r) => r,
         Err(e) => {
@@ -77,6 +81,53 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     match lock.write_all(out.as_bytes()).and_then(|_| lock.flush()) {
         Ok(()) => Ok(ExitCode::SUCCESS),
         // `| head` closing the pipe is a normal way to stop reading.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e).context("writing the report to stdout"),
+    }
+}
+
+/// The cluster report of several hosts' recordings (src/report/cluster.rs),
+/// as text, `--json` or `--html`.
+fn run_cluster(
+    args: &ReportArgs,
+    hosts: Vec<crate::report::cluster::HostFiles>,
+    html: Option<(&std::path::PathBuf, File)>,
+) -> Result<ExitCode> {
+    use crate::report::cluster;
+    let report = match request(args).and_then(|req| cluster::build(hosts, req)) {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some((path, file)) = html {
+                drop(file);
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e);
+        }
+    };
+    for h in &report.hosts {
+        for w in &h.report.health.read_warnings {
+            crate::stderr_line!(
+                "throttlescope: warning: {}",
+                crate::shared::terminal_text::inert_lines(w)
+            );
+        }
+    }
+    if let Some((path, mut file)) = html {
+        file.write_all(cluster::render_html(&report).as_bytes())
+            .and_then(|_| file.sync_all())
+            .map_err(|e| anyhow!("--html {}: writing the report failed: {e}", path.display()))?;
+    }
+    let out = if args.json {
+        let mut s = serde_json::to_string_pretty(&report).context("encoding the report")?;
+        s.push('\n');
+        s
+    } else {
+        crate::shared::terminal_text::inert_lines(&cluster::render_text(&report)).into_owned()
+    };
+    let stdout = std::io::stdout();
+    let mut lock = stdout.lock();
+    match lock.write_all(out.as_bytes()).and_then(|_| lock.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(e).context("writing the report to stdout"),
     }

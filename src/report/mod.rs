@@ -4,6 +4,9 @@
 //! and the renderers.
 
 pub(crate) mod build;
+pub mod cluster;
+mod cluster_html;
+mod cluster_text;
 pub(crate) mod filters;
 pub mod html;
 pub mod kafka;
@@ -44,6 +47,15 @@ pub(crate) struct ReportRequest<'a> {
 /// tails, missing segments) are in `report.health.read_warnings`. Fails,
 /// naming the files, when no interval could be read.
 pub(crate) fn build(req: ReportRequest) -> Result<Report> {
+    build_observed(req, &mut |_| {})
+}
+
+/// [`build`], showing `observe` every item of the walk before the report
+/// takes it (the cluster report's first pass, src/report/cluster.rs).
+pub(crate) fn build_observed(
+    req: ReportRequest,
+    observe: &mut dyn FnMut(&WalkItem),
+) -> Result<Report> {
     let ReportRequest {
         files: paths,
         thresholds: assignments,
@@ -75,6 +87,7 @@ pub(crate) fn build(req: ReportRequest) -> Result<Report> {
     builder.set_plan(plan);
     let mut read = 0u64;
     for item in walk.by_ref() {
+        observe(&item);
         match item {
             WalkItem::NewRecording(header) => builder.new_recording(&header),
             WalkItem::NextFile { header } => builder.next_file(&header),

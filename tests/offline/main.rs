@@ -23,6 +23,7 @@ mod record_rotation;
 mod record_roundtrip;
 mod replay;
 mod report;
+mod report_cluster;
 mod report_html;
 mod report_memory;
 mod workloads;

@@ -646,6 +646,7 @@ fn run(args: &Args) -> Result<u64> {
         segment: 0,
         instance_type: None,
         baseline: None,
+        host_id: None,
     };
     let mut w = TraceWriter::create(&args.out, header, RotateOptions::default())?;
     for t in 0..args.seconds {
