@@ -98,6 +98,21 @@ pub(crate) fn hosts_of(paths: &[PathBuf]) -> Result<Option<Vec<HostFiles>>> {
             .or_default()
             .push(f.path.clone());
     }
+    // Files of a host from before 1.14 (no host_id) join its newer files
+    // when one host of that name has them: an upgrade between recordings.
+    let nameless: Vec<(String, Option<String>)> = by
+        .keys()
+        .filter(|(host, id)| {
+            id.is_none() && by.keys().filter(|(h, i)| h == host && i.is_some()).count() == 1
+        })
+        .cloned()
+        .collect();
+    for key in nameless {
+        let files = by.remove(&key).unwrap_or_default();
+        if let Some((_, v)) = by.iter_mut().find(|((h, _), _)| *h == key.0) {
+            v.extend(files);
+        }
+    }
     if by.len() < 2 {
         return Ok(None);
     }

@@ -37,6 +37,7 @@ mod record_robustness;
 mod removed_interface;
 mod replay;
 mod report;
+mod report_cluster;
 mod report_html;
 mod scenarios;
 mod scenarios_limits;

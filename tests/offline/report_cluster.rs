@@ -383,3 +383,56 @@ fn bad_cluster_inputs_are_clear_errors() {
     assert_eq!(code, 0, "{stderr}");
     assert!(!text.starts_with("cluster report"), "{text}");
 }
+
+/// A host's recording from before format 1.14 (no `host_id`) and its next
+/// one (with it) are one host; so are files of hosts named apart.
+#[test]
+fn an_older_recording_joins_its_hosts_newer_one() {
+    let dir = TempDir::new("report-cluster-old");
+    let leader = dir.join("b1.jsonl");
+    let mut w = TraceWriter::create(
+        &leader,
+        TraceHeader {
+            host: "b1".into(),
+            host_id: None,
+            ..host_header(0, T0)
+        },
+        RotateOptions::default(),
+    )
+    .unwrap();
+    for t in 0..SECONDS {
+        w.write(&interval(0, t, T0)).unwrap();
+    }
+    w.finish().unwrap();
+    let (old, new) = (dir.join("b2-old.jsonl"), dir.join("b2-new.jsonl"));
+    for (path, id, range) in [(&old, None, 0..20), (&new, Some("m/net:1"), 20..SECONDS)] {
+        let mut w = TraceWriter::create(
+            path,
+            TraceHeader {
+                host: "b2".into(),
+                host_id: id.map(str::to_string),
+                start_unix_ms: T0 + range.start * 1000,
+                start_mono_ns: 50_000_000_000 + range.start,
+                ..host_header(1, T0)
+            },
+            RotateOptions::default(),
+        )
+        .unwrap();
+        for t in range {
+            w.write(&interval(1, t, T0)).unwrap();
+        }
+        w.finish().unwrap();
+    }
+    let json = report_json(&args(&[leader, old, new]));
+    let hosts = json["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2, "{json:#}");
+    assert_eq!(hosts[1]["name"], "broker 2 (b2)");
+    assert_eq!(hosts[1]["files"].as_array().unwrap().len(), 2);
+    assert_eq!(hosts[1]["report"]["span"]["intervals"], SECONDS);
+    // Its slowed fetches from leader 1 are seen across both files.
+    let e = &json["episodes"][0];
+    assert_eq!(
+        e["others"][0]["peers"][0]["label"],
+        "replication from leader 1"
+    );
+}
