@@ -206,6 +206,13 @@ pub struct PeerFigures {
     pub rtt_inflation: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rtt_inflation_peak: Option<f64>,
+    /// srtt less min RTT, the mean over the same flow-intervals, in
+    /// microseconds: the queuing delay in time, the same at any base RTT
+    /// (a ratio over a base of microseconds runs to hundreds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_delay_us: Option<f64>,
+    #[serde(skip)]
+    delay_sum_us: f64,
     #[serde(skip)]
     inflation_sum: f64,
     #[serde(skip)]
@@ -237,7 +244,9 @@ impl PeerFigures {
             if srtt > 0 {
                 let x = srtt as f64 / f.min_rtt_us as f64;
                 self.inflation_sum += x;
+                self.delay_sum_us += srtt.saturating_sub(f.min_rtt_us) as f64;
                 self.inflation_n += 1;
+                self.added_delay_us = Some(self.delay_sum_us / self.inflation_n as f64);
                 self.rtt_inflation = Some(self.inflation_sum / self.inflation_n as f64);
                 self.rtt_inflation_peak = Some(self.rtt_inflation_peak.map_or(x, |p| p.max(x)));
             }

@@ -280,6 +280,14 @@ pub(crate) fn peer_line(p: &PeerView) -> String {
             usual(&|f| f.rtt_inflation.map(ratio))
         ));
     }
+    if let Some(x) = d.added_delay_us {
+        let ms = |us: f64| format!("+{}", secs(us / 1e6));
+        parts.push(format!(
+            "delay {}{}",
+            ms(x),
+            usual(&|f| f.added_delay_us.map(ms))
+        ));
+    }
     parts.push(format!(
         "rx {}{}",
         rate_bits(d.rx_bps().unwrap_or(0.0)),

@@ -155,15 +155,20 @@ fn a_shaped_broker_and_its_clients_on_one_time_axis() {
         d["rtt_inflation"].as_f64().unwrap(),
         u["rtt_inflation"].as_f64().unwrap(),
     );
+    let (dd, ud) = (
+        d["added_delay_us"].as_f64().unwrap(),
+        u["added_delay_us"].as_f64().unwrap(),
+    );
     let rate = |f: &serde_json::Value| {
         f["bytes_received"].as_f64().unwrap() * 8.0 / f["secs"].as_f64().unwrap()
     };
     eprintln!(
         "the client's flows to the broker: RTT inflation {di:.2}x during, {ui:.2}x usual; \
-         rx {:.0} Mbit/s during, {:.0} usual",
+         delay +{dd:.0} us during, +{ud:.0} us usual; rx {:.0} Mbit/s during, {:.0} usual",
         rate(d) / 1e6,
         rate(u) / 1e6
     );
     assert!(di > ui * 1.5, "RTT inflation {di} during, {ui} usual");
+    assert!(dd > ud * 1.5, "added delay {dd} us during, {ud} us usual");
     assert!(rate(d) < rate(u) * 0.85, "{peer}");
 }

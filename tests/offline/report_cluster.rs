@@ -267,7 +267,10 @@ fn three_brokers_on_one_time_axis_as_text_json_and_html() {
         .collect();
     assert_eq!(slow.len(), 2, "{text}");
     for l in &slow {
-        assert!(l.contains("RTT inflation 7x (usual 1.2x)"), "{l}");
+        assert!(
+            l.contains("RTT inflation 7x (usual 1.2x), delay +1.20ms (usual +40.0us)"),
+            "{l}"
+        );
         assert!(l.contains("rx 40.0Mb/s (usual 120Mb/s)"), "{l}");
     }
     // The lanes: Q on broker 1's, none on the others'.

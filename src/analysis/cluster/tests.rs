@@ -240,6 +240,8 @@ fn the_shaped_leaders_episode_names_replication_and_the_followers_slowing() {
         assert!((during - 5.0).abs() < 1e-9, "{during}");
         let usual = p.usual.as_ref().unwrap();
         assert!((usual.rtt_inflation.unwrap() - 1.2).abs() < 1e-9);
+        assert_eq!(p.during.added_delay_us, Some(400.0));
+        assert_eq!(usual.added_delay_us, Some(20.0));
         assert_eq!(usual.secs, 20.0);
         assert_eq!(p.during.rx_bps(), Some(16e6));
         assert_eq!(usual.rx_bps(), Some(160e6));
