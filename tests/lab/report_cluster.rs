@@ -23,6 +23,7 @@ use std::time::Duration;
 use crate::lab_support::Lab;
 use crate::support::binary;
 use crate::support::report::{report, report_json};
+use crate::support::report_html::{bands, chromium, element};
 
 const RECORD_SECS: u64 = 45;
 
@@ -169,6 +170,23 @@ fn a_shaped_broker_and_its_clients_on_one_time_axis() {
         rate(u) / 1e6
     );
     assert!(di > ui * 1.5, "RTT inflation {di} during, {ui} usual");
+
+    // The page, as headless Chromium parses it: two lanes, the broker's
+    // hypervisor band in its lane.
+    let page = dir.join("cluster.html");
+    let mut a = files.to_vec();
+    a.extend(["--html", page.to_str().unwrap()]);
+    let (code, _, stderr) = report(&a);
+    assert_eq!(code, 0, "{stderr}");
+    let dom_path = chromium(&dir.0, "dom", &page, &["--dump-dom".to_string()]);
+    let dom = std::fs::read_to_string(&dom_path).unwrap();
+    let svg = element(&dom, "cluster-timeline");
+    assert_eq!(svg.matches("<g class=\"lane\"").count(), 2, "{svg}");
+    let verdict = e["verdict"].as_str().unwrap();
+    assert!(bands(svg, verdict) >= 1, "{svg}");
+    if let Ok(keep) = std::env::var("KEEP_REPORT_HTML") {
+        let _ = std::fs::copy(&page, std::path::Path::new(&keep).join("lab-cluster.html"));
+    }
     assert!(dd > ud * 1.5, "added delay {dd} us during, {ud} us usual");
     assert!(rate(d) < rate(u) * 0.85, "{peer}");
 }
