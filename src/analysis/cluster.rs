@@ -65,7 +65,7 @@ impl HostScan {
             if !local.is_loopback() && !local.is_unspecified() {
                 *self.addrs.entry(local).or_default() += 1;
             }
-            if let Some(b) = f.kafka.as_ref().and_then(|k| k.broker) {
+            if let Some(b) = f.kafka.as_ref().and_then(|k| k.who.broker) {
                 *self
                     .peer_brokers
                     .entry((unmapped(f.peer.ip()), b))
@@ -159,9 +159,9 @@ impl RoleKey {
                 group: None,
             },
             Some(k) => RoleKey {
-                role: Some(k.role),
-                broker: k.broker,
-                group: k.group.clone(),
+                role: Some(k.who.role),
+                broker: k.who.broker,
+                group: k.who.group.clone(),
             },
         }
     }

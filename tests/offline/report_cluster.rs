@@ -17,7 +17,7 @@ use crate::support::record::{header, snapshot};
 use crate::support::report::{report, report_json};
 use crate::support::report_html::{bands, chromium, element};
 use crate::support::TempDir;
-use throttlescope::model::kafka::{KafkaFlow, KafkaRole};
+use throttlescope::model::kafka::{KafkaFlow, KafkaIdentity, KafkaRole};
 use throttlescope::model::snapshot::*;
 use throttlescope::record::{RotateOptions, TraceHeader, TraceWriter};
 
@@ -70,10 +70,12 @@ fn eth0(mbit: u64, bw_pct: u64) -> InterfaceSample {
 
 fn kafka(role: KafkaRole, broker: Option<i32>, group: Option<&str>) -> Option<KafkaFlow> {
     Some(KafkaFlow {
-        role,
-        broker,
-        group: group.map(str::to_string),
-        client_id: None,
+        who: KafkaIdentity {
+            role,
+            broker,
+            group: group.map(str::to_string),
+            client_id: None,
+        },
         ambiguous: Vec::new(),
     })
 }

@@ -4,7 +4,7 @@
 //! it is shaped: RTT inflation 5x instead of 1.2x, a tenth of the bytes.
 
 use super::*;
-use crate::model::kafka::{KafkaFlow, KafkaRole};
+use crate::model::kafka::{KafkaFlow, KafkaIdentity, KafkaRole};
 use crate::model::snapshot::{FlowCounters, FlowSample, Snapshot};
 
 const T0: u64 = 1_763_000_000_000;
@@ -12,10 +12,12 @@ const ADDR: [&str; 3] = ["10.0.0.1", "10.0.0.2", "10.0.0.3"];
 
 fn kafka(role: KafkaRole, broker: Option<i32>, group: Option<&str>) -> Option<KafkaFlow> {
     Some(KafkaFlow {
-        role,
-        broker,
-        group: group.map(str::to_string),
-        client_id: None,
+        who: KafkaIdentity {
+            role,
+            broker,
+            group: group.map(str::to_string),
+            client_id: None,
+        },
         ambiguous: Vec::new(),
     })
 }
