@@ -69,12 +69,22 @@ pub fn run(args: &ReportArgs) -> Result<ExitCode> {
     if let Some((path, file)) = html {
         write_html(&report, path, file)?;
     }
-    let out = if args.json {
-        let mut s = serde_json::to_string_pretty(&report).context("encoding the report")?;
+    print_report(args.json, &report, || text::render(&report))
+}
+
+/// The report on stdout: pretty JSON with `--json`, else `text()` made inert
+/// for a terminal.
+fn print_report<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    text: impl FnOnce() -> String,
+) -> Result<ExitCode> {
+    let out = if json {
+        let mut s = serde_json::to_string_pretty(report).context("encoding the report")?;
         s.push('\n');
         s
     } else {
-        crate::shared::terminal_text::inert_lines(&text::render(&report)).into_owned()
+        crate::shared::terminal_text::inert_lines(&text()).into_owned()
     };
     let stdout = std::io::stdout();
     let mut lock = stdout.lock();
@@ -117,20 +127,7 @@ fn run_cluster(
             .and_then(|_| file.sync_all())
             .map_err(|e| anyhow!("--html {}: writing the report failed: {e}", path.display()))?;
     }
-    let out = if args.json {
-        let mut s = serde_json::to_string_pretty(&report).context("encoding the report")?;
-        s.push('\n');
-        s
-    } else {
-        crate::shared::terminal_text::inert_lines(&cluster::render_text(&report)).into_owned()
-    };
-    let stdout = std::io::stdout();
-    let mut lock = stdout.lock();
-    match lock.write_all(out.as_bytes()).and_then(|_| lock.flush()) {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(e).context("writing the report to stdout"),
-    }
+    print_report(args.json, &report, || cluster::render_text(&report))
 }
 
 /// True when `path` names the same existing file as one of `files`.

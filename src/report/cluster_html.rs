@@ -50,30 +50,17 @@ pub fn render(r: &ClusterReport) -> String {
 }
 
 fn css() -> String {
-    let mut css = String::from(
-        "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111827;background:#fff}\n\
-         h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #e5e7eb}\n\
-         table{border-collapse:collapse;margin:8px 0}\n\
-         th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}\n\
-         th{background:#f3f4f6}\n\
-         svg.timeline{display:block;background:#fff}\n\
+    let mut css = String::from(super::html::PAGE_CSS);
+    css.push_str(
+        "svg.timeline{display:block;background:#fff}\n\
          svg.timeline text{font-size:12px;fill:#374151}\n\
          svg.timeline .lane-bg{fill:#f9fafb;stroke:#e5e7eb}\n\
          svg.timeline .tick{stroke:#9ca3af;stroke-width:1;stroke-dasharray:2 3}\n\
          .legend{display:flex;flex-wrap:wrap;gap:4px 16px;margin:4px 0 0 0}\n\
          .swatch{display:inline-block;width:14px;height:10px;margin-right:4px;vertical-align:middle}\n\
-         ul{margin:0;padding-left:16px}\n\
-         .note{color:#4b5563}\n\
-         .warning{color:#b45309}\n",
+         ul{margin:0;padding-left:16px}\n",
     );
-    for (verdict, colour) in VERDICT_COLOURS {
-        let v = verdict.as_str();
-        let _ = writeln!(
-            css,
-            ".band.verdict-{v}{{fill:{colour}}}.swatch.verdict-{v}{{background:{colour}}}\
-             td.verdict-{v}{{border-left:6px solid {colour}}}"
-        );
-    }
+    super::html::verdict_css(&mut css);
     css
 }
 

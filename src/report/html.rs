@@ -87,16 +87,35 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// The page, headings and tables, as every report page draws them (the
+/// single host's and the cluster's).
+pub(crate) const PAGE_CSS: &str =
+    "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111827;background:#fff}\n\
+     h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #e5e7eb}\n\
+     table{border-collapse:collapse;margin:8px 0}\n\
+     th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}\n\
+     th{background:#f3f4f6}\n\
+     .note{color:#4b5563}\n\
+     .warning{color:#b45309}\n";
+
+/// A colour per verdict: bands, swatches and table cells.
+pub(crate) fn verdict_css(css: &mut String) {
+    for (verdict, colour) in VERDICT_COLOURS {
+        let v = verdict.as_str();
+        let _ = writeln!(
+            css,
+            ".band.verdict-{v}{{fill:{colour}}}.swatch.verdict-{v}{{background:{colour}}}\
+             td.verdict-{v}{{border-left:6px solid {colour}}}"
+        );
+    }
+}
+
 fn css() -> String {
-    let mut css = String::from(
-        "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#111827;background:#fff}\n\
-         h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #e5e7eb}\n\
-         h3{font-size:15px;margin:4px 0}\n\
-         table{border-collapse:collapse;margin:8px 0}\n\
-         th,td{border:1px solid #e5e7eb;padding:3px 8px;text-align:left;vertical-align:top}\n\
+    let mut css = String::from(PAGE_CSS);
+    css.push_str(
+        "h3{font-size:15px;margin:4px 0}\n\
          td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n\
          table.interfaces td{text-align:left;white-space:normal}\n\
-         th{background:#f3f4f6}\n\
          .chart-figure{margin:16px 0}\n\
          svg.chart{display:block;background:#fff}\n\
          svg.chart text{font-size:11px;fill:#374151}\n\
@@ -116,19 +135,10 @@ fn css() -> String {
          .swatch.line{height:3px}\n\
          .swatch.dashed{height:0;border-top:2px dashed #111827}\n\
          figcaption{color:#4b5563;font-size:12px;margin:4px 0 0 80px}\n\
-         .note{color:#4b5563}\n\
          .exceeded,.changed{font-weight:600}\n\
-         ul.evidence{margin:0;padding-left:16px}\n\
-         .warning{color:#b45309}\n",
+         ul.evidence{margin:0;padding-left:16px}\n",
     );
-    for (verdict, colour) in VERDICT_COLOURS {
-        let v = verdict.as_str();
-        let _ = writeln!(
-            css,
-            ".band.verdict-{v}{{fill:{colour}}}.swatch.verdict-{v}{{background:{colour}}}\
-             td.verdict-{v}{{border-left:6px solid {colour}}}"
-        );
-    }
+    verdict_css(&mut css);
     for (index, colour) in chart::PALETTE.iter().enumerate() {
         let _ = writeln!(
             css,
