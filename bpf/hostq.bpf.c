@@ -290,6 +290,24 @@ static __always_inline void sojourn_give_up(struct hq_sojourn *sj)
 	health_inc(hq_health, HQ_H_SOJOURN_LOST);
 }
 
+/* The sampled skb leaves its qdisc: its sojourn, from enqueue to now, into
+ * the sums and the current peak slot's largest. */
+static __always_inline void sojourn_end(struct hq_if_stats *st, struct hq_sojourn *sj)
+{
+	__u64 now = bpf_ktime_get_ns(), enq_ns = sj->enq_ns;
+	__u32 slot;
+
+	sj->skb = 0;
+	if (now < enq_ns)
+		return; /* a racing start (hostq.h): not this skb's clock */
+	now -= enq_ns;
+	st->sojourn_sum_ns += now;
+	st->sojourn_samples++;
+	slot = peak_slot(st);
+	if (now > st->sojourn_max_ns[slot])
+		st->sojourn_max_ns[slot] = now;
+}
+
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
 {
@@ -347,9 +365,9 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj;
 	struct sk_buff *it = skb;
-	__u64 now, segs = 0, sampled = 0, enq_ns;
+	__u64 segs = 0, sampled = 0;
 	bool hit = false;
-	__u32 slot, idx = 0;
+	__u32 idx = 0;
 	int i;
 
 	TEST_REJECT(test_reject, HQ_H_DEQUEUE_EVENTS);
@@ -395,17 +413,7 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 			sojourn_give_up(sj);
 		return 0;
 	}
-	now = bpf_ktime_get_ns();
-	enq_ns = sj->enq_ns;
-	sj->skb = 0;
-	if (now < enq_ns)
-		return 0; /* a racing start (hostq.h): not this skb's clock */
-	now -= enq_ns;
-	st->sojourn_sum_ns += now;
-	st->sojourn_samples++;
-	slot = peak_slot(st);
-	if (now > st->sojourn_max_ns[slot])
-		st->sojourn_max_ns[slot] = now;
+	sojourn_end(st, sj);
 	return 0;
 }
 
@@ -636,8 +644,7 @@ static __always_inline void xmit_dequeue(struct Qdisc *q, struct netdev_queue *t
 {
 	struct hq_if_stats *st;
 	struct hq_sojourn *sj;
-	__u64 now, enq_ns;
-	__u32 slot, idx = 0;
+	__u32 idx = 0;
 
 	st = queue_slot(q, txq, &idx);
 	if (!st)
@@ -650,17 +657,7 @@ static __always_inline void xmit_dequeue(struct Qdisc *q, struct netdev_queue *t
 	sj = bpf_map_lookup_elem(&sojourn, &idx);
 	if (!sj || sj->skb != (__u64)skb || sj->qdisc != (__u64)q)
 		return;
-	now = bpf_ktime_get_ns();
-	enq_ns = sj->enq_ns;
-	sj->skb = 0;
-	if (now < enq_ns)
-		return; /* a racing start (hostq.h): not this skb's clock */
-	now -= enq_ns;
-	st->sojourn_sum_ns += now;
-	st->sojourn_samples++;
-	slot = peak_slot(st);
-	if (now > st->sojourn_max_ns[slot])
-		st->sojourn_max_ns[slot] = now;
+	sojourn_end(st, sj);
 }
 
 /* Every skb handed to a driver: after the qdisc, and also the ones that
