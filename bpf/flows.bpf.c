@@ -588,6 +588,7 @@ static __always_inline bool fill_from_socket(struct ts_flow_record *rec, struct 
 	rec->delivered = TS_READ(direct, tp, delivered);
 	rec->segs_out = TS_READ(direct, tp, segs_out);
 	rec->data_segs_out = TS_READ(direct, tp, data_segs_out);
+	rec->segs_in = TS_READ(direct, tp, segs_in);
 	rec->mss_cache = TS_READ(direct, tp, mss_cache);
 	rec->bytes_sent = TS_READ(direct, tp, bytes_sent);
 	rec->bytes_retrans = TS_READ(direct, tp, bytes_retrans);

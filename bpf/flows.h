@@ -251,6 +251,8 @@ struct ts_flow_record {
 	__u32 delivered;
 	__u32 segs_out;
 	__u32 data_segs_out;
+	__u32 segs_in;           /* segments received (ss -i segs_in) */
+	__u32 _pad_segs_in;
 	__u32 mss_cache;
 	__u64 bytes_sent;
 	__u64 bytes_retrans;

@@ -142,6 +142,25 @@ pub struct NormalisedRates {
     /// bursts, named in a microburst's evidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bursting_flows: Vec<BurstingFlow>,
+    /// The flows of this interface that carried the most packets in the
+    /// interval (segments out and in), most first (at most
+    /// `PACKET_FLOWS_NAMED`): who a `pps_limit` names. Empty when no flow
+    /// carried any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packet_flows: Vec<PacketFlow>,
+    /// The owners (process, and pod, container or service) of this
+    /// interface's flows by the packets their flows carried, most first (at
+    /// most `PACKET_FLOWS_NAMED`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packet_owners: Vec<PacketOwner>,
+    /// Packets (segments out and in) of all this interface's flows, the
+    /// listed and the folded ones: what the shares above are of.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub flow_packets: u64,
+    /// Of `flow_packets`, those of listed flows whose mean payload was
+    /// small (under `SMALL_PACKET_FRACTION` of a full segment's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub small_flow_packets: u64,
     /// Sockets the probes do not track (storage refused, or `--max-flows`
     /// reached) still open at the end of the interval, and the cap (0:
     /// none). Per snapshot, not per interface: an untracked socket has no
@@ -185,6 +204,56 @@ pub struct BurstingFlow {
 
 /// Flows named in a microburst's evidence.
 const BURSTING_FLOWS_NAMED: usize = 3;
+
+/// A flow named for the packets it carried: who it is, its packets both
+/// ways and their mean size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacketFlow {
+    /// The flow as views name it (peer, local port, process).
+    pub flow: String,
+    /// Segments sent and received in the interval (`ss -i` `segs_out`,
+    /// `segs_in`).
+    pub segs_out: u64,
+    pub segs_in: u64,
+    /// Payload bytes sent and received over those segments: the mean
+    /// payload per packet, pure ACKs counting as 0.
+    pub mean_payload_bytes: f64,
+    /// Of the packets of the interface's flows (`flow_packets`), in %.
+    pub share_pct: f64,
+}
+
+/// An owner named for the packets its flows carried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PacketOwner {
+    /// `comm/pid`, and the pod, container or service where known.
+    pub owner: String,
+    pub packets: u64,
+    pub mean_payload_bytes: f64,
+    pub share_pct: f64,
+}
+
+/// Flows and owners named for the packets they carried.
+pub(crate) const PACKET_FLOWS_NAMED: usize = 3;
+
+/// A packet is small when its mean payload is under this fraction of the
+/// MSS the MTU allows: a flow (or an interface) of such packets reaches a
+/// packet-rate allowance at a fraction of the bandwidth full packets would.
+pub(crate) const SMALL_PACKET_FRACTION: f64 = 0.25;
+
+/// The payload a full TCP segment carries over `mtu` (with timestamps).
+pub(crate) fn full_payload(mtu: u32) -> f64 {
+    let mtu = if mtu == 0 { 1500 } else { mtu };
+    (u64::from(mtu) + ETH_HEADER).saturating_sub(SEGMENT_HEADERS) as f64
+}
+
+/// An owner as the pps verdict names it: `comm/pid`, then the pod,
+/// container or service.
+pub(crate) fn owner_name(o: &crate::model::snapshot::Owner) -> String {
+    match o.workload.as_ref().and_then(|w| w.label()) {
+        Some(w) => format!("{} ({w})", o.label()),
+        None => o.label(),
+    }
+}
 
 /// Wire packets for a direction: the driver's packet count, or, when the
 /// MTU is known and the bytes need more packets than were counted, the
@@ -448,7 +517,98 @@ pub(crate) fn normalise(
     r.rx_peak_pps = iface.rx_peak_pps.map(|v| v as f64);
     r.peak_window_us = iface.peak_window_us;
     r.bursting_flows = bursting_flows(snap, &iface.name);
+    packet_flows(&mut r, snap, &iface.name, iface.mtu);
     r
+}
+
+/// Packets a flow carried both ways in the interval, and their payload.
+fn flow_packets(d: &FlowCounters) -> (u64, u64) {
+    (d.segs_out + d.segs_in, d.bytes_sent + d.bytes_received)
+}
+
+fn mean(bytes: u64, packets: u64) -> f64 {
+    if packets == 0 {
+        0.0
+    } else {
+        bytes as f64 / packets as f64
+    }
+}
+
+/// The flows and owners of `iface` that carried the most packets, and the
+/// packets of all its flows (folded ones included).
+fn packet_flows(r: &mut NormalisedRates, snap: &Snapshot, iface: &str, mtu: u32) {
+    let flows: Vec<&FlowSample> = snap
+        .flows
+        .iter()
+        .filter(|f| flow_uses(f, iface) && flow_packets(&f.delta).0 > 0)
+        .collect();
+    let folded: u64 = snap
+        .folded
+        .flows
+        .iter()
+        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
+        .map(|g| flow_packets(&g.delta).0)
+        .sum();
+    let total = flows.iter().map(|f| flow_packets(&f.delta).0).sum::<u64>() + folded;
+    r.flow_packets = total;
+    if total == 0 {
+        return;
+    }
+    let share = |n: u64| n as f64 * 100.0 / total as f64;
+    let small = full_payload(mtu) * SMALL_PACKET_FRACTION;
+    r.small_flow_packets = flows
+        .iter()
+        .map(|f| flow_packets(&f.delta))
+        .filter(|(p, b)| mean(*b, *p) < small)
+        .map(|(p, _)| p)
+        .sum();
+    let mut ranked = flows.clone();
+    ranked.sort_by_key(|f| (std::cmp::Reverse(flow_packets(&f.delta).0), f.id));
+    r.packet_flows = ranked
+        .iter()
+        .take(PACKET_FLOWS_NAMED)
+        .map(|f| {
+            let (packets, bytes) = flow_packets(&f.delta);
+            PacketFlow {
+                flow: format!(
+                    "{} :{}{}",
+                    f.peer,
+                    f.local.port(),
+                    f.owner
+                        .as_ref()
+                        .map(|o| format!(" {}", o.label()))
+                        .unwrap_or_default()
+                ),
+                segs_out: f.delta.segs_out,
+                segs_in: f.delta.segs_in,
+                mean_payload_bytes: mean(bytes, packets),
+                share_pct: share(packets),
+            }
+        })
+        .collect();
+    let mut owners: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for f in &flows {
+        let name = f
+            .owner
+            .as_ref()
+            .map_or_else(|| "owner unknown".to_string(), owner_name);
+        let (p, b) = flow_packets(&f.delta);
+        let e = owners.entry(name).or_default();
+        e.0 += p;
+        e.1 += b;
+    }
+    let mut owners: Vec<(String, (u64, u64))> = owners.into_iter().collect();
+    owners.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then_with(|| a.0.cmp(&b.0)));
+    r.packet_owners = owners
+        .into_iter()
+        .take(PACKET_FLOWS_NAMED)
+        .map(|(owner, (packets, bytes))| PacketOwner {
+            owner,
+            packets,
+            mean_payload_bytes: mean(bytes, packets),
+            share_pct: share(packets),
+        })
+        .collect();
 }
 
 /// The flows of `iface` with a peak rate, busiest first: `peer :port

@@ -493,6 +493,126 @@ fn pps_allowance_is_pps_limit() {
     );
 }
 
+/// A flow of `segs` packets each way carrying `payload` bytes each (an ACK
+/// counts as a segment with none), owned by `comm`/`pid` in the pod `pod`.
+fn packet_flow(
+    id: u64,
+    segs_out: u64,
+    segs_in: u64,
+    payload: u64,
+    comm: &str,
+    pod: &str,
+) -> FlowSample {
+    let mut f = FlowSample::example(id);
+    f.iface = Some("eth0".into());
+    f.delta.segs_out = segs_out;
+    f.delta.segs_in = segs_in;
+    f.delta.bytes_sent = segs_out * payload;
+    f.delta.bytes_acked = f.delta.bytes_sent;
+    f.owner = Some(crate::model::snapshot::Owner {
+        pid: 100 + id as u32,
+        comm: comm.into(),
+        thread: None,
+        cgroup_id: id,
+        cgroup: None,
+        workload: Some(crate::model::workload::Workload {
+            pod_namespace: Some("default".into()),
+            pod_name: Some(pod.into()),
+            pod_uid: Some(format!("00000000-0000-0000-0000-00000000000{id}")),
+            ..Default::default()
+        }),
+    });
+    f
+}
+
+/// An interval over the pps allowance: two bulk flows of full segments
+/// (their peers ACKing every other one) and, with `small`, one flow of
+/// 40-byte requests and answers carrying more packets than either.
+fn pps_interval(small: bool) -> Snapshot {
+    let mut b = Build::new(0, 1);
+    b.iface().mtu = 1500;
+    let mut flows = vec![
+        packet_flow(1, 200_000, 100_000, 1448, "bulk", "bulk-a"),
+        packet_flow(2, 150_000, 75_000, 1448, "bulk", "bulk-b"),
+    ];
+    if small {
+        let mut f = packet_flow(3, 400_000, 400_000, 40, "resolver", "chatty");
+        f.delta.bytes_received = 400_000 * 40;
+        flows.push(f);
+    }
+    let (mut tx, mut rx) = ((0, 0), (0, 0));
+    for f in &flows {
+        tx.0 += f.delta.segs_out;
+        tx.1 += f.delta.bytes_sent + f.delta.segs_out * 66;
+        rx.0 += f.delta.segs_in;
+        rx.1 += f.delta.bytes_received + f.delta.segs_in * 66;
+    }
+    let d = &mut b.iface().delta;
+    (d.tx_packets, d.tx_bytes, d.rx_packets, d.rx_bytes) = (tx.0, tx.1, rx.0, rx.1);
+    b.snap.flows = flows;
+    let both = tx.0 + rx.0;
+    b.ena(|d| d.pps_allowance_exceeded = Some(both * 6 / 10))
+        .done()
+}
+
+/// Issue 45, item 3: a pps_limit names the flows and owners carrying the
+/// packets (segments both ways), most first with their shares, and says
+/// when small packets are the cause.
+#[test]
+fn pps_limit_names_the_flows_carrying_the_packets_and_small_packets() {
+    let v = judge_one(&[], &pps_interval(true));
+    assert_eq!(v.verdict, Verdict::PpsLimit, "{:#?}", v.evidence);
+    let r = &v.rates;
+    assert_eq!(r.flow_packets, 300_000 + 225_000 + 800_000);
+    let first = &r.packet_flows[0];
+    assert!(first.flow.contains("resolver/103"), "{first:?}");
+    assert_eq!((first.segs_out, first.segs_in), (400_000, 400_000));
+    assert!((first.mean_payload_bytes - 40.0).abs() < 1e-9);
+    assert!((first.share_pct - 800_000.0 / 1_325_000.0 * 100.0).abs() < 1e-9);
+    assert_eq!(r.packet_flows.len(), 3);
+    assert!(r.packet_flows[1].flow.contains("bulk/101"));
+    assert_eq!(r.packet_owners[0].owner, "resolver/103 (default/chatty)");
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains("packets carried by: 10.0.0.2:40003 :9092 resolver/103 60.4% (400000 out, 400000 in, mean 40 B, small)"),
+        "{note}"
+    );
+    assert!(
+        note.contains("by owner: resolver/103 (default/chatty) 60.4%"),
+        "{note}"
+    );
+    assert!(note.contains("small packets are the cause"), "{note}");
+    // The fragments' word stays last.
+    assert!(note.ends_with("fragments sent unknown"), "{note}");
+
+    // Bulk flows alone: named by their packets, and no small packets.
+    let v = judge_one(&[], &pps_interval(false));
+    assert_eq!(v.verdict, Verdict::PpsLimit, "{:#?}", v.evidence);
+    assert!(v.rates.packet_flows[0].flow.contains("bulk/101"));
+    let note = &v.evidence[0].note;
+    assert!(!note.contains("small packets are the cause"), "{note}");
+    assert!(!note.contains(", small)"), "{note}");
+    assert!(
+        note.contains("not small packets: 0% of the flows' packets in small ones"),
+        "{note}"
+    );
+}
+
+/// Recordings before format 1.14 have no segs_in: the flows are named by
+/// the packets they sent, and a flow that moved none is not named.
+#[test]
+fn pps_limit_without_segs_in_names_by_segments_sent() {
+    let mut s = pps_interval(true);
+    for f in &mut s.flows {
+        f.delta.segs_in = 0;
+    }
+    s.flows.push(packet_flow(4, 0, 0, 0, "idle", "idle"));
+    let v = judge_one(&[], &s);
+    assert!(v.rates.packet_flows[0].flow.contains("resolver/103"));
+    assert_eq!(v.rates.flow_packets, 750_000);
+    assert!(!v.rates.packet_flows.iter().any(|f| f.flow.contains("idle")));
+}
+
 #[test]
 fn conntrack_drops_or_exhaustion_are_conntrack_limit() {
     let s = Build::new(0, 1)

@@ -45,7 +45,10 @@ pub(crate) fn judge(
             let line = free_flow_line(&rates, &evidence);
             evidence.insert(0, line);
         }
-        Verdict::PpsLimit => note_fragments(&rates, &mut evidence),
+        Verdict::PpsLimit => {
+            note_packet_carriers(&rates, iface.mtu, &mut evidence);
+            note_fragments(&rates, &mut evidence);
+        }
         Verdict::HypervisorCap => {
             let line = cap_line(&rates, &evidence, th);
             evidence.insert(0, line);
@@ -247,6 +250,80 @@ fn note_fragments(rates: &NormalisedRates, evidence: &mut [Evidence]) {
     };
     if let Some(e) = evidence.first_mut() {
         e.note.push_str(&frags);
+    }
+}
+
+/// Who carried the packets of a `pps_limit` (docs/verdicts.md, "Who
+/// carries the packets"): the flows and owners with the most packets both
+/// ways, their shares and mean payload, and whether small packets are the
+/// cause (the interval's mean frame under `SMALL_PACKET_FRACTION` of a full
+/// one).
+fn note_packet_carriers(rates: &NormalisedRates, mtu: u32, evidence: &mut [Evidence]) {
+    use super::rates::{full_payload, SMALL_PACKET_FRACTION};
+    let small_payload = full_payload(mtu) * SMALL_PACKET_FRACTION;
+    let size = |b: f64| format!("{} B", fmt_num(b.round()));
+    let mut note = if rates.packet_flows.is_empty() {
+        "; packets carried by: no flow named (no TCP flow seen moving packets)".to_string()
+    } else {
+        let flows: Vec<String> = rates
+            .packet_flows
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} ({} out, {} in, mean {}{})",
+                    f.flow,
+                    units::pct(f.share_pct),
+                    f.segs_out,
+                    f.segs_in,
+                    size(f.mean_payload_bytes),
+                    if f.mean_payload_bytes < small_payload {
+                        ", small"
+                    } else {
+                        ""
+                    }
+                )
+            })
+            .collect();
+        let owners: Vec<String> = rates
+            .packet_owners
+            .iter()
+            .map(|o| format!("{} {}", o.owner, units::pct(o.share_pct)))
+            .collect();
+        format!(
+            "; packets carried by: {} of the flows' {} packets; by owner: {}",
+            flows.join(", "),
+            rates.flow_packets,
+            owners.join(", ")
+        )
+    };
+    // Small packets are the cause when most of the flows' packets are in
+    // flows of small ones, or the interface's mean frame is small.
+    let packets = rates.tx_wire_packets + rates.rx_wire_packets;
+    let bytes = (rates.tx_bps + rates.rx_bps) / 8.0 * rates.interval_secs;
+    let frame = (packets > 0).then(|| bytes / packets as f64);
+    let full = f64::from(if mtu == 0 { 1500 } else { mtu }) + 14.0;
+    let small_share = (rates.flow_packets > 0)
+        .then(|| rates.small_flow_packets as f64 * 100.0 / rates.flow_packets as f64);
+    let frame_note = frame.map_or_else(String::new, |f| {
+        format!(", the interval's mean frame {} of {}", size(f), size(full))
+    });
+    if small_share.is_some_and(|p| p >= 50.0)
+        || frame.is_some_and(|f| f < full * SMALL_PACKET_FRACTION)
+    {
+        note.push_str(&format!(
+            "; small packets are the cause: {} of the flows' packets in flows averaging \
+             under {} of payload{frame_note}",
+            units::pct(small_share.unwrap_or(0.0)),
+            size(small_payload)
+        ));
+    } else if frame.is_some() {
+        note.push_str(&format!(
+            "; not small packets: {} of the flows' packets in small ones{frame_note}",
+            units::pct(small_share.unwrap_or(0.0)),
+        ));
+    }
+    if let Some(e) = evidence.first_mut() {
+        e.note.push_str(&note);
     }
 }
 

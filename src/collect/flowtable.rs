@@ -351,6 +351,7 @@ fn counters_of(rec: &ts_flow_record) -> (FlowCounters, [u64; 5]) {
         bytes_received: rec.bytes_received,
         segs_out: rec.segs_out as u64,
         data_segs_out: rec.data_segs_out as u64,
+        segs_in: rec.segs_in as u64,
         retrans_segs: rec.total_retrans as u64,
         // Known spurious by either sign, counted once (docs/verdicts.md).
         retrans_spurious: rec.dsack_dups.max(st.retrans_undone) as u64,
@@ -423,6 +424,7 @@ pub(crate) fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
         bytes_received: d(now.bytes_received, prev.bytes_received),
         segs_out: d32(now.segs_out, prev.segs_out),
         data_segs_out: d32(now.data_segs_out, prev.data_segs_out),
+        segs_in: d32(now.segs_in, prev.segs_in),
         retrans_segs: d32(now.retrans_segs, prev.retrans_segs),
         retrans_spurious: d32(now.retrans_spurious, prev.retrans_spurious),
         retrans_skbs_traced: d(now.retrans_skbs_traced, prev.retrans_skbs_traced),

@@ -122,6 +122,7 @@ fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
         bytes_received,
         segs_out,
         data_segs_out,
+        segs_in,
         retrans_segs,
         retrans_spurious,
         retrans_skbs_traced,
@@ -149,6 +150,7 @@ fn write_counters(out: &mut Vec<u8>, c: &FlowCounters) {
     o.u64("bytes_received", *bytes_received);
     o.u64("segs_out", *segs_out);
     o.u64("data_segs_out", *data_segs_out);
+    o.u64("segs_in", *segs_in);
     o.u64("retrans_segs", *retrans_segs);
     o.u64("retrans_spurious", *retrans_spurious);
     o.u64("retrans_skbs_traced", *retrans_skbs_traced);
@@ -207,6 +209,7 @@ mod tests {
             bytes_received: 0,
             segs_out: 98_765 + k,
             data_segs_out: 90_000,
+            segs_in: 45_000 + k,
             retrans_segs: 7,
             retrans_spurious: 1,
             retrans_skbs_traced: 3,

@@ -75,6 +75,7 @@ impl FlowCounters {
         self.bytes_received += other.bytes_received;
         self.segs_out += other.segs_out;
         self.data_segs_out += other.data_segs_out;
+        self.segs_in += other.segs_in;
         self.retrans_segs += other.retrans_segs;
         self.retrans_spurious += other.retrans_spurious;
         self.retrans_skbs_traced += other.retrans_skbs_traced;

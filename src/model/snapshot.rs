@@ -385,6 +385,11 @@ pub struct FlowCounters {
     pub bytes_received: u64,
     pub segs_out: u64,
     pub data_segs_out: u64,
+    /// Segments received (`tcp_sock.segs_in`, `ss -i` `segs_in`), data and
+    /// pure ACKs alike: with `segs_out`, the packets the flow carried both
+    /// ways. 0 in recordings before format 1.14.
+    #[serde(default)]
+    pub segs_in: u64,
     /// `tcp_sock.total_retrans`: retransmitted segments (what `ss` shows as
     /// `retrans:X/total` and nstat counts in TcpRetransSegs).
     pub retrans_segs: u64,

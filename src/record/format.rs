@@ -35,10 +35,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `recovery_undone` (and `retrans_spurious` counts undone retransmits);
 /// 1.13 a flow's `kafka` (its Kafka role, group and client id) and
 /// health's `kafka` (the Kafka lookup's own counters); 1.14 the header's
-/// `host_id` (which host, for a cluster report over several).
+/// `host_id` (which host, for a cluster report over several); 1.15 a
+/// flow's `segs_in` and an interface's `linklocal`.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 14,
+    minor: 15,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

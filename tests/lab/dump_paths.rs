@@ -6,7 +6,7 @@
 //! here). On a lossy lab, per path: `doctor` names the path, health shows
 //! which programs ran, and each flow's last listed totals (read after it
 //! went idle, still open) equal `ss -tin`'s retransmits, bytes acked and
-//! segments out exactly, and their sum nstat's TcpRetransSegs.
+//! segments out and in exactly, and their sum nstat's TcpRetransSegs.
 //!
 //! Needs root (BPF, netns). The lab is made under a unique prefix and
 //! removed on drop, also when an assertion fails.
@@ -129,14 +129,17 @@ fn one_path(lab: &Lab, refused: &'static str, port: u16) {
             .get(&s.peer_port)
             .unwrap_or_else(|| panic!("[{refused}] flow {} listed", s.peer_port));
         eprintln!(
-            "[{refused}] peer {}: retrans {} / ss {}, bytes_acked {} / {}, segs_out {} / {}",
+            "[{refused}] peer {}: retrans {} / ss {}, bytes_acked {} / {}, segs_out {} / {}, \
+             segs_in {} / {}",
             s.peer_port,
             f.totals.retrans_segs,
             s.retrans_total,
             f.totals.bytes_acked,
             s.bytes_acked,
             f.totals.segs_out,
-            s.segs_out
+            s.segs_out,
+            f.totals.segs_in,
+            s.segs_in
         );
         assert_eq!(
             f.totals.retrans_segs, s.retrans_total,
@@ -147,6 +150,9 @@ fn one_path(lab: &Lab, refused: &'static str, port: u16) {
             "[{refused}] bytes acked"
         );
         assert_eq!(f.totals.segs_out, s.segs_out, "[{refused}] segments out");
+        // Packets both ways, what a pps_limit names flows by (issue 45).
+        assert_eq!(f.totals.segs_in, s.segs_in, "[{refused}] segments in");
+        assert!(s.segs_in > 0, "[{refused}] ss counted segments in");
         total += f.totals.retrans_segs;
     }
     assert_eq!(last_seen.len(), 3, "[{refused}] three flows seen");

@@ -47,6 +47,7 @@ fn counters(seq: u64, salt: u64) -> FlowCounters {
         bytes_received: v / 3,
         segs_out: v,
         data_segs_out: v - seq,
+        segs_in: v / 2,
         retrans_segs: seq % 7,
         retrans_spurious: seq % 3,
         retrans_skbs_traced: seq % 5,

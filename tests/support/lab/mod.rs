@@ -249,9 +249,10 @@ pub struct SsFlow {
     pub busy_us: f64,
     pub rwnd_limited_us: f64,
     pub sndbuf_limited_us: f64,
-    /// `bytes_acked:N` and `segs_out:N` (absent counts as 0).
+    /// `bytes_acked:N`, `segs_out:N` and `segs_in:N` (absent counts as 0).
     pub bytes_acked: u64,
     pub segs_out: u64,
+    pub segs_in: u64,
 }
 
 /// Parses `ss -tin` output: a header line, then per socket a line with
@@ -300,6 +301,8 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                 f.bytes_acked = v.parse().unwrap();
             } else if let Some(v) = tok.strip_prefix("segs_out:") {
                 f.segs_out = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("segs_in:") {
+                f.segs_in = v.parse().unwrap();
             }
         }
     }
