@@ -161,6 +161,20 @@ pub struct NormalisedRates {
     /// small (under `SMALL_PACKET_FRACTION` of a full segment's).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub small_flow_packets: u64,
+    /// Packets per second sent to the instance's link-local services
+    /// through this interface (UDP datagrams from the link-local probes,
+    /// TCP segments of the flows whose peer is a service), against
+    /// `LINKLOCAL_PPS_LIMIT`. None when the UDP side was not measured here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklocal_pps: Option<f64>,
+    /// Who sent them, most first (at most `PACKET_FLOWS_NAMED`), by owner,
+    /// service, protocol and family.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub linklocal_senders: Vec<LinkLocalRate>,
+    /// Datagrams to the services no sender was kept for (the kernel's
+    /// sender map full): in `linklocal_pps`, in no sender.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub linklocal_unattributed: u64,
     /// Sockets the probes do not track (storage refused, or `--max-flows`
     /// reached) still open at the end of the interval, and the cap (0:
     /// none). Per snapshot, not per interface: an untracked socket has no
@@ -229,6 +243,19 @@ pub struct PacketOwner {
     pub owner: String,
     pub packets: u64,
     pub mean_payload_bytes: f64,
+    pub share_pct: f64,
+}
+
+/// A sender to a link-local service, as a `linklocal_limit` names it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkLocalRate {
+    /// `comm/pid`, and the pod, container or service where known.
+    pub sender: String,
+    pub service: crate::model::linklocal::LinkLocalService,
+    pub proto: String,
+    pub family: u8,
+    pub pps: f64,
+    /// Of the interface's packets to the services, in %.
     pub share_pct: f64,
 }
 
@@ -518,7 +545,70 @@ pub(crate) fn normalise(
     r.peak_window_us = iface.peak_window_us;
     r.bursting_flows = bursting_flows(snap, &iface.name);
     packet_flows(&mut r, snap, &iface.name, iface.mtu);
+    linklocal(&mut r, snap, iface);
     r
+}
+
+/// The packets sent to the link-local services through `iface`, and who
+/// sent them (src/model/linklocal.rs).
+fn linklocal(r: &mut NormalisedRates, snap: &Snapshot, iface: &InterfaceSample) {
+    use crate::model::linklocal::LinkLocalService;
+    let Some(sample) = &iface.linklocal else {
+        return;
+    };
+    let secs = snap.interval_secs();
+    if secs <= 0.0 {
+        return;
+    }
+    // (sender, service, proto, family) -> packets
+    let mut by: std::collections::BTreeMap<(String, LinkLocalService, String, u8), u64> =
+        Default::default();
+    for s in &sample.senders {
+        *by.entry((owner_name(&s.owner), s.service, s.proto.clone(), s.family))
+            .or_default() += s.packets;
+    }
+    let mut total = sample.packets() + sample.unattributed;
+    for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
+        let Some(service) = LinkLocalService::of(f.peer.ip(), None) else {
+            continue;
+        };
+        if f.delta.segs_out == 0 {
+            continue;
+        }
+        let family = if f.peer.is_ipv4()
+            || matches!(f.peer.ip(), std::net::IpAddr::V6(a) if a.to_ipv4_mapped().is_some())
+        {
+            4
+        } else {
+            6
+        };
+        let name = f
+            .owner
+            .as_ref()
+            .map_or_else(|| "owner unknown".to_string(), owner_name);
+        *by.entry((name, service, "tcp".into(), family)).or_default() += f.delta.segs_out;
+        total += f.delta.segs_out;
+    }
+    r.linklocal_pps = Some(total as f64 / secs);
+    r.linklocal_unattributed = sample.unattributed;
+    let mut ranked: Vec<_> = by.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    r.linklocal_senders = ranked
+        .into_iter()
+        .take(PACKET_FLOWS_NAMED)
+        .map(|((sender, service, proto, family), n)| LinkLocalRate {
+            sender,
+            service,
+            proto,
+            family,
+            pps: n as f64 / secs,
+            share_pct: if total > 0 {
+                n as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
 }
 
 /// Packets a flow carried both ways in the interval, and their payload.

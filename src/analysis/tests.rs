@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use super::rates::wire_packets;
 use super::*;
+use crate::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
 use crate::model::snapshot::{
     AllowanceCounters, AllowanceSample, AllowanceStatus, FlowCounters, FlowSample, Health,
     HostQueueSample, InterfaceSample, LinkCounters, Snapshot,
@@ -661,6 +662,118 @@ fn linklocal_drops_are_linklocal_limit() {
         .ena(|d| d.linklocal_allowance_exceeded = Some(30))
         .done();
     assert_eq!(judge_one(&[], &s).verdict, Verdict::LinklocalLimit);
+}
+
+fn ll_sender(
+    pid: u32,
+    comm: &str,
+    pod: Option<&str>,
+    service: LinkLocalService,
+    family: u8,
+    packets: u64,
+) -> LinkLocalSender {
+    LinkLocalSender {
+        owner: crate::model::snapshot::Owner {
+            pid,
+            comm: comm.into(),
+            thread: None,
+            cgroup_id: u64::from(pid),
+            cgroup: None,
+            workload: pod.map(|p| crate::model::workload::Workload {
+                pod_namespace: Some("default".into()),
+                pod_name: Some(p.into()),
+                pod_uid: Some("00000000-0000-0000-0000-000000000001".into()),
+                ..Default::default()
+            }),
+        },
+        service,
+        proto: "udp".into(),
+        family,
+        packets,
+        bytes: packets * 40,
+    }
+}
+
+/// Issue 45, item 1: a linklocal_limit names the senders to the link-local
+/// services with their shares, the interface's total against the 1,024 pps
+/// limit, TCP flows to instance metadata among them, and the datagrams no
+/// sender was kept for.
+#[test]
+fn linklocal_limit_names_the_senders_and_their_shares() {
+    let mut b = Build::new(0, 2);
+    b.iface().linklocal = Some(LinkLocalSample::of(
+        vec![
+            ll_sender(10, "dig", Some("looper"), LinkLocalService::Dns, 4, 3_000),
+            ll_sender(11, "chronyd", None, LinkLocalService::Time, 4, 8),
+            ll_sender(10, "dig", Some("looper"), LinkLocalService::Dns, 6, 200),
+            ll_sender(12, "resolver", None, LinkLocalService::Dns, 4, 400),
+        ],
+        12,
+    ));
+    // A process fetching credentials from instance metadata over TCP.
+    let mut imds = FlowSample::example(7);
+    imds.peer = "169.254.169.254:80".parse().unwrap();
+    imds.iface = Some("eth0".into());
+    imds.delta.segs_out = 380;
+    imds.owner = Some(crate::model::snapshot::Owner {
+        pid: 13,
+        comm: "aws".into(),
+        thread: None,
+        cgroup_id: 0,
+        cgroup: None,
+        workload: None,
+    });
+    // Another flow, not to a service, counts nothing.
+    let mut other = FlowSample::example(8);
+    other.delta.segs_out = 5_000;
+    b.snap.flows = vec![imds, other];
+    let s = b
+        .tx_bulk(1e8, 1)
+        .ena(|d| d.linklocal_allowance_exceeded = Some(900))
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LinklocalLimit);
+    let r = &v.rates;
+    let total = 3_000 + 8 + 200 + 400 + 12 + 380;
+    assert_eq!(r.linklocal_pps, Some(total as f64 / 2.0));
+    assert_eq!(r.linklocal_unattributed, 12);
+    let first = &r.linklocal_senders[0];
+    assert_eq!(first.sender, "dig/10 (default/looper)");
+    assert_eq!((first.service, first.family), (LinkLocalService::Dns, 4));
+    assert_eq!(first.pps, 1_500.0);
+    assert!((first.share_pct - 3_000.0 * 100.0 / total as f64).abs() < 1e-9);
+    assert_eq!(r.linklocal_senders[1].sender, "resolver/12");
+    assert_eq!(r.linklocal_senders[2].sender, "aws/13");
+    assert_eq!(r.linklocal_senders[2].proto, "tcp");
+    assert_eq!(r.linklocal_senders[2].service, LinkLocalService::Metadata);
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains(
+            "sent to the link-local services: 2.00kpps against the limit of 1024 pps per interface"
+        ),
+        "{note}"
+    );
+    assert!(
+        note.contains(
+            "senders: dig/10 (default/looper) 75.0% (dns udp/ipv4, 1.50kpps), resolver/12 10.0%"
+        ),
+        "{note}"
+    );
+    assert!(
+        note.contains("12 datagrams to them with no sender kept"),
+        "{note}"
+    );
+
+    // Not measured: said so, nothing named.
+    let mut s = s;
+    s.interfaces[0].linklocal = None;
+    let v = judge_one(&[], &s);
+    assert_eq!(v.rates.linklocal_pps, None);
+    assert!(
+        v.evidence[0].note.contains("senders not seen"),
+        "{}",
+        v.evidence[0].note
+    );
 }
 
 /// The same wire traffic counted with offload on (few big skbs) and off

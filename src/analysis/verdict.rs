@@ -49,6 +49,7 @@ pub(crate) fn judge(
             note_packet_carriers(&rates, iface.mtu, &mut evidence);
             note_fragments(&rates, &mut evidence);
         }
+        Verdict::LinklocalLimit => note_linklocal_senders(&rates, &mut evidence),
         Verdict::HypervisorCap => {
             let line = cap_line(&rates, &evidence, th);
             evidence.insert(0, line);
@@ -322,6 +323,58 @@ fn note_packet_carriers(rates: &NormalisedRates, mtu: u32, evidence: &mut [Evide
             units::pct(small_share.unwrap_or(0.0)),
         ));
     }
+    if let Some(e) = evidence.first_mut() {
+        e.note.push_str(&note);
+    }
+}
+
+/// Who sent to the link-local services, on a `linklocal_limit`'s first
+/// line (docs/verdicts.md, "Who sends to the link-local services"): the
+/// interface's packets to them per second against the 1,024 pps limit, and
+/// the top senders with their shares.
+fn note_linklocal_senders(rates: &NormalisedRates, evidence: &mut [Evidence]) {
+    use crate::model::linklocal::LINKLOCAL_PPS_LIMIT;
+    let note = match rates.linklocal_pps {
+        None => {
+            "; senders not seen (the link-local probes did not measure this interface)".to_string()
+        }
+        Some(pps) => {
+            let senders = if rates.linklocal_senders.is_empty() {
+                "none seen".to_string()
+            } else {
+                rates
+                    .linklocal_senders
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} {} ({} {}/{}, {})",
+                            s.sender,
+                            units::pct(s.share_pct),
+                            s.service.as_str(),
+                            s.proto,
+                            if s.family == 6 { "ipv6" } else { "ipv4" },
+                            units::rate_pps(s.pps)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let lost = if rates.linklocal_unattributed > 0 {
+                format!(
+                    "; {} datagrams to them with no sender kept (the sender map was full)",
+                    rates.linklocal_unattributed
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "; sent to the link-local services: {} against the limit of {} pps \
+                 per interface; senders: {senders}{lost}",
+                units::rate_pps(pps),
+                fmt_num(LINKLOCAL_PPS_LIMIT)
+            )
+        }
+    };
     if let Some(e) = evidence.first_mut() {
         e.note.push_str(&note);
     }

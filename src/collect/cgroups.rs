@@ -9,7 +9,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use crate::model::snapshot::FlowSample;
+use crate::model::snapshot::{FlowSample, Owner};
 use crate::model::workload::{pod_log_dirs, PodName, Workload};
 
 /// Where the cgroup v2 hierarchy is mounted, from the text of /proc/mounts:
@@ -186,47 +186,52 @@ impl WorkloadResolver {
             self.proc_paths_at = generation;
         }
         for f in flows.iter_mut() {
-            let Some(owner) = f.owner.as_mut() else {
-                continue;
-            };
-            let by_id = (owner.cgroup_id != 0)
-                .then(|| self.paths.as_mut()?.lookup(owner.cgroup_id, generation))
-                .flatten()
-                .map(str::to_string);
-            let path = by_id.or_else(|| {
-                let (path, used) = self
-                    .proc_paths
-                    .entry((owner.pid, owner.cgroup_id))
-                    .or_insert_with(|| {
-                        let path = fs::read_to_string(format!("/proc/{}/cgroup", owner.pid))
-                            .ok()
-                            .and_then(|t| proc_cgroup_path(&t));
-                        (path, generation)
-                    });
-                *used = generation;
-                path.clone()
-            });
-            let Some(path) = path else {
-                continue;
-            };
-            let mut w = self
-                .by_path
-                .entry(path.clone())
-                .or_insert_with(|| Workload::from_cgroup_path(&path))
-                .clone();
-            if let Some(uid) = &w.pod_uid {
-                if !self.pods.contains_key(uid) && self.pods_read_at != Some(generation) {
-                    self.pods = read_pod_log_dirs(&self.pod_logs);
-                    self.pods_read_at = Some(generation);
-                }
-                if let Some(p) = self.pods.get(uid) {
-                    w.pod_namespace = Some(p.namespace.clone());
-                    w.pod_name = Some(p.name.clone());
-                }
+            if let Some(owner) = f.owner.as_mut() {
+                self.resolve_owner(owner, generation);
             }
-            owner.cgroup = Some(path);
-            owner.workload = (!w.is_empty()).then_some(w);
         }
+    }
+
+    /// Sets `owner.cgroup` and `owner.workload` of one owner; the caller
+    /// has started `generation` (see [`WorkloadResolver::resolve`]).
+    pub(crate) fn resolve_owner(&mut self, owner: &mut Owner, generation: u64) {
+        let by_id = (owner.cgroup_id != 0)
+            .then(|| self.paths.as_mut()?.lookup(owner.cgroup_id, generation))
+            .flatten()
+            .map(str::to_string);
+        let path = by_id.or_else(|| {
+            let (path, used) = self
+                .proc_paths
+                .entry((owner.pid, owner.cgroup_id))
+                .or_insert_with(|| {
+                    let path = fs::read_to_string(format!("/proc/{}/cgroup", owner.pid))
+                        .ok()
+                        .and_then(|t| proc_cgroup_path(&t));
+                    (path, generation)
+                });
+            *used = generation;
+            path.clone()
+        });
+        let Some(path) = path else {
+            return;
+        };
+        let mut w = self
+            .by_path
+            .entry(path.clone())
+            .or_insert_with(|| Workload::from_cgroup_path(&path))
+            .clone();
+        if let Some(uid) = &w.pod_uid {
+            if !self.pods.contains_key(uid) && self.pods_read_at != Some(generation) {
+                self.pods = read_pod_log_dirs(&self.pod_logs);
+                self.pods_read_at = Some(generation);
+            }
+            if let Some(p) = self.pods.get(uid) {
+                w.pod_namespace = Some(p.namespace.clone());
+                w.pod_name = Some(p.name.clone());
+            }
+        }
+        owner.cgroup = Some(path);
+        owner.workload = (!w.is_empty()).then_some(w);
     }
 
     /// Walks of the cgroup hierarchy since start, and directories in the last.

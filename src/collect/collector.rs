@@ -19,6 +19,7 @@ use crate::collect::owners::OwnerIndex;
 use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_flow_record, ts_health_counter};
 use crate::collect::probes::hostq::HostQueueProbes;
+use crate::collect::probes::linklocal::{self as ll, LinkLocalProbes};
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
@@ -116,6 +117,10 @@ impl Default for CollectorConfig {
 pub struct Collector {
     probes: FlowProbes,
     host_queue: Option<HostQueueProbes>,
+    /// UDP senders to the link-local services; None when the object could
+    /// not be loaded at all (`linklocal_error` says why).
+    linklocal: Option<LinkLocalProbes>,
+    linklocal_error: Option<String>,
     allowance: HashMap<String, AllowanceReader>,
     drivers: HashMap<String, Option<String>>,
     flows: FlowTable,
@@ -202,6 +207,9 @@ impl Collector {
         if let Some(hq) = &self.host_queue {
             out.extend(hq.not_loaded());
         }
+        if let Some(l) = &self.linklocal {
+            out.extend(l.not_loaded());
+        }
         out
     }
 
@@ -232,9 +240,20 @@ impl Collector {
         } else {
             None
         };
+        // Optional: a kernel without fexit (trampolines) or the functions'
+        // BTF observes the rest; the programs are then shown not attached.
+        let vpc_dns = std::fs::read_to_string("/etc/resolv.conf")
+            .ok()
+            .and_then(|t| ll::vpc_resolver(&t));
+        let (linklocal, linklocal_error) = match LinkLocalProbes::attach(filter, vpc_dns) {
+            Ok(l) => (Some(l), None),
+            Err(e) => (None, Some(format!("{e:#}"))),
+        };
         let mut c = Collector {
             probes,
             host_queue,
+            linklocal,
+            linklocal_error,
             allowance: HashMap::new(),
             drivers: HashMap::new(),
             flows: FlowTable::new(start_ns),
@@ -301,6 +320,37 @@ impl Collector {
             c.config.kafka_say,
         );
         Ok(c)
+    }
+
+    /// The UDP sent to the link-local services since the last read, each
+    /// sender's owner resolved like a flow's, on the interface it was
+    /// queued to; every watched interface gets a sample, empty when none
+    /// went through it. Datagrams no sender was kept for (the kernel's map
+    /// full) go on every interface's sample as unattributed, being of no
+    /// known one. Interfaces of other namespaces (--all-netns: a pod's
+    /// veth) are not reported, as for the host queue.
+    fn linklocal_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) -> Result<()> {
+        use crate::model::linklocal::{LinkLocalSample, LinkLocalSender};
+        let Some(l) = self.linklocal.as_mut().filter(|l| l.attached()) else {
+            return Ok(());
+        };
+        let read = l.read()?;
+        let mut by_iface: HashMap<String, Vec<LinkLocalSender>> = HashMap::new();
+        for ((netns, ifindex), mut s) in read.senders {
+            if netns != self.own_netns {
+                continue;
+            }
+            let Some(name) = self.if_names.name(ifindex, seq) else {
+                continue;
+            };
+            self.workloads.resolve_owner(&mut s.owner, seq);
+            by_iface.entry(name).or_default().push(s);
+        }
+        for i in interfaces.iter_mut() {
+            let senders = by_iface.remove(&i.name).unwrap_or_default();
+            i.linklocal = Some(LinkLocalSample::of(senders, read.unattributed));
+        }
+        Ok(())
     }
 
     /// What only a full dump makes up for, counted since start: close
@@ -496,6 +546,7 @@ impl Collector {
                 i.peak_window_us = tx.or(*rx).map(|p| p.window_us);
             }
         }
+        self.linklocal_into(&mut interfaces, seq)?;
         let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
         let mut programs = self
@@ -506,6 +557,18 @@ impl Collector {
             programs.extend(hq.program_health());
             let h = hq.health();
             host_queue_untracked = h.untracked_interfaces + h.untracked_drops;
+        }
+        match (&self.linklocal, &self.linklocal_error) {
+            (Some(l), _) => programs.extend(l.program_health()),
+            (None, why) => programs.extend(ll::LINKLOCAL_PROGRAMS.iter().map(|p| {
+                crate::model::snapshot::ProgramHealth {
+                    name: p.name.trim_start_matches("on_").to_string(),
+                    attached: false,
+                    not_attached: why.clone(),
+                    lost: Some(p.lost.to_string()),
+                    ..Default::default()
+                }
+            })),
         }
         let health = Health {
             programs,
@@ -615,6 +678,7 @@ impl Collector {
                         .into(),
                 },
                 host_queue: None,
+                linklocal: None,
                 removed: true,
                 // Peaks are filled in for the interfaces still there.
                 tx_peak_bps: None,
@@ -654,6 +718,7 @@ impl Collector {
                 mtu,
                 allowance,
                 host_queue: None,
+                linklocal: None,
                 removed: false,
                 name: name.clone(),
                 tx_peak_bps: None,

@@ -8,5 +8,6 @@ pub mod fold;
 pub mod instance;
 pub(crate) mod json_splice;
 pub mod kafka;
+pub mod linklocal;
 pub mod snapshot;
 pub(crate) mod workload;

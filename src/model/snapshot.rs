@@ -150,6 +150,12 @@ pub struct InterfaceSample {
     /// which.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_window_us: Option<u64>,
+    /// UDP sent to the instance's link-local services through this
+    /// interface, by sender (src/model/linklocal.rs); absent when not
+    /// measured (the probes not attached, another interface carries the
+    /// route, recordings before format 1.14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklocal: Option<super::linklocal::LinkLocalSample>,
 }
 
 /// Whether allowance counters could be read for an interface.
