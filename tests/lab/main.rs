@@ -27,6 +27,7 @@ mod headroom;
 mod hostq;
 mod kafka;
 mod kafka_roles;
+mod linklocal;
 mod metrics;
 mod microburst;
 mod netns_names;

@@ -19,7 +19,8 @@ it (docs/lab.md explains why both ends). That rule is ena_rule.awk beside this
 file, run by awk once per period for every qdisc: the kernel matrix guest
 (tools/kernels.d/ena-emulator) has no python and runs the same file. OUT_DEV's qdisc feeds
 bw_out_allowance_exceeded, IN_DEV's bw_in_allowance_exceeded, PPS_DEV's (the
-shared pps shaper) pps_allowance_exceeded.
+shared pps shaper) pps_allowance_exceeded; the linklocal_limit scenario's nftables rule
+(link-local packets over 1,024 a second, dropped at hv's input) linklocal_allowance_exceeded.
 
 The pure parts (parsing tc, /proc and nft output, the accounting, the file
 format) are functions tested by test_ena_emulator.py without namespaces.
@@ -124,6 +125,31 @@ def conntrack_limit(scenario):
         return None
     limit, dropped = rule
     return limit, dropped, max(limit - conntrack_count(), 0)
+
+
+def parse_limit_rule(text):
+    """Packets dropped by the first `limit rate over ... counter drop` rule in the JSON of
+    `nft -j list table inet lab_ll`, or None when there is no such rule."""
+    for item in json.loads(text).get("nftables", []):
+        exprs = item.get("rule", {}).get("expr", [])
+        over = any(e.get("limit", {}).get("inv") for e in exprs if isinstance(e, dict))
+        dropped = next((e["counter"]["packets"] for e in exprs if "counter" in e), None)
+        if over and dropped is not None:
+            return dropped
+    return None
+
+
+def linklocal_dropped(scenario):
+    """Packets the linklocal_limit scenario's rule (table inet lab_ll: link-local packets
+    over the limit, dropped at hv's input) dropped, or None when that scenario is not
+    installed."""
+    if scenario != "linklocal_limit":
+        return None
+    out = subprocess.run(["nft", "-j", "list", "table", "inet", "lab_ll"], capture_output=True,
+                         text=True, timeout=2)
+    if out.returncode != 0:
+        return None
+    return parse_limit_rule(out.stdout)
 
 
 NETLINK_NETFILTER = 12
@@ -272,7 +298,8 @@ class Accumulator:
         self.prev = cur
 
 
-def ena_stats(bw_in, bw_out, pps, conntrack_exceeded, conntrack_avail, rel, samples, writes):
+def ena_stats(bw_in, bw_out, pps, conntrack_exceeded, conntrack_avail, rel, samples, writes,
+              linklocal=0):
     """The (name, value) pairs `ethtool -S` prints on an ENA device, in its order: the
     allowance counters among the ordinary ENA stats, so a parser must find them by name.
     `rel` holds hv's device and conntrack counters since emulator start (or reset)."""
@@ -283,7 +310,7 @@ def ena_stats(bw_in, bw_out, pps, conntrack_exceeded, conntrack_avail, rel, samp
         ("bw_out_allowance_exceeded", bw_out),
         ("pps_allowance_exceeded", pps),
         ("conntrack_allowance_exceeded", conntrack_exceeded),
-        ("linklocal_allowance_exceeded", 0),
+        ("linklocal_allowance_exceeded", linklocal),
         ("conntrack_allowance_available", conntrack_avail),
         ("queue_0_tx_cnt", rel["q_tx_cnt"]), ("queue_0_tx_bytes", rel["q_tx_bytes"]),
         ("queue_0_tx_queue_stop", 0), ("queue_0_tx_queue_wakeup", 0),
@@ -336,6 +363,8 @@ class Emulator:
         # pps_allowance_exceeded, never bw_*.
         self.pps_dir = Direction(pps_dev)
         self.ct_dropped = Accumulator()
+        # linklocal_allowance_exceeded: the linklocal_limit rule's drops.
+        self.ll_dropped = Accumulator()
         # Base values so every counter is cumulative from emulator start (or the last reset).
         self.base = {}
         self.reset_requested = False
@@ -365,6 +394,7 @@ class Emulator:
             rel=rel,
             samples=self.stats["samples"],
             writes=self.stats["writes"],
+            linklocal=self.ll_dropped.count,
         )
 
     def write_counters(self, raw, ct_state, conntrack_avail=conntrack_available):
@@ -377,6 +407,7 @@ class Emulator:
         with open(tmp, "w") as f:
             json.dump(dict(self.stats, bw_out=self.out_dir.count, bw_in=self.in_dir.count,
                            pps=self.pps_dir.count, conntrack_limit_dropped=self.ct_dropped.count,
+                           linklocal_dropped=self.ll_dropped.count,
                            pid=os.getpid()), f)
         os.replace(tmp, self.status_path)
 
@@ -397,6 +428,7 @@ class Emulator:
         """A driver reset: every counter restarts at 0."""
         self.out_dir.count = self.in_dir.count = self.pps_dir.count = 0
         self.ct_dropped.count = 0
+        self.ll_dropped.count = 0
         self.base = raw
         self.stats["resets"] += 1
 
@@ -429,6 +461,11 @@ class Emulator:
                 log(f"conntrack limit read failed ({e}); not sampled this period")
             else:
                 self.ct_dropped.sample(None if ct_state is None else ct_state[1], first)
+            try:
+                self.ll_dropped.sample(linklocal_dropped(scenario), first)
+            except (subprocess.SubprocessError, OSError, ValueError, KeyError) as e:
+                self.stats["ct_failures"] += 1
+                log(f"link-local limit read failed ({e}); not sampled this period")
             raw = self.raw_counters()
             if first:
                 self.base = raw

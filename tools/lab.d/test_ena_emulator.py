@@ -357,6 +357,30 @@ class CountersFile(unittest.TestCase):
         self.assertEqual(text, "NIC statistics:\n     tx_timeout: 0\n"
                                "     bw_out_allowance_exceeded: 42\n")
 
+    def test_linklocal_limit_rule_counter(self):
+        # `nft -j list table inet lab_ll` with the linklocal_limit rule (as nft 1.0.6 prints it).
+        text = json.dumps({"nftables": [
+            {"metainfo": {"version": "1.0.6", "json_schema_version": 1}},
+            {"table": {"family": "inet", "name": "lab_ll", "handle": 1}},
+            {"chain": {"family": "inet", "table": "lab_ll", "name": "input", "handle": 1}},
+            {"rule": {"family": "inet", "table": "lab_ll", "chain": "input", "handle": 2,
+                      "expr": [{"match": {"op": "==", "left": {"payload": {
+                          "protocol": "ip", "field": "daddr"}}, "right": "169.254.169.253"}},
+                               {"limit": {"rate": 1024, "burst": 64, "per": "second",
+                                          "inv": True}},
+                               {"counter": {"packets": 317, "bytes": 25360}},
+                               {"drop": None}]}}]})
+        self.assertEqual(emu.parse_limit_rule(text), 317)
+        # A limit that is not "over" (accepting under the rate) is not the rule.
+        self.assertIsNone(emu.parse_limit_rule(text.replace('"inv": true', '"inv": false')))
+        self.assertIsNone(emu.parse_limit_rule('{"nftables": []}'))
+        self.assertIsNone(emu.linklocal_dropped("pps_limit"))
+        stats = dict(emu.ena_stats(bw_in=0, bw_out=0, pps=0, conntrack_exceeded=0,
+                                   conntrack_avail=0, rel=dict.fromkeys(
+                                       ["q_tx_cnt", "q_tx_bytes", "q_rx_cnt", "q_rx_bytes"], 0),
+                                   samples=0, writes=0, linklocal=317))
+        self.assertEqual(stats["linklocal_allowance_exceeded"], 317)
+
     def test_ena_stats_names_and_allowance_values(self):
         rel = {"q_tx_cnt": 11, "q_tx_bytes": 12, "q_rx_cnt": 13, "q_rx_bytes": 14}
         stats = emu.ena_stats(bw_in=1, bw_out=2, pps=3, conntrack_exceeded=4,
