@@ -6,6 +6,7 @@
 pub(crate) mod attribution;
 pub(crate) mod attribution_json;
 pub(crate) mod cluster;
+pub(crate) mod conntrack;
 mod decide;
 pub(crate) mod episodes;
 pub(crate) mod exported;
@@ -107,7 +108,9 @@ pub fn analyze(prev: &[Snapshot], snap: &Snapshot, th: &Thresholds) -> IntervalA
         .map(|iface| {
             let tx = throughput_history(prev, snap, &iface.name, false);
             let rx = throughput_history(prev, snap, &iface.name, true);
-            let r = rates::normalise(iface, snap, &bases);
+            let mut r = rates::normalise(iface, snap, &bases);
+            r.conntrack_openers = conntrack::openers(snap, &iface.name);
+            r.conntrack_trend = conntrack::trend(prev, snap, &iface.name);
             let untrusted =
                 trust::read_gap(prev, iface).or_else(|| trust::implausible(iface, &r, th));
             let r = match untrusted {

@@ -175,6 +175,17 @@ pub struct NormalisedRates {
     /// sender map full): in `linklocal_pps`, in no sender.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub linklocal_unattributed: u64,
+    /// Who opened and holds this interface's TCP flows
+    /// (src/analysis/conntrack.rs).
+    #[serde(
+        default,
+        skip_serializing_if = "super::conntrack::ConnOpeners::is_empty"
+    )]
+    pub conntrack_openers: super::conntrack::ConnOpeners,
+    /// `conntrack_allowance_available` over the recent intervals; None
+    /// without a reading (and for a read that is no data).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conntrack_trend: Option<super::conntrack::ConntrackTrend>,
     /// Sockets the probes do not track (storage refused, or `--max-flows`
     /// reached) still open at the end of the interval, and the cap (0:
     /// none). Per snapshot, not per interface: an untracked socket has no
@@ -402,6 +413,7 @@ impl NormalisedRates {
             conntrack_exceeded: None,
             linklocal_exceeded: None,
             conntrack_available: None,
+            conntrack_trend: None,
             bw_out_pct: None,
             bw_in_pct: None,
             pps_pct: None,

@@ -614,6 +614,91 @@ fn pps_limit_without_segs_in_names_by_segments_sent() {
     assert!(!v.rates.packet_flows.iter().any(|f| f.flow.contains("idle")));
 }
 
+/// One 1 s interval of a table filling: `available` left, 30 conntrack
+/// drops, a churning owner opening 40 flows (held 10) and a steady one
+/// holding 3 it opened before.
+fn churn_interval(seq: u64, available: Option<u64>) -> Snapshot {
+    let mut b = Build::new(seq, 1).tx_bulk(1e8, 1);
+    let mut flows = Vec::new();
+    for i in 0..40 {
+        let mut f = packet_flow(10 + i, 4, 4, 100, "churner", "storm");
+        f.owner.as_mut().unwrap().pid = 500;
+        f.opened = true;
+        f.closed = i >= 10;
+        flows.push(f);
+    }
+    for i in 0..3 {
+        let mut f = packet_flow(60 + i, 100, 50, 1448, "steady", "steady");
+        f.owner.as_mut().unwrap().pid = 600;
+        flows.push(f);
+    }
+    b.snap.flows = flows;
+    let mut s = b
+        .ena(|d| {
+            d.conntrack_allowance_exceeded = Some(30);
+            d.conntrack_allowance_available = available;
+        })
+        .done();
+    if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+        a.totals.conntrack_allowance_available = available;
+    }
+    s
+}
+
+/// Issue 45, item 2: a conntrack_limit names who opens the flows (and how
+/// many each holds), and forecasts when conntrack_allowance_available
+/// reaches zero from its fall; a gauge that does not move while flows open
+/// is said to be possibly stale, a missing one missing.
+#[test]
+fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
+    let th = Thresholds::default();
+    // Falling 100 entries a second from 5,000.
+    let snaps: Vec<Snapshot> = (0..6)
+        .map(|i| churn_interval(i, Some(5_000 - 100 * i)))
+        .collect();
+    let v = analyze(&snaps[..5], &snaps[5], &th).interfaces[0].clone();
+    assert_eq!(v.verdict, Verdict::ConntrackLimit, "{:#?}", v.evidence);
+    let o = &v.rates.conntrack_openers;
+    assert_eq!(o.opened_per_s, 40.0);
+    assert_eq!(o.owners[0].owner, "churner/500 (default/storm)");
+    assert_eq!((o.owners[0].share_pct, o.owners[0].open), (100.0, 10));
+    assert_eq!(o.owners[1].owner, "steady/600 (default/steady)");
+    assert_eq!((o.owners[1].opened_per_s, o.owners[1].open), (0.0, 3));
+    let t = v.rates.conntrack_trend.as_ref().unwrap();
+    assert_eq!((t.available, t.intervals), (4_500, 6));
+    assert!((t.per_s + 100.0).abs() < 1e-6, "{t:?}");
+    assert!((t.zero_in_s.unwrap() - 45.0).abs() < 1e-6, "{t:?}");
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains("new TCP flows 40/s, by owner: churner/500 (default/storm) 100% (40/s opened, 10 open), steady/600 (default/steady) 0% (0/s opened, 3 open)"),
+        "{note}"
+    );
+    assert!(
+        note.contains(
+            "conntrack_allowance_available 4500 falling 100/s over 6 intervals: zero in ~45"
+        ),
+        "{note}"
+    );
+
+    // Unchanged for 12 intervals while 40 flows a second open: maybe stale.
+    let snaps: Vec<Snapshot> = (0..12).map(|i| churn_interval(i, Some(800))).collect();
+    let v = analyze(&snaps[..11], &snaps[11], &th).interfaces[0].clone();
+    let note = &v.evidence[0].note;
+    assert!(note.contains("conntrack_allowance_available 800 unchanged for 12 intervals while flows opened: it may be stale"), "{note}");
+    assert_eq!(v.rates.conntrack_trend.as_ref().unwrap().zero_in_s, None);
+
+    // Not reported.
+    let v = judge_one(&[], &churn_interval(0, None));
+    assert_eq!(v.verdict, Verdict::ConntrackLimit);
+    assert!(
+        v.evidence[0]
+            .note
+            .contains("conntrack_allowance_available not reported by this interface"),
+        "{}",
+        v.evidence[0].note
+    );
+}
+
 #[test]
 fn conntrack_drops_or_exhaustion_are_conntrack_limit() {
     let s = Build::new(0, 1)

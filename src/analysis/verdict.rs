@@ -50,6 +50,13 @@ pub(crate) fn judge(
             note_fragments(&rates, &mut evidence);
         }
         Verdict::LinklocalLimit => note_linklocal_senders(&rates, &mut evidence),
+        Verdict::ConntrackLimit => {
+            let note =
+                super::conntrack::note(&rates.conntrack_openers, rates.conntrack_trend.as_ref());
+            if let Some(e) = evidence.first_mut() {
+                e.note.push_str(&note);
+            }
+        }
         Verdict::HypervisorCap => {
             let line = cap_line(&rates, &evidence, th);
             evidence.insert(0, line);

@@ -1,0 +1,225 @@
+//! Who fills the connection table (issue 45, item 2): the flows each owner
+//! opened in the interval and holds open, and the trend of
+//! `conntrack_allowance_available` with, where it falls, when it would
+//! reach zero. A `conntrack_limit`'s first line says both
+//! (docs/verdicts.md, "Who fills the connection table").
+//!
+//! Only TCP flows are seen (the flow probes' sockets); UDP 5-tuples, which
+//! the hypervisor tracks too, are not counted here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::rates::{flow_uses, owner_name};
+use crate::model::snapshot::Snapshot;
+
+/// Owners named.
+const OPENERS_NAMED: usize = 3;
+/// Intervals of history the trend is fitted over, at most.
+const TREND_INTERVALS: usize = 30;
+/// Points needed before a slope is fitted.
+const TREND_MIN_POINTS: usize = 3;
+/// A gauge unchanged for this many intervals while flows open is said to
+/// be possibly stale (it updates rarely on some interfaces).
+const STALE_INTERVALS: usize = 10;
+
+/// An owner by the flows it opened in the interval and holds open.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnOpener {
+    /// `comm/pid`, and the pod, container or service where known.
+    pub owner: String,
+    /// Flows it opened in the interval, per second.
+    pub opened_per_s: f64,
+    /// Of the flows opened on the interface in the interval, in %.
+    pub share_pct: f64,
+    /// Its listed flows open at the interval's end.
+    pub open: u64,
+}
+
+/// The interface's flows by owner: who opens flows, and who holds them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnOpeners {
+    /// Flows opened on the interface in the interval, per second (listed
+    /// and folded).
+    pub opened_per_s: f64,
+    /// Most flows opened first, then most held open.
+    pub owners: Vec<ConnOpener>,
+}
+
+impl ConnOpeners {
+    /// No flow opened or held: left out of the JSON.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.owners.is_empty() && self.opened_per_s == 0.0
+    }
+}
+
+/// Who opened and holds the interface's flows in `snap`.
+pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
+    let secs = snap.interval_secs();
+    if secs <= 0.0 {
+        return ConnOpeners::default();
+    }
+    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut opened = 0u64;
+    for f in snap.flows.iter().filter(|f| flow_uses(f, iface)) {
+        let name = f
+            .owner
+            .as_ref()
+            .map_or_else(|| "owner unknown".to_string(), owner_name);
+        let e = by.entry(name).or_default();
+        if f.opened {
+            e.0 += 1;
+            opened += 1;
+        }
+        if !f.closed {
+            e.1 += 1;
+        }
+    }
+    opened += snap
+        .folded
+        .flows
+        .iter()
+        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
+        .map(|g| g.opened)
+        .sum::<u64>();
+    let mut owners: Vec<(String, (u64, u64))> = by.into_iter().collect();
+    owners.sort_by(|a, b| {
+        (b.1 .0, b.1 .1)
+            .cmp(&(a.1 .0, a.1 .1))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    ConnOpeners {
+        opened_per_s: opened as f64 / secs,
+        owners: owners
+            .into_iter()
+            .take(OPENERS_NAMED)
+            .map(|(owner, (o, open))| ConnOpener {
+                owner,
+                opened_per_s: o as f64 / secs,
+                share_pct: if opened > 0 {
+                    o as f64 * 100.0 / opened as f64
+                } else {
+                    0.0
+                },
+                open,
+            })
+            .collect(),
+    }
+}
+
+/// `conntrack_allowance_available` over the recent intervals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConntrackTrend {
+    /// The gauge at the interval's end.
+    pub available: u64,
+    /// Its least-squares slope over `intervals`, entries per second
+    /// (negative: the table fills).
+    pub per_s: f64,
+    /// Intervals the slope is fitted over (this one included).
+    pub intervals: usize,
+    /// Intervals, ending with this one, over which the gauge did not move.
+    pub unchanged_intervals: usize,
+    /// Seconds until it reaches zero at `per_s`, when it falls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_in_s: Option<f64>,
+}
+
+/// The gauge's trend on `iface` over the contiguous run of intervals that
+/// read it, ending with `snap`; None when `snap` has no reading.
+pub(crate) fn trend(prev: &[Snapshot], snap: &Snapshot, iface: &str) -> Option<ConntrackTrend> {
+    let gauge = |s: &Snapshot| -> Option<(f64, u64)> {
+        let i = s.interfaces.iter().find(|i| i.name == iface)?;
+        let a = i.allowance.sample()?.totals.conntrack_allowance_available?;
+        Some((s.mono_ns as f64 / 1e9, a))
+    };
+    let mut points: Vec<(f64, u64)> = std::iter::once(snap)
+        .chain(prev.iter().rev())
+        .map_while(gauge)
+        .take(TREND_INTERVALS)
+        .collect();
+    let available = points.first()?.1;
+    let unchanged_intervals = points.iter().take_while(|p| p.1 == available).count();
+    points.reverse();
+    let n = points.len();
+    let mut t = ConntrackTrend {
+        available,
+        per_s: 0.0,
+        intervals: n,
+        unchanged_intervals,
+        zero_in_s: None,
+    };
+    if n < TREND_MIN_POINTS {
+        return Some(t);
+    }
+    let mean_t = points.iter().map(|p| p.0).sum::<f64>() / n as f64;
+    let mean_v = points.iter().map(|p| p.1 as f64).sum::<f64>() / n as f64;
+    let (mut num, mut den) = (0.0, 0.0);
+    for (x, y) in &points {
+        num += (x - mean_t) * (*y as f64 - mean_v);
+        den += (x - mean_t) * (x - mean_t);
+    }
+    if den > 0.0 {
+        t.per_s = num / den;
+    }
+    if t.per_s < 0.0 {
+        t.zero_in_s = Some(available as f64 / -t.per_s);
+    }
+    Some(t)
+}
+
+/// What a `conntrack_limit`'s first line adds: who opens the flows, and the
+/// gauge's trend (or that it is missing or may be stale).
+pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> String {
+    use crate::shared::units;
+    let who = if openers.owners.is_empty() {
+        "no TCP flow seen".to_string()
+    } else {
+        openers
+            .owners
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} {} ({}/s opened, {} open)",
+                    o.owner,
+                    units::pct(o.share_pct),
+                    units::significant(o.opened_per_s, 3),
+                    o.open
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let gauge = match trend {
+        None => "conntrack_allowance_available not reported by this interface".to_string(),
+        Some(t) if t.unchanged_intervals >= STALE_INTERVALS && openers.opened_per_s > 0.0 => {
+            format!(
+                "conntrack_allowance_available {} unchanged for {} intervals while flows \
+                 opened: it may be stale (some interfaces update it rarely)",
+                t.available, t.unchanged_intervals
+            )
+        }
+        Some(t) => match t.zero_in_s {
+            Some(z) => format!(
+                "conntrack_allowance_available {} falling {}/s over {} intervals: zero in \
+                 ~{}",
+                t.available,
+                units::significant(-t.per_s, 3),
+                t.intervals,
+                units::secs(z)
+            ),
+            None if t.intervals < TREND_MIN_POINTS => format!(
+                "conntrack_allowance_available {} (trend after {TREND_MIN_POINTS} intervals)",
+                t.available
+            ),
+            None => format!(
+                "conntrack_allowance_available {} not falling over {} intervals",
+                t.available, t.intervals
+            ),
+        },
+    };
+    format!(
+        "; new TCP flows {}/s, by owner: {who}; {gauge}",
+        units::significant(openers.opened_per_s, 3)
+    )
+}
