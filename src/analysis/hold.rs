@@ -112,6 +112,26 @@ struct Entry {
     /// The interval's microburst line (verdict.rs), when its own verdict
     /// is a hypervisor rate limit whose interval microbursts.
     microburst: Option<String>,
+    /// Who used the allowance, as the interval's first line says it after
+    /// its deciding figure, for the verdicts that name them (pps,
+    /// conntrack, link-local: docs/verdicts.md).
+    who: Option<String>,
+}
+
+/// The part of `v`'s first line that names who used the allowance (after
+/// the deciding figure, before any microburst, which the held note adds
+/// on its own), for the verdicts that name them.
+fn who_used(v: &InterfaceVerdict) -> Option<String> {
+    if !matches!(
+        v.verdict,
+        Verdict::PpsLimit | Verdict::ConntrackLimit | Verdict::LinklocalLimit
+    ) {
+        return None;
+    }
+    let note = &v.evidence.first()?.note;
+    let (_, rest) = note.split_once("; ")?;
+    let rest = rest.split("; in microbursts: ").next().unwrap_or(rest);
+    Some(rest.to_string())
 }
 
 /// Where a held verdict is dated from: an interval and its start.
@@ -425,6 +445,16 @@ impl Hold {
         // How the allowance was exceeded, from the latest interval of the
         // kind that microbursted in the window.
         let k = kind(v);
+        if let Some(w) = self
+            .window
+            .iter()
+            .rev()
+            .filter(|e| e.raw == v)
+            .find_map(|e| e.who.as_ref())
+        {
+            note.push_str("; ");
+            note.push_str(w);
+        }
         if let Some(m) = self
             .window
             .iter()
@@ -491,6 +521,7 @@ impl Hold {
                 .iter()
                 .find(|e| Signal::MicroburstRatio.is(e))
                 .map(|e| e.note.clone()),
+            who: who_used(v),
         });
         let n = Thresholds::count(th.hold_window).max(1);
         while self.window.len() > n {

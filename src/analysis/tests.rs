@@ -583,6 +583,28 @@ fn pps_limit_names_the_flows_carrying_the_packets_and_small_packets() {
         "{note}"
     );
     assert!(note.contains("small packets are the cause"), "{note}");
+    let mut judge = Judge::new(Thresholds::default());
+    let held = (0..5)
+        .map(|seq| {
+            let mut s = pps_interval(true);
+            // Past the held onset's level (a multiple of the threshold).
+            if let AllowanceStatus::Read(a) = &mut s.interfaces[0].allowance {
+                a.delta.pps_allowance_exceeded = Some(1_300_000);
+            }
+            s.seq = seq;
+            s.mono_ns = (seq + 1) * 1_000_000_000;
+            judge.judge(&s).interfaces[0].held.clone()
+        })
+        .last()
+        .unwrap();
+    assert_eq!(held.verdict, Verdict::PpsLimit);
+    assert!(
+        held.note
+            .contains("packets carried by: 10.0.0.2:40003 :9092 resolver/103")
+            && held.note.contains("small packets are the cause"),
+        "{}",
+        held.note
+    );
     // The fragments' word stays last.
     assert!(note.ends_with("fragments sent unknown"), "{note}");
 
@@ -679,6 +701,14 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
         ),
         "{note}"
     );
+    let mut judge = Judge::new(th.clone());
+    let held = snaps
+        .iter()
+        .map(|s| judge.judge(s).interfaces[0].held.clone())
+        .last()
+        .unwrap();
+    assert_eq!(held.verdict, Verdict::ConntrackLimit);
+    assert!(held.note.contains("by owner: churner/500"), "{}", held.note);
 
     // Unchanged for 12 intervals while 40 flows a second open: maybe stale.
     let snaps: Vec<Snapshot> = (0..12).map(|i| churn_interval(i, Some(800))).collect();
@@ -847,6 +877,24 @@ fn linklocal_limit_names_the_senders_and_their_shares() {
     assert!(
         note.contains("12 datagrams to them with no sender kept"),
         "{note}"
+    );
+
+    // Held over intervals, the held verdict's line names them too (what
+    // the views show).
+    let mut judge = Judge::new(Thresholds::default());
+    let mut held = None;
+    for seq in 0..5 {
+        let mut x = s.clone();
+        x.seq = seq;
+        x.mono_ns = (seq + 1) * 2_000_000_000;
+        held = Some(judge.judge(&x).interfaces[0].held.clone());
+    }
+    let held = held.unwrap();
+    assert_eq!(held.verdict, Verdict::LinklocalLimit);
+    assert!(
+        held.note.contains("senders: dig/10 (default/looper) 75.0%"),
+        "{}",
+        held.note
     );
 
     // Not measured: said so, nothing named.
