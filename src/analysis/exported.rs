@@ -48,6 +48,12 @@ pub struct DeviceState {
     pub peak_bytes_per_s: [Option<f64>; 2],
     pub peak_packets_per_s: [Option<f64>; 2],
     pub peak_window_secs: Option<f64>,
+    /// Packets sent to the instance's link-local services through it
+    /// (UDP counted in the kernel, TCP flows to them), summed since the
+    /// exporter started, and the last interval's per second; `None` until
+    /// measured (rates' `linklocal_pps`).
+    pub linklocal_packets: Option<u64>,
+    pub linklocal_pps: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -145,12 +151,18 @@ impl Exported {
                         r.linklocal_pct,
                     ];
                     d.retransmit_pct = r.retransmit_pct;
+                    d.linklocal_pps = r.linklocal_pps;
+                    if let Some(pps) = r.linklocal_pps {
+                        let n = (pps * r.interval_secs).round() as u64;
+                        d.linklocal_packets = Some(d.linklocal_packets.unwrap_or(0) + n);
+                    }
                     d.verdict = Some((v.held.verdict, v.held.confidence));
                     d.verdict_secs = snap.mono_ns.saturating_sub(v.held.since_mono_ns) as f64 / 1e9;
                 }
                 None => {
                     d.exceeded_pct = [None; 5];
                     d.retransmit_pct = None;
+                    d.linklocal_pps = None;
                     d.verdict = None;
                 }
             }

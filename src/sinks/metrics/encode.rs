@@ -214,6 +214,16 @@ fn families(state: &ExporterState) -> Vec<Family> {
         "Last interval: retransmitted segments not reported spurious, as % of segments sent (what loss is judged on).",
         Kind::Gauge,
     );
+    let mut ll_packets = Family::new(
+        "throttlescope_linklocal_packets",
+        "Packets sent to the instance's link-local services (Amazon DNS, instance metadata, Time Sync) through the device, UDP counted in the kernel and TCP flows to them, summed by the exporter since it started: against the 1,024 packets/s per interface that linklocal_allowance_exceeded counts past.",
+        Kind::Counter,
+    );
+    let mut ll_pps = Family::new(
+        "throttlescope_linklocal_packets_per_second",
+        "Last interval: packets per second sent to the link-local services through the device (limit: 1,024).",
+        Kind::Gauge,
+    );
     let mut verdict = Family::new(
         "throttlescope_verdict",
         "The device's verdict, held over the last intervals (no flapping at a threshold): 1 for the current verdict, 0 for every other.",
@@ -295,6 +305,12 @@ fn families(state: &ExporterState) -> Vec<Family> {
         if let Some(p) = d.retransmit_pct {
             retrans_pct.float(dev(name), p);
         }
+        if let Some(n) = d.linklocal_packets {
+            ll_packets.int(dev(name), n);
+        }
+        if let Some(p) = d.linklocal_pps {
+            ll_pps.float(dev(name), p);
+        }
         for (i, direction) in ["tx", "rx"].into_iter().enumerate() {
             if let Some(v) = d.peak_bytes_per_s[i] {
                 peak_bytes.float(dev_dir(name, direction), v);
@@ -330,6 +346,8 @@ fn families(state: &ExporterState) -> Vec<Family> {
         peak_bytes,
         peak_packets,
         peak_window,
+        ll_packets,
+        ll_pps,
         verdict,
         confidence,
         verdict_secs,

@@ -711,3 +711,29 @@ fn kafka_group_labels_stay_bounded_with_500_groups() {
         .sum();
     assert_eq!(exported, total);
 }
+
+/// Issue 45, item 4: the packets sent to the link-local services, summed
+/// over intervals (a counter) and the last interval's rate, one series per
+/// device, only where measured.
+#[test]
+fn linklocal_packets_only_where_measured() {
+    let mut st = ExporterState::new(20);
+    for seq in 0..2 {
+        let mut a = analysis(seq, vec![]);
+        for v in a.interfaces.iter_mut().filter(|v| v.iface == "b0") {
+            v.rates.interval_secs = 1.0;
+            v.rates.linklocal_pps = Some(1_500.0 + seq as f64 * 100.0);
+        }
+        st.apply(&snapshot(seq), &a);
+    }
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        r#"throttlescope_linklocal_packets_total{device="b0"} 3100"#,
+        r#"throttlescope_linklocal_packets_per_second{device="b0"} 1600.0"#,
+        "# TYPE throttlescope_linklocal_packets counter",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+    assert!(!text.contains(r#"throttlescope_linklocal_packets_total{device="lo""#));
+}

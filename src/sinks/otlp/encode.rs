@@ -219,6 +219,29 @@ pub fn metrics_request(
         available,
     );
 
+    // Who the link-local services hear from: the packets sent to them.
+    let (mut ll_packets, mut ll_pps) = (Vec::new(), Vec::new());
+    for (name, d) in &state.devices {
+        if let Some(n) = d.linklocal_packets {
+            ll_packets.push((iface(name), n));
+        }
+        if let Some(p) = d.linklocal_pps {
+            ll_pps.push((iface(name), p));
+        }
+    }
+    m.counter(
+        "throttlescope.linklocal.packets",
+        "{packet}",
+        "Packets sent to the instance's link-local services (Amazon DNS, instance metadata, Time Sync) through the interface, UDP counted in the kernel and TCP flows to them, summed since the exporter started.",
+        ll_packets,
+    );
+    m.gauge(
+        "throttlescope.linklocal.packets.rate",
+        "{packet}/s",
+        "Last interval: packets per second sent to the link-local services (the limit is 1,024 per interface).",
+        ll_pps,
+    );
+
     // The last interval's judgement.
     let mut ratio = Vec::new();
     let mut retrans = Vec::new();

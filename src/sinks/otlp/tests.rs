@@ -314,3 +314,64 @@ fn kafka_roles_and_groups_with_the_same_bound() {
         Some(number_data_point::Value::AsDouble(40.0))
     );
 }
+
+/// Issue 45, item 4: the packets sent to the link-local services (UDP
+/// counted in the kernel), a cumulative sum and the last interval's rate,
+/// one point per interface; absent where not measured.
+#[test]
+fn linklocal_packets_where_measured() {
+    use crate::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
+    let mut snap = snapshot(0);
+    let (_, plain) = judged(0);
+    snap.interfaces[0].linklocal = Some(LinkLocalSample::of(
+        vec![LinkLocalSender {
+            owner: crate::model::snapshot::Owner {
+                pid: 7,
+                comm: "dig".into(),
+                thread: None,
+                cgroup_id: 0,
+                cgroup: None,
+                workload: None,
+            },
+            service: LinkLocalService::Dns,
+            proto: "udp".into(),
+            family: 4,
+            packets: 1_300,
+            bytes: 52_000,
+        }],
+        0,
+    ));
+    let a = analyze(&[], &snap, &Thresholds::default());
+    let mut state = ExporterState::new(20);
+    state.apply(&snap, &a);
+    let req = encode::metrics_request(&ec2(), &state, &snap, &a, 1_761_999_000_000);
+    let rm = &req.resource_metrics[0];
+    let metrics: BTreeMap<&str, &Metric> = rm.scope_metrics[0]
+        .metrics
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+    let Some(metric::Data::Sum(sum)) = &metrics["throttlescope.linklocal.packets"].data else {
+        panic!("throttlescope.linklocal.packets is not a sum")
+    };
+    assert_eq!(
+        sum.data_points[0].value,
+        Some(number_data_point::Value::AsInt(1_300))
+    );
+    let Some(metric::Data::Gauge(g)) = &metrics["throttlescope.linklocal.packets.rate"].data else {
+        panic!()
+    };
+    assert_eq!(
+        g.data_points[0].value,
+        Some(number_data_point::Value::AsDouble(1_300.0))
+    );
+    // Not measured: no such metric.
+    let mut state = ExporterState::new(20);
+    let plain_snap = snapshot(0);
+    state.apply(&plain_snap, &plain);
+    let req = encode::metrics_request(&ec2(), &state, &plain_snap, &plain, 1_761_999_000_000);
+    assert!(!req.resource_metrics[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .any(|m| m.name.starts_with("throttlescope.linklocal")));
+}
