@@ -161,6 +161,17 @@ fn pps_limit_is_judged_pps_limit() {
     // own): the evidence says so.
     for i in v.iter().filter(|i| i.verdict == "pps_limit") {
         assert!(i.note.contains("no IPv4 fragments sent"), "{}", i.note);
+        // Who carries the packets (issue 45): iperf3's flows of 76-byte
+        // segments, named by their segments both ways, small packets the
+        // cause.
+        assert!(
+            i.note.contains("packets carried by: 10.77.1.1:")
+                && i.note.contains("iperf3/")
+                && i.note.contains(", small)")
+                && i.note.contains("small packets are the cause"),
+            "{}",
+            i.note
+        );
     }
 
     let emulated = counter(&lab, "pps_allowance_exceeded") - pps0;
@@ -256,6 +267,15 @@ fn conntrack_limit_is_judged_conntrack_limit() {
             i.conntrack_available.unwrap() <= 100,
             "connections refused with {} entries available",
             i.conntrack_available.unwrap()
+        );
+    }
+    // Who opens the flows (issue 45): the churn server in the broker
+    // accepts every connection, so its process is named.
+    for i in v.iter().filter(|i| i.verdict == "conntrack_limit") {
+        assert!(
+            i.note.contains("new TCP flows") && i.note.contains("python3/"),
+            "{}",
+            i.note
         );
     }
     // The emulator reads the rule's counter: after the traffic they agree
