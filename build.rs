@@ -24,7 +24,6 @@ use libbpf_cargo::SkeletonBuilder;
 const PROGRAMS: &[&str] = &[
     "bpf/flows.bpf.c",
     "bpf/hostq.bpf.c",
-    "bpf/linklocal.bpf.c",
     "tools/bench/empty.bpf.c",
 ];
 

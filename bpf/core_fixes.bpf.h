@@ -132,4 +132,40 @@ static __always_inline bool drop_reason_is_consumed(__u32 reason)
 	       reason == bpf_core_enum_value(enum skb_drop_reason___ts, SKB_CONSUMED___ts);
 }
 
+/*
+ * 5.15, 8520e224f547 ("bpf, cgroups: Fix cgroup v2 fallback on v1/v2 mixed
+ * mode"): a socket's cgroup (the one it was made in, sk->sk_cgrp_data) was
+ * a u64 holding the cgroup's address, or with bit 0 or 1 set (or 0) the
+ * root's; since, a plain `struct cgroup *`. The cgroup v2 id, as
+ * bpf_get_current_cgroup_id() gives a task's (its kernfs node id: the
+ * directory's inode); 0 where the kernel keeps no socket cgroup
+ * (CONFIG_SOCK_CGROUP_DATA unset). Before 5.15, checked reads (the address
+ * is a plain number there).
+ */
+struct sock_cgroup_data___pre_5_15 {
+	__u64 val;
+} __attribute__((preserve_access_index));
+
+struct sock___pre_5_15 {
+	struct sock_cgroup_data___pre_5_15 sk_cgrp_data;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 sk_cgroup_id(struct sock *sk)
+{
+	struct sock___pre_5_15 *old = (void *)sk;
+	struct cgroup *cg;
+	__u64 v;
+
+	if (bpf_core_field_exists(sk->sk_cgrp_data.cgroup)) {
+		cg = sk->sk_cgrp_data.cgroup;
+		return cg ? cg->kn->id : 0;
+	}
+	if (!bpf_core_field_exists(old->sk_cgrp_data.val))
+		return 0;
+	v = BPF_CORE_READ(old, sk_cgrp_data.val);
+	if (!v || (v & 3))
+		return 1; /* the root cgroup's id */
+	return BPF_CORE_READ((struct cgroup *)v, kn, id);
+}
+
 #endif /* THROTTLESCOPE_CORE_FIXES_BPF_H */

@@ -33,6 +33,7 @@
 #include "hostq.h"
 #include "common.bpf.h"
 #include "core_fixes.bpf.h"
+#include "linklocal.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -662,15 +663,21 @@ static __always_inline void xmit_dequeue(struct Qdisc *q, struct netdev_queue *t
 
 /* Every skb handed to a driver: after the qdisc, and also the ones that
  * bypass it or have none (hostq.h). Frame bytes as tcpdump sees them. With
- * dequeue_at_xmit, also the qdisc's dequeue side (xmit_dequeue). */
+ * dequeue_at_xmit, also the qdisc's dequeue side (xmit_dequeue); with
+ * linklocal_on, the UDP to the link-local services (linklocal.bpf.h). Each
+ * part is set before load; one that is off is not in the program. */
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *dev)
 {
 	struct netdev_queue *txq = NULL;
 	struct Qdisc *q;
-	__u32 queue = skb->queue_mapping;
+	__u32 queue;
 
 	TEST_REJECT(test_reject, HQ_H_XMIT_EVENTS);
+	linklocal_note(skb, dev, target_netns, all_netns);
+	if (!peak_bucket_ns && !dequeue_at_xmit)
+		return 0; /* link-local senders only (--no-host-queue, or peaks off) */
+	queue = skb->queue_mapping;
 	q = tx_qdisc(dev, queue, &txq);
 	rate_note(skb, dev, HQ_DIR_TX, queue, skb->len, q != NULL);
 	if (dequeue_at_xmit && q && txq)

@@ -576,7 +576,7 @@ fn linklocal(r: &mut NormalisedRates, snap: &Snapshot, iface: &InterfaceSample) 
     let mut by: std::collections::BTreeMap<(String, LinkLocalService, String, u8), u64> =
         Default::default();
     for s in &sample.senders {
-        *by.entry((owner_name(&s.owner), s.service, s.proto.clone(), s.family))
+        *by.entry((sender_name(&s.owner), s.service, s.proto.clone(), s.family))
             .or_default() += s.packets;
     }
     let mut total = sample.packets() + sample.unattributed;
@@ -621,6 +621,24 @@ fn linklocal(r: &mut NormalisedRates, snap: &Snapshot, iface: &InterfaceSample) 
             },
         })
         .collect();
+}
+
+/// A UDP sender to the link-local services: its owner as a flow's, or,
+/// when its socket's process was not found (pid 0: the socket was closed
+/// before the read, as a resolver's socket per query is), the socket's
+/// cgroup: the workload it names, else its path.
+fn sender_name(o: &crate::model::snapshot::Owner) -> String {
+    if o.pid != 0 {
+        return owner_name(o);
+    }
+    match (o.workload.as_ref().and_then(|w| w.label()), &o.cgroup) {
+        (Some(w), _) => format!("process unknown ({w})"),
+        (None, Some(c)) => format!(
+            "process unknown (cgroup {})",
+            crate::shared::terminal_text::inert(c)
+        ),
+        (None, None) => "process unknown".to_string(),
+    }
 }
 
 /// Packets a flow carried both ways in the interval, and their payload.

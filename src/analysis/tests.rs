@@ -809,6 +809,40 @@ fn ll_sender(
     }
 }
 
+/// A UDP sender whose socket no process held any more when it was read
+/// (pid 0: a resolver's socket per query, closed at once) is named by its
+/// socket's pod or cgroup, not as "/0".
+#[test]
+fn a_linklocal_sender_whose_process_is_gone_is_named_by_its_cgroup() {
+    let mut b = Build::new(0, 2);
+    let mut gone = ll_sender(0, "", Some("looper"), LinkLocalService::Dns, 4, 2_000);
+    gone.owner.comm.clear();
+    let mut bare = ll_sender(0, "", None, LinkLocalService::Dns, 4, 100);
+    bare.owner.cgroup = Some("/system.slice/a.service".into());
+    bare.owner.workload = None;
+    let nothing = ll_sender(0, "", None, LinkLocalService::Dns, 4, 50);
+    b.iface().linklocal = Some(LinkLocalSample::of(vec![gone, bare, nothing], 0));
+    let s = b
+        .tx_bulk(1e8, 1)
+        .ena(|d| d.linklocal_allowance_exceeded = Some(900))
+        .done();
+    let v = judge_one(&[], &s);
+    let names: Vec<&str> = v
+        .rates
+        .linklocal_senders
+        .iter()
+        .map(|r| r.sender.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "process unknown (default/looper)",
+            "process unknown (cgroup /system.slice/a.service)",
+            "process unknown"
+        ]
+    );
+}
+
 /// Issue 45, item 1: a linklocal_limit names the senders to the link-local
 /// services with their shares, the interface's total against the 1,024 pps
 /// limit, TCP flows to instance metadata among them, and the datagrams no

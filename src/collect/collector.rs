@@ -1,7 +1,7 @@
 //! The interval loop's one step: kernel probes + interface counters ->
 //! one [`Snapshot`]. All I/O of observation happens here or below.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, Result};
 
@@ -18,8 +18,8 @@ use crate::collect::netns::NetnsNames;
 use crate::collect::owners::OwnerIndex;
 use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_flow_record, ts_health_counter};
-use crate::collect::probes::hostq::HostQueueProbes;
-use crate::collect::probes::linklocal::{self as ll, LinkLocalProbes};
+use crate::collect::probes::hostq::{self, HostQueueProbes};
+use crate::collect::probes::linklocal as ll;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
@@ -48,6 +48,10 @@ pub struct CollectorConfig {
     pub counter_files: Vec<(String, PathBuf)>,
     /// Attach the host-queue probes (qdisc and kfree_skb).
     pub host_queue: bool,
+    /// Count the UDP sent to the link-local services, by sending socket
+    /// (`--no-linklocal` off): a part of the host-queue object's transmit
+    /// program, loaded for it even without the host queue.
+    pub linklocal: bool,
     /// Flows kept, by owner (`--pod`, `--cgroup`, `--service`).
     pub workloads: WorkloadFilter,
     /// The kubelet's pod log directory (pod names).
@@ -100,6 +104,7 @@ impl Default for CollectorConfig {
             events: true,
             counter_files: Vec::new(),
             host_queue: true,
+            linklocal: true,
             workloads: WorkloadFilter::default(),
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
@@ -116,10 +121,11 @@ impl Default for CollectorConfig {
 /// Produces snapshots from the live kernel.
 pub struct Collector {
     probes: FlowProbes,
+    /// The host-queue object: loaded for the host queue, the link-local
+    /// senders (its transmit program counts them) or both.
     host_queue: Option<HostQueueProbes>,
-    /// UDP senders to the link-local services; None when the object could
-    /// not be loaded at all (`linklocal_error` says why).
-    linklocal: Option<LinkLocalProbes>,
+    /// Why the object, loaded for the link-local senders alone
+    /// (`--no-host-queue`), could not be loaded.
     linklocal_error: Option<String>,
     allowance: HashMap<String, AllowanceReader>,
     drivers: HashMap<String, Option<String>>,
@@ -207,9 +213,6 @@ impl Collector {
         if let Some(hq) = &self.host_queue {
             out.extend(hq.not_loaded());
         }
-        if let Some(l) = &self.linklocal {
-            out.extend(l.not_loaded());
-        }
         out
     }
 
@@ -232,27 +235,30 @@ impl Collector {
             config.max_flows,
             config.peak_window_us,
         )?;
-        let host_queue = if config.host_queue {
-            Some(HostQueueProbes::attach(
-                filter,
-                u64::from(config.peak_window_us),
-            )?)
-        } else {
-            None
+        let parts = hostq::Parts {
+            host_queue: config.host_queue,
+            linklocal: config.linklocal,
+            vpc_dns: std::fs::read_to_string("/etc/resolv.conf")
+                .ok()
+                .and_then(|t| ll::vpc_resolver(&t)),
         };
-        // Optional: a kernel without fexit (trampolines) or the functions'
-        // BTF observes the rest; the programs are then shown not attached.
-        let vpc_dns = std::fs::read_to_string("/etc/resolv.conf")
-            .ok()
-            .and_then(|t| ll::vpc_resolver(&t));
-        let (linklocal, linklocal_error) = match LinkLocalProbes::attach(filter, vpc_dns) {
-            Ok(l) => (Some(l), None),
-            Err(e) => (None, Some(format!("{e:#}"))),
+        let attach_hostq =
+            || HostQueueProbes::attach_parts(filter, u64::from(config.peak_window_us), parts);
+        let (host_queue, linklocal_error) = if config.host_queue {
+            (Some(attach_hostq()?), None)
+        } else if config.linklocal {
+            // For the link-local senders alone: optional, the rest is
+            // observed without them (shown not attached).
+            match attach_hostq() {
+                Ok(h) => (Some(h), None),
+                Err(e) => (None, Some(format!("{e:#}"))),
+            }
+        } else {
+            (None, None)
         };
         let mut c = Collector {
             probes,
             host_queue,
-            linklocal,
             linklocal_error,
             allowance: HashMap::new(),
             drivers: HashMap::new(),
@@ -322,27 +328,61 @@ impl Collector {
         Ok(c)
     }
 
-    /// The UDP sent to the link-local services since the last read, each
-    /// sender's owner resolved like a flow's, on the interface it was
-    /// queued to; every watched interface gets a sample, empty when none
-    /// went through it. Datagrams no sender was kept for (the kernel's map
-    /// full) go on every interface's sample as unattributed, being of no
-    /// known one. Interfaces of other namespaces (--all-netns: a pod's
-    /// veth) are not reported, as for the host queue.
+    /// The UDP sent to the link-local services since the last read, on the
+    /// interface it was handed to; every watched interface gets a sample,
+    /// empty when none went through it. The kernel keys each datagram by its
+    /// socket (at the driver's transmit the current task may be another's:
+    /// bpf/linklocal.bpf.h): the socket's cgroup comes from the kernel, its
+    /// process from its inode as a flow's (src/collect/owners.rs), and the
+    /// sockets of one owner are summed into one sender. A socket no process
+    /// holds any more (closed before the read: a resolver that opens one per
+    /// query) keeps its cgroup, with pid 0. Datagrams no socket was kept
+    /// for (the kernel's map full) go on every interface's sample as
+    /// unattributed, being of no known one. Interfaces of other namespaces
+    /// (--all-netns: a pod's veth) are not reported, as for the host queue.
     fn linklocal_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) -> Result<()> {
-        use crate::model::linklocal::{LinkLocalSample, LinkLocalSender};
-        let Some(l) = self.linklocal.as_mut().filter(|l| l.attached()) else {
+        use crate::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
+        use crate::model::snapshot::Owner;
+        let Some(read) = self.host_queue.as_mut().and_then(|h| h.read_linklocal()) else {
             return Ok(());
         };
-        let read = l.read()?;
-        let mut by_iface: HashMap<String, Vec<LinkLocalSender>> = HashMap::new();
-        for ((netns, ifindex), mut s) in read.senders {
-            if netns != self.own_netns {
+        let read = read?;
+        // (interface, pid, cgroup, service, family) -> sender
+        let mut senders: BTreeMap<(String, u32, u64, LinkLocalService, u8), LinkLocalSender> =
+            BTreeMap::new();
+        for c in read.counts {
+            if c.netns != self.own_netns {
                 continue;
             }
-            let Some(name) = self.if_names.name(ifindex, seq) else {
+            let Some(name) = self.if_names.name(c.ifindex, seq) else {
                 continue;
             };
+            let mut owner = self
+                .owners
+                .lookup_retry(c.sock_ino, seq)
+                .unwrap_or_else(|| Owner {
+                    pid: 0,
+                    comm: String::new(),
+                    thread: None,
+                    cgroup_id: 0,
+                    cgroup: None,
+                    workload: None,
+                });
+            owner.cgroup_id = c.cgroup_id;
+            let key = (name, owner.pid, c.cgroup_id, c.service, c.family);
+            let s = senders.entry(key).or_insert_with(|| LinkLocalSender {
+                owner,
+                service: c.service,
+                proto: "udp".into(),
+                family: c.family,
+                packets: 0,
+                bytes: 0,
+            });
+            s.packets += c.packets;
+            s.bytes += c.bytes;
+        }
+        let mut by_iface: HashMap<String, Vec<LinkLocalSender>> = HashMap::new();
+        for ((name, ..), mut s) in senders {
             self.workloads.resolve_owner(&mut s.owner, seq);
             by_iface.entry(name).or_default().push(s);
         }
@@ -558,17 +598,20 @@ impl Collector {
             let h = hq.health();
             host_queue_untracked = h.untracked_interfaces + h.untracked_drops;
         }
-        match (&self.linklocal, &self.linklocal_error) {
-            (Some(l), _) => programs.extend(l.program_health()),
-            (None, why) => programs.extend(ll::LINKLOCAL_PROGRAMS.iter().map(|p| {
-                crate::model::snapshot::ProgramHealth {
-                    name: p.name.trim_start_matches("on_").to_string(),
-                    attached: false,
-                    not_attached: why.clone(),
-                    lost: Some(p.lost.to_string()),
-                    ..Default::default()
-                }
-            })),
+        if let Some(why) = &self.linklocal_error {
+            // Loaded for the link-local senders alone, and refused whole.
+            programs.extend(
+                hostq::HOSTQ_PROGRAMS
+                    .iter()
+                    .filter(|p| p.name == "on_dev_xmit")
+                    .map(|p| crate::model::snapshot::ProgramHealth {
+                        name: p.name.trim_start_matches("on_").to_string(),
+                        attached: false,
+                        not_attached: Some(why.clone()),
+                        lost: Some(p.lost.to_string()),
+                        ..Default::default()
+                    }),
+            );
         }
         let health = Health {
             programs,

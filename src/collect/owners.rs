@@ -38,6 +38,15 @@ impl OwnerIndex {
         }
     }
 
+    /// As [`Self::lookup`], but an inode not found before is looked for
+    /// again (at most one rescan per interval all the same): a link-local
+    /// sender's socket seen first between a rescan and the kernel's read
+    /// would otherwise stay unnamed while it keeps sending.
+    pub(crate) fn lookup_retry(&mut self, inode: u64, seq: u64) -> Option<Owner> {
+        self.missing.remove(&inode);
+        self.lookup(inode, seq)
+    }
+
     fn rebuild(&mut self) {
         self.by_inode.clear();
         self.missing.clear();

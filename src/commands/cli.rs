@@ -161,6 +161,12 @@ pub struct ObserveArgs {
     #[arg(long)]
     pub no_host_queue: bool,
 
+    /// Do not count the UDP sent to the link-local services (DNS,
+    /// metadata, time) by sender: a linklocal_limit then names TCP senders
+    /// only.
+    #[arg(long)]
+    pub no_linklocal: bool,
+
     /// Take each flow's per-segment figures (mean and max srtt, min cwnd,
     /// cwnd cuts, data waiting) from one incoming segment in N, drawn per
     /// segment (a power of two, 1 to 64). 1 reads every segment, at about

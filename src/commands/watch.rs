@@ -191,6 +191,7 @@ pub(crate) fn run_live(
         events: !observe.no_events,
         counter_files: observe.counters.clone(),
         host_queue: !observe.no_host_queue,
+        linklocal: !observe.no_linklocal,
         workloads,
         pod_logs: observe.pod_logs.clone(),
         probe_sampling: observe.probe_sampling,

@@ -62,7 +62,7 @@ mod tests {
         let objects = bpf_objects();
         if cfg!(feature = "collect") {
             let names: Vec<&str> = objects.iter().map(|(n, _)| n.as_str()).collect();
-            assert_eq!(names, ["flows", "hostq", "linklocal"]);
+            assert_eq!(names, ["flows", "hostq"]);
         } else {
             assert!(objects.is_empty());
         }

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
+use std::net::Ipv4Addr;
 
 use crate::collect::ifindex::IfIndexNames;
 use anyhow::{Context, Result};
@@ -13,10 +14,12 @@ use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, OpenObject};
 
+use super::hostq_skel::types::ll_health_counter;
 use super::hostq_skel::types::{
     hq_dir, hq_drop_key, hq_health_counter, hq_if_stats, hq_rate, hq_rate_pack,
 };
 use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
+use super::linklocal::{LinkLocalRead, LinkLocalReader};
 use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
 use super::percpu;
 use super::records::read_record;
@@ -65,8 +68,10 @@ pub(crate) const HOSTQ_PROGRAMS: &[ProgramSpec] = &[
         tracepoint: Some("net_dev_start_xmit"),
         required: false,
         args: (2, 2),
-        gives: "each interface's peak transmit rate (microbursts)",
-        lost: "tx peak rates: microbursts on transmit are not seen",
+        gives: "each interface's peak transmit rate (microbursts); the UDP to the link-local \
+                services (DNS, metadata, time), by interface and sending socket",
+        lost: "tx peak rates: microbursts on transmit are not seen; link-local senders over \
+               UDP: a linklocal_limit names no UDP sender",
     },
     ProgramSpec {
         name: "on_netif_receive",
@@ -272,6 +277,30 @@ pub struct HostQueueProbes {
     /// on_qdisc_dequeue is not attached: on_dev_xmit does its work
     /// (hostq.bpf.c, `dequeue_at_xmit`; [`dequeue_at_xmit`]).
     dequeue_at_xmit: bool,
+    /// The host queue is observed ([`Parts::host_queue`]): else only
+    /// on_dev_xmit runs, for the link-local senders, and no host-queue
+    /// figure is reported.
+    host_queue: bool,
+    /// The link-local senders were asked for ([`Parts::linklocal`]).
+    linklocal_asked: bool,
+    /// The link-local senders' reader, when they are counted (asked for,
+    /// and on_dev_xmit attached).
+    linklocal: Option<LinkLocalReader>,
+}
+
+/// What the host-queue object is loaded for. Its transmit program,
+/// on_dev_xmit, also counts the UDP sent to the link-local services
+/// (bpf/linklocal.bpf.h), so that a packet passes no program of its own for
+/// that (issue #47): the object is loaded when either part is asked for, and
+/// each part is set in the programs before load.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The host queue: qdiscs, the stack's drops, peak rates.
+    pub host_queue: bool,
+    /// The UDP sent to the link-local services, by sending socket.
+    pub linklocal: bool,
+    /// The VPC resolver (base + 2), counted as DNS.
+    pub vpc_dns: Option<Ipv4Addr>,
 }
 
 /// Entries of the `hq_health` array.
@@ -282,8 +311,20 @@ const PEAK_PROGRAMS: [&str; 2] = ["on_dev_xmit", "on_netif_receive"];
 
 impl HostQueueProbes {
     /// Open, load and attach the qdisc and kfree_skb programs; peak rates
-    /// over windows of `peak_window_us` (0: none).
+    /// over windows of `peak_window_us` (0: none). The host queue only.
     pub fn attach(filter: NetnsFilter, peak_window_us: u64) -> Result<Self> {
+        let parts = Parts {
+            host_queue: true,
+            ..Parts::default()
+        };
+        Self::attach_parts(filter, peak_window_us, parts)
+    }
+
+    /// As [`Self::attach`], for `parts`: without the host queue only
+    /// on_dev_xmit is loaded, for the link-local senders, with no peak
+    /// rate (`peak_window_us` is then not used).
+    pub fn attach_parts(filter: NetnsFilter, peak_window_us: u64, parts: Parts) -> Result<Self> {
+        let peak_window_us = if parts.host_queue { peak_window_us } else { 0 };
         let peak_window = PeakWindow {
             asked_us: peak_window_us,
         };
@@ -314,8 +355,11 @@ impl HostQueueProbes {
                 rodata.peaks_at_dequeue = plan.is_dropped("on_qdisc_enqueue");
                 rodata.peak_bucket_ns = peak_window.bucket_ns();
                 rodata.peak_subs = WINDOW_BUCKETS as u32;
-                at_xmit = dequeue_at_xmit(kernel_casts, peak_window_us, |p| plan.is_dropped(p));
+                at_xmit = parts.host_queue
+                    && dequeue_at_xmit(kernel_casts, peak_window_us, |p| plan.is_dropped(p));
                 rodata.dequeue_at_xmit = at_xmit;
+                rodata.linklocal_on = parts.linklocal;
+                rodata.vpc_dns_v4 = parts.vpc_dns.map_or(0, |a| u32::from_ne_bytes(a.octets()));
                 plan.apply(open.open_object_mut());
                 if at_xmit {
                     // One program fewer a packet (issue #47): on_dev_xmit
@@ -326,20 +370,30 @@ impl HostQueueProbes {
                         }
                     }
                 }
-                if peak_window_us == 0 {
+                for mut prog in open.open_object_mut().progs_mut() {
+                    let name = prog.name().to_string_lossy().into_owned();
                     // Peaks off: the two per-packet programs would run on
-                    // every packet for nothing. Not loaded by choice, so not
-                    // reported lost either.
-                    for mut prog in open.open_object_mut().progs_mut() {
-                        if PEAK_PROGRAMS.contains(&prog.name().to_string_lossy().as_ref()) {
-                            prog.set_autoload(false);
-                        }
+                    // every packet for nothing (on_dev_xmit kept for the
+                    // link-local senders when they are counted). Without
+                    // the host queue, only on_dev_xmit. Not loaded by
+                    // choice, so not reported lost either.
+                    let wanted = if name == "on_dev_xmit" {
+                        parts.linklocal || (parts.host_queue && peak_window_us != 0)
+                    } else if PEAK_PROGRAMS.contains(&name.as_str()) {
+                        parts.host_queue && peak_window_us != 0
+                    } else {
+                        parts.host_queue
+                    };
+                    if !wanted {
+                        prog.set_autoload(false);
                     }
                 }
                 Ok(open.load()?)
             })?;
         skel.attach()
             .context("attaching the host-queue programs to qdisc and kfree_skb tracepoints")?;
+        let linklocal = (parts.linklocal && !dropped.contains_key("on_dev_xmit"))
+            .then(LinkLocalReader::default);
         Ok(HostQueueProbes {
             skel,
             prev_if: HashMap::new(),
@@ -351,7 +405,27 @@ impl HostQueueProbes {
             peak_window,
             peaks: HashMap::new(),
             dequeue_at_xmit: at_xmit,
+            host_queue: parts.host_queue,
+            linklocal_asked: parts.linklocal,
+            linklocal,
         })
+    }
+
+    /// The UDP sent to the link-local services since the previous read, by
+    /// sending socket; None when it is not counted.
+    pub(crate) fn read_linklocal(&mut self) -> Option<Result<LinkLocalRead>> {
+        let key = ll_health_counter::LL_H_MAP_FULL.0.to_ne_bytes();
+        let full = self
+            .skel
+            .maps
+            .ll_health
+            .lookup_percpu(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        let full = percpu::sum_u64(full.iter().map(Vec::as_slice));
+        let reader = self.linklocal.as_mut()?;
+        Some(reader.read(&self.skel.maps.ll_senders, full))
     }
 
     /// Whether on_dev_xmit does on_qdisc_dequeue's work (which is then not
@@ -369,6 +443,9 @@ impl HostQueueProbes {
         names: &mut IfIndexNames,
         interval: u64,
     ) -> Result<HashMap<String, HostQueueSample>> {
+        if !self.host_queue {
+            return Ok(HashMap::new());
+        }
         let epoch = self.close_epoch()?;
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
@@ -558,6 +635,8 @@ impl HostQueueProbes {
     pub fn program_health(&self) -> Vec<ProgramHealth> {
         PROGRAM_EVENTS
             .iter()
+            // Without the host queue, on_dev_xmit alone was asked for.
+            .filter(|(name, _)| self.host_queue || *name == "on_dev_xmit")
             .map(|(name, counter)| {
                 let events = self.events(*counter);
                 if self.dequeue_at_xmit && *name == "on_qdisc_dequeue" {
@@ -573,7 +652,10 @@ impl HostQueueProbes {
                         ..Default::default()
                     };
                 }
-                if self.peak_window.asked_us == 0 && PEAK_PROGRAMS.contains(name) {
+                if self.peak_window.asked_us == 0
+                    && PEAK_PROGRAMS.contains(name)
+                    && !(*name == "on_dev_xmit" && self.linklocal_asked)
+                {
                     return ProgramHealth {
                         name: name.trim_start_matches("on_").to_string(),
                         attached: false,
@@ -593,9 +675,12 @@ impl HostQueueProbes {
             .collect()
     }
 
-    /// Programs this kernel lacks or rejected, with why.
+    /// Programs this kernel lacks or rejected, with why (of those asked
+    /// for).
     pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
-        not_loaded(HOSTQ_PROGRAMS, &self.dropped)
+        let mut out = not_loaded(HOSTQ_PROGRAMS, &self.dropped);
+        out.retain(|(spec, _)| self.host_queue || spec.name == "on_dev_xmit");
+        out
     }
 }
 

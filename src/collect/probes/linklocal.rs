@@ -1,122 +1,75 @@
-//! Loads and attaches linklocal.bpf.c and turns its per-CPU sender map into
-//! the interval's UDP senders to the link-local services
-//! (src/model/linklocal.rs).
+//! Turns the per-CPU sender map of the link-local count (bpf/linklocal.bpf.h,
+//! a part of hostq.bpf.c's transmit program, loaded with it:
+//! src/collect/probes/hostq.rs) into the interval's UDP sent to the
+//! link-local services, by sending socket. The collector names each socket's
+//! process (src/model/linklocal.rs).
 
 use std::collections::HashMap;
-use std::mem::MaybeUninit;
 use std::net::Ipv4Addr;
 
 use anyhow::{Context, Result};
-use libbpf_rs::btf::Btf;
-use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, OpenObject};
+use libbpf_rs::{MapCore, MapFlags};
 
-use super::linklocal_skel::types::{ll_health_counter, ll_key, ll_value};
-use super::linklocal_skel::{LinklocalSkel, LinklocalSkelBuilder};
-use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
-use super::percpu;
+use super::hostq_skel::types::{ll_key, ll_value};
 use super::records::read_record;
-use crate::model::linklocal::{LinkLocalSender, LinkLocalService};
-use crate::model::snapshot::{Owner, ProgramHealth};
+use crate::model::linklocal::LinkLocalService;
 
-/// (program name, the health counter of its events).
-const PROGRAM_EVENTS: &[(&str, ll_health_counter)] =
-    &[("on_dev_queue", ll_health_counter::LL_H_UDP4_EVENTS)];
+/// Reads after which a socket whose counters did not move is deleted from
+/// the kernel's map: one, a whole interval without a datagram (its last
+/// growth already reported). A resolver that opens a socket per query
+/// (glibc's does, per lookup) leaves thousands a minute; kept a minute they
+/// would fill the map (bpf/linklocal.h).
+const IDLE_READS: u64 = 1;
 
-/// Optional: without it the link-local senders are not named, and nothing
-/// else is lost.
-pub(crate) const LINKLOCAL_PROGRAMS: &[ProgramSpec] = &[ProgramSpec {
-    name: "on_dev_queue",
-    tracepoint: Some("net_dev_queue"),
-    required: false,
-    args: (1, 1),
-    gives: "UDP to the link-local services (DNS, metadata, time), by interface and sender",
-    lost: "link-local senders over UDP: a linklocal_limit names no UDP sender",
-}];
-
-/// Reads after which a sender whose counters did not move is deleted from
-/// the kernel's map (its last growth already reported): a minute at 1 s.
-const IDLE_READS: u64 = 60;
-
-/// One sender's counters summed over CPUs.
+/// One socket's counters summed over CPUs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Counts {
     packets: u64,
     bytes: u64,
 }
 
-/// The attached link-local probes. Dropping it detaches them.
-pub(crate) struct LinkLocalProbes {
-    skel: LinklocalSkel<'static>,
-    /// Per sender (the key's bytes): its counters at the previous read and
+/// One socket's datagrams to one service through one interface in the
+/// interval, as the kernel keyed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LinkLocalCount {
+    pub netns: u32,
+    pub ifindex: u32,
+    /// The socket's cgroup (the one it was made in).
+    pub cgroup_id: u64,
+    /// The socket's inode: its process is found from it (0: none known).
+    pub sock_ino: u64,
+    pub service: LinkLocalService,
+    pub family: u8,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// The reader's state: each socket's counters at the previous read.
+#[derive(Default)]
+pub(crate) struct LinkLocalReader {
+    /// Per socket (the key's bytes): its counters at the previous read and
     /// the read they last moved at.
     prev: HashMap<Vec<u8>, (Counts, u64)>,
     prev_unattributed: u64,
     reads: u64,
-    dropped: load::Dropped,
 }
 
-/// The interval's senders, as read from the kernel: growth since the
+/// The interval's datagrams, as read from the kernel: growth since the
 /// previous read.
 pub(crate) struct LinkLocalRead {
-    /// Each sender with its (netns inode, ifindex).
-    pub senders: Vec<((u32, u32), LinkLocalSender)>,
+    pub counts: Vec<LinkLocalCount>,
     /// Sends not attributed in the interval (the sender map full).
     pub unattributed: u64,
 }
 
-impl LinkLocalProbes {
-    /// `vpc_dns`: the VPC resolver (base + 2), counted as DNS.
-    pub(crate) fn attach(filter: NetnsFilter, vpc_dns: Option<Ipv4Addr>) -> Result<Self> {
-        let fail = load::test_fail_programs();
-        let counters: Vec<(&str, u32)> = PROGRAM_EVENTS.iter().map(|(n, c)| (*n, c.0)).collect();
-        let btf = Btf::from_vmlinux().ok();
-        let (mut skel, dropped) =
-            load::load_with_fallback("link-local", LINKLOCAL_PROGRAMS, btf.as_ref(), |plan| {
-                let storage: &'static mut MaybeUninit<OpenObject> =
-                    Box::leak(Box::new(MaybeUninit::uninit()));
-                let mut open = LinklocalSkelBuilder::default()
-                    .open(storage)
-                    .context("opening the link-local BPF object")?;
-                let rodata = open
-                    .maps
-                    .rodata_data
-                    .as_deref_mut()
-                    .context("link-local BPF object has no .rodata")?;
-                match filter {
-                    NetnsFilter::Only(ino) => rodata.target_netns = ino,
-                    NetnsFilter::All => rodata.all_netns = true,
-                }
-                rodata.vpc_dns_v4 = vpc_dns.map_or(0, |a| u32::from_ne_bytes(a.octets()));
-                rodata.test_reject = load::test_reject_mask(&fail, &counters);
-                plan.apply(open.open_object_mut());
-                Ok(open.load()?)
-            })?;
-        skel.attach()
-            .context("attaching the link-local program to the net_dev_queue tracepoint")?;
-        Ok(LinkLocalProbes {
-            skel,
-            prev: HashMap::new(),
-            prev_unattributed: 0,
-            reads: 0,
-            dropped,
-        })
-    }
-
-    /// Whether any of the programs runs: else nothing is measured.
-    pub(crate) fn attached(&self) -> bool {
-        LINKLOCAL_PROGRAMS
-            .iter()
-            .any(|p| !self.dropped.contains_key(p.name))
-    }
-
-    /// The senders' growth since the previous read (the first read: since
-    /// attach). Senders idle for `IDLE_READS` reads are deleted from the
-    /// kernel's map, so that it holds the senders of the last minute.
-    pub(crate) fn read(&mut self) -> Result<LinkLocalRead> {
+impl LinkLocalReader {
+    /// The sockets' growth since the previous read (the first read: since
+    /// attach), from `map` (`ll_senders`); `map_full`: the kernel's
+    /// LL_H_MAP_FULL, cumulative. Sockets idle for `IDLE_READS` reads are
+    /// deleted from the map.
+    pub(crate) fn read(&mut self, map: &impl MapCore, map_full: u64) -> Result<LinkLocalRead> {
         self.reads += 1;
-        let map = &self.skel.maps.ll_senders;
-        let mut senders = Vec::new();
+        let mut counts = Vec::new();
         let mut idle = Vec::new();
         let keys: Vec<Vec<u8>> = map.keys().collect();
         for key_bytes in keys {
@@ -130,19 +83,9 @@ impl LinkLocalProbes {
                 continue; // deleted since the keys were read
             };
             let mut now = Counts::default();
-            let mut comm = String::new();
             for v in per_cpu.iter().filter_map(|b| read_record::<ll_value>(b)) {
                 now.packets += v.packets;
                 now.bytes += v.bytes;
-                if comm.is_empty() && v.comm[0] != 0 {
-                    let bytes: Vec<u8> = v
-                        .comm
-                        .iter()
-                        .take_while(|c| **c != 0)
-                        .map(|c| *c as u8)
-                        .collect();
-                    comm = String::from_utf8_lossy(&bytes).into_owned();
-                }
             }
             let (before, moved_at) = self.prev.get(&key_bytes).copied().unwrap_or_default();
             let grew = Counts {
@@ -155,82 +98,86 @@ impl LinkLocalProbes {
                 moved_at
             };
             if self.reads.saturating_sub(moved_at) >= IDLE_READS {
-                idle.push(key_bytes.clone());
+                idle.push((key_bytes.clone(), key, now));
             }
             self.prev.insert(key_bytes, (now, moved_at));
-            if grew.packets == 0 {
-                continue;
+            if grew.packets > 0 {
+                counts.push(count_of(&key, grew));
             }
-            let service = match key.service {
-                1 => LinkLocalService::Dns,
-                2 => LinkLocalService::Metadata,
-                3 => LinkLocalService::Time,
-                _ => LinkLocalService::Other,
+        }
+        for (key_bytes, key, seen) in idle {
+            self.prev.remove(&key_bytes);
+            // Deleted with what it holds: a datagram counted since it was
+            // read above is reported now, not lost with the entry (one sent
+            // after the delete makes a new entry, from 0).
+            let last = take_percpu(map, &key_bytes)?;
+            let grew = Counts {
+                packets: last.packets.saturating_sub(seen.packets),
+                bytes: last.bytes.saturating_sub(seen.bytes),
             };
-            senders.push((
-                (key.netns, key.ifindex),
-                LinkLocalSender {
-                    owner: Owner {
-                        pid: key.tgid,
-                        comm,
-                        thread: None,
-                        cgroup_id: key.cgroup_id,
-                        cgroup: None,
-                        workload: None,
-                    },
-                    service,
-                    proto: "udp".into(),
-                    family: key.family,
-                    packets: grew.packets,
-                    bytes: grew.bytes,
-                },
-            ));
+            if grew.packets > 0 {
+                counts.push(count_of(&key, grew));
+            }
         }
-        for key in idle {
-            // Gone already is fine: nothing to delete.
-            let _ = map.delete(&key);
-            self.prev.remove(&key);
-        }
-        let full = self.counter(ll_health_counter::LL_H_MAP_FULL);
-        let unattributed = full.saturating_sub(self.prev_unattributed);
-        self.prev_unattributed = full;
+        let unattributed = map_full.saturating_sub(self.prev_unattributed);
+        self.prev_unattributed = map_full;
         Ok(LinkLocalRead {
-            senders,
+            counts,
             unattributed,
         })
     }
+}
 
-    fn counter(&self, c: ll_health_counter) -> u64 {
-        let key = c.0.to_ne_bytes();
-        let per_cpu = self
-            .skel
-            .maps
-            .ll_health
-            .lookup_percpu(&key, MapFlags::ANY)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        percpu::sum_u64(per_cpu.iter().map(Vec::as_slice))
+fn count_of(key: &ll_key, grew: Counts) -> LinkLocalCount {
+    LinkLocalCount {
+        netns: key.netns,
+        ifindex: key.ifindex,
+        cgroup_id: key.cgroup_id,
+        sock_ino: key.sock_ino,
+        service: match key.service {
+            1 => LinkLocalService::Dns,
+            2 => LinkLocalService::Metadata,
+            3 => LinkLocalService::Time,
+            _ => LinkLocalService::Other,
+        },
+        family: key.family,
+        packets: grew.packets,
+        bytes: grew.bytes,
     }
+}
 
-    pub(crate) fn program_health(&self) -> Vec<ProgramHealth> {
-        PROGRAM_EVENTS
-            .iter()
-            .map(|(name, c)| {
-                health_of(
-                    self.skel.object(),
-                    LINKLOCAL_PROGRAMS,
-                    &self.dropped,
-                    name,
-                    self.counter(*c) + self.counter(ll_health_counter::LL_H_UDP6_EVENTS),
-                )
-            })
-            .collect()
+/// Deletes `key` from the per-CPU hash `map`, returning its counters summed
+/// over CPUs as the delete found them (BPF_MAP_LOOKUP_AND_DELETE_ELEM on a
+/// per-CPU hash: 5.14). libbpf-rs's `lookup_and_delete` sizes its buffer
+/// for one CPU's value, so the call is made here. Where the kernel refuses
+/// it (before 5.14), a plain delete, and what was counted between the read
+/// and the delete is not seen: zero returned.
+fn take_percpu(map: &impl MapCore, key: &[u8]) -> Result<Counts> {
+    use std::os::fd::AsRawFd;
+    let cpus = usize::try_from(unsafe { libbpf_sys::libbpf_num_possible_cpus() }).unwrap_or(0);
+    let stride = (map.value_size() as usize).div_ceil(8) * 8;
+    let mut buf = vec![0u8; cpus.max(1) * stride];
+    // SAFETY: `key` is the map's key size (it came from the map's own
+    // keys); `buf` holds a value for every possible CPU, 8-byte aligned
+    // each, as the kernel writes a per-CPU value.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_lookup_and_delete_elem(
+            map.as_fd().as_raw_fd(),
+            key.as_ptr().cast(),
+            buf.as_mut_ptr().cast(),
+        )
+    };
+    if rc != 0 || cpus == 0 {
+        // Gone already is fine: nothing to delete.
+        let _ = map.delete(key);
+        return Ok(Counts::default());
     }
-
-    pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
-        not_loaded(LINKLOCAL_PROGRAMS, &self.dropped)
+    let mut c = Counts::default();
+    for v in buf.chunks(stride).filter_map(read_record::<ll_value>) {
+        c.packets += v.packets;
+        c.bytes += v.bytes;
     }
+    Ok(c)
 }
 
 /// The VPC resolver among `resolv_conf`'s name servers: an IPv4 address

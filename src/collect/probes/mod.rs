@@ -10,11 +10,6 @@ pub(crate) mod hostq_skel {
     include!(concat!(env!("OUT_DIR"), "/hostq.skel.rs"));
 }
 
-#[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
-pub(crate) mod linklocal_skel {
-    include!(concat!(env!("OUT_DIR"), "/linklocal.skel.rs"));
-}
-
 pub(crate) mod event_reader;
 pub mod flows;
 pub mod hostq;

@@ -10,8 +10,7 @@
 use std::mem::size_of;
 
 use super::flows_skel::types::{ts_close_event, ts_event, ts_flow_record};
-use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate};
-use super::linklocal_skel::types::{ll_key, ll_value};
+use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate, ll_key, ll_value};
 
 /// A kernel/user ABI struct made of integers and arrays of integers only.
 ///
@@ -21,8 +20,8 @@ use super::linklocal_skel::types::{ll_key, ll_value};
 pub(crate) unsafe trait KernelRecord: Copy {}
 
 // SAFETY: each is a generated struct of integer fields and integer arrays
-// (bpf/flows.h, bpf/hostq.h, bpf/linklocal.h); the ABI enums travel as
-// plain integers.
+// (bpf/flows.h, bpf/hostq.h, bpf/linklocal.h, the last two in hostq.bpf.o);
+// the ABI enums travel as plain integers.
 unsafe impl KernelRecord for ts_flow_record {}
 unsafe impl KernelRecord for ts_event {}
 unsafe impl KernelRecord for ts_close_event {}
