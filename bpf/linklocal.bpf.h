@@ -119,6 +119,12 @@ static __always_inline void ll_count(const struct sk_buff *skb, const struct net
 	struct file *file;
 	struct inode *inode;
 
+	/* A TCP mini socket (a SYN-ACK's request sock, a time-wait sock) ends
+	 * with struct sock_common: its sk_protocol read above was past it, and
+	 * so would its cgroup and socket be. Asked here, on the rare path, so
+	 * that every other packet does not pay for it. */
+	if ((1U << sk->__sk_common.skc_state) & ((1U << TCP_TIME_WAIT) | (1U << TCP_NEW_SYN_RECV)))
+		return;
 	key.cgroup_id = sk_cgroup_id(sk);
 	sock = sk->sk_socket;
 	file = sock ? sock->file : NULL;
