@@ -141,32 +141,44 @@ fn an_interval_that_ends_late_is_counted_not_hidden() {
 }
 
 /// `--peak-window 0` turns peaks off: the two per-packet programs are not
-/// loaded, and health says so and what is missing.
+/// loaded, and health says so and what is missing; but for on_dev_xmit,
+/// which stays for the link-local count (bpf/linklocal.bpf.h) unless that is
+/// off too (`--no-linklocal`).
 #[test]
 fn peaks_turned_off_are_not_loaded_and_said() {
-    let out = crate::support::run(Command::new(binary()).args([
-        "watch",
-        "--json",
-        "--duration",
-        "1s",
-        "--peak-window",
-        "0",
-        "--baseline",
-        "1G",
-    ]));
-    let last = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .last()
-        .map(str::to_string)
-        .expect("an interval");
-    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
-    for name in ["dev_xmit", "netif_receive"] {
-        let p = v["health"]["programs"]
+    let watch = |extra: &[&str]| {
+        let out = crate::support::run(
+            Command::new(binary())
+                .args([
+                    "watch",
+                    "--json",
+                    "--duration",
+                    "1s",
+                    "--peak-window",
+                    "0",
+                    "--baseline",
+                    "1G",
+                ])
+                .args(extra),
+        );
+        let last = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .map(str::to_string)
+            .expect("an interval");
+        let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+        (last, v)
+    };
+    let program = |v: &serde_json::Value, last: &str, name: &str| {
+        v["health"]["programs"]
             .as_array()
             .unwrap()
             .iter()
             .find(|p| p["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in health: {last}"));
+            .unwrap_or_else(|| panic!("{name} in health: {last}"))
+            .clone()
+    };
+    let turned_off = |p: &serde_json::Value| {
         assert_eq!(p["attached"], false, "{p}");
         assert!(
             p["not_attached"]
@@ -175,6 +187,13 @@ fn peaks_turned_off_are_not_loaded_and_said() {
                 .contains("--peak-window 0"),
             "{p}"
         );
+    };
+    let (last, v) = watch(&[]);
+    turned_off(&program(&v, &last, "netif_receive"));
+    assert_eq!(program(&v, &last, "dev_xmit")["attached"], true, "{last}");
+    let (last, v) = watch(&["--no-linklocal"]);
+    for name in ["dev_xmit", "netif_receive"] {
+        turned_off(&program(&v, &last, name));
     }
     // The baseline given: headroom in the analysis.
     assert_eq!(
