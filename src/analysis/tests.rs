@@ -621,7 +621,7 @@ fn pps_limit_names_the_flows_carrying_the_packets_and_small_packets() {
     );
 }
 
-/// Recordings before format 1.14 have no segs_in: the flows are named by
+/// Recordings before format 1.15 have no segs_in: the flows are named by
 /// the packets they sent, and a flow that moved none is not named.
 #[test]
 fn pps_limit_without_segs_in_names_by_segments_sent() {

@@ -153,7 +153,7 @@ pub struct InterfaceSample {
     /// UDP sent to the instance's link-local services through this
     /// interface, by sender (src/model/linklocal.rs); absent when not
     /// measured (the probes not attached, another interface carries the
-    /// route, recordings before format 1.14).
+    /// route, recordings before format 1.15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linklocal: Option<super::linklocal::LinkLocalSample>,
 }
@@ -393,7 +393,7 @@ pub struct FlowCounters {
     pub data_segs_out: u64,
     /// Segments received (`tcp_sock.segs_in`, `ss -i` `segs_in`), data and
     /// pure ACKs alike: with `segs_out`, the packets the flow carried both
-    /// ways. 0 in recordings before format 1.14.
+    /// ways. 0 in recordings before format 1.15.
     #[serde(default)]
     pub segs_in: u64,
     /// `tcp_sock.total_retrans`: retransmitted segments (what `ss` shows as
