@@ -241,6 +241,8 @@ impl Collector {
             vpc_dns: std::fs::read_to_string("/etc/resolv.conf")
                 .ok()
                 .and_then(|t| ll::vpc_resolver(&t)),
+            // on_qdisc_dequeue counts the dequeue side (Parts::dequeue_at_xmit).
+            dequeue_at_xmit: false,
         };
         let attach_hostq =
             || HostQueueProbes::attach_parts(filter, u64::from(config.peak_window_us), parts);
