@@ -44,6 +44,8 @@ impl SortKey {
     }
 }
 
+use super::format::clip;
+
 /// One row of the flow table.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FlowRow<'a> {
@@ -64,10 +66,29 @@ impl FlowRow<'_> {
         (a.srtt_us > 0 && a.min_rtt_us > 0).then(|| a.srtt_us as f64 / a.min_rtt_us as f64)
     }
 
-    pub(crate) fn owner_label(&self) -> String {
-        match &self.attr.owner {
-            Some(o) => o.label(),
-            None => "-".into(),
+    /// `comm[thread]/pid`, as the plain view and the text report name it (on
+    /// a JVM every flow is `java`; the sending thread tells them apart), in
+    /// at most `width` characters: the thread's name is cut first, so the
+    /// pid stays whole.
+    pub(crate) fn owner_label(&self, width: usize) -> String {
+        let Some(o) = &self.attr.owner else {
+            return "-".into();
+        };
+        let full = o.label_with_thread();
+        if full.chars().count() <= width {
+            return full;
+        }
+        let plain = o.label();
+        // `comm[` + `~]` around what is left of the thread.
+        let room = width.saturating_sub(plain.chars().count() + 3);
+        match o.thread.as_deref() {
+            Some(t) if room >= 3 && t != o.comm => format!(
+                "{}[{}]/{}",
+                crate::shared::terminal_text::inert(&o.comm),
+                clip(&crate::shared::terminal_text::inert(t), room + 1),
+                o.pid
+            ),
+            _ => clip(&plain, width),
         }
     }
 

@@ -585,7 +585,7 @@ fn cell(c: Column, r: &FlowRow) -> String {
         Column::Peer => a.peer.to_string(),
         Column::LocalPort => a.local.port().to_string(),
         Column::Iface => clip(r.iface.as_deref().unwrap_or("-"), 10),
-        Column::Owner => r.owner_label(),
+        Column::Owner => r.owner_label(usize::from(Column::Owner.width(0))),
         Column::Workload => clip(r.workload.as_deref().unwrap_or("-"), 24),
         Column::Tx => rate_bits(r.tx_bps),
         Column::Rtt => rtt_pair(a.srtt_us, a.min_rtt_us),

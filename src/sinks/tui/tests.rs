@@ -520,6 +520,28 @@ fn with_two_interfaces_a_wide_flow_table_says_which_each_flow_uses() {
 }
 
 #[test]
+fn the_process_column_names_the_sending_thread() {
+    let th = Thresholds::default();
+    let mut snap = shaped(0);
+    snap.flows[0].owner.as_mut().unwrap().comm = "java".into();
+    snap.flows[0].owner.as_mut().unwrap().thread = Some("data-plane-kafk".into());
+    let a = analyze(&[], &snap, &th);
+    let mut m = Model::default();
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 160, 40);
+    let screen = lines.join("\n");
+    let row = &lines[find(&lines, "10.77.1.1:41000").expect(&screen)];
+    let pid = snap.flows[0].owner.as_ref().unwrap().pid;
+    // 22 columns: the thread's name is cut, the pid stays whole.
+    assert!(
+        row.contains(&format!("java[data-plane~]/{pid}")),
+        "{screen}"
+    );
+    // The filter finds the flow by its thread too.
+    assert_eq!(ports(&snap, &a, SortKey::Backoff, "data-plane").len(), 1);
+}
+
+#[test]
 fn workloads_get_a_column_and_the_filter_finds_them() {
     let th = Thresholds::default();
     let mut snap = shaped(0);
