@@ -1,5 +1,5 @@
 //! Microbursts (issue 24), end to end: the lab's `microburst` scenario (an
-//! application writing 4 MB at once every 500 ms, a mean of 64 Mbit/s,
+//! application writing 8 MB at once every second, a mean of 67 Mbit/s,
 //! through a 200 Mbit/s shaper with a 32 kB bucket) and its control (the
 //! same bytes written smoothly), with the real BPF programs and `watch
 //! --json` in the broker namespace, against a packet capture of the same
@@ -67,7 +67,7 @@ fn observe(lab: &Lab, traffic: &[&str], pcap: &Path, recording: &Path) -> Vec<Va
     lab.tool(&["shape", "microburst"]);
     lab.tool(&["emulator", "start"]);
     let time = SECS.to_string();
-    let mut args = vec!["traffic", "--time", &time, "--bursts", "4M/500ms"];
+    let mut args = vec!["traffic", "--time", &time, "--bursts", "8M/1s"];
     args.extend_from_slice(traffic);
     lab.tool(&args);
     let tcpdump = capture(lab, pcap);
@@ -158,7 +158,7 @@ fn microbursts_are_measured_in_the_kernel_and_held_as_the_hypervisor() {
     // In the lab's own directory: removed with the lab, on failure too.
     let tmp = lab.dir.clone();
 
-    // ---- the bursts: 4 MB at once every 500 ms
+    // ---- the bursts: 8 MB at once every second
     let pcap = tmp.join("bursts.pcap");
     let rec = tmp.join("bursts.jsonl.zst");
     let snaps = observe(&lab, &[], &pcap, &rec);
@@ -180,6 +180,16 @@ fn microbursts_are_measured_in_the_kernel_and_held_as_the_hypervisor() {
             "interval {seq}: peak {peak}, mean {mean}"
         );
     }
+    // What the emulator counted, per interval: a burst's queue drains in
+    // ~340 ms, so 2 or 3 of its 100 ms sampling periods stand queued at both
+    // ends whatever their phase (4 MB bursts, ~170 ms, held 0 or 1 by the
+    // phase alone, which a loaded machine's start-up latency set to 0 for a
+    // whole run once).
+    let counted: Vec<Option<f64>> = snaps
+        .iter()
+        .map(|s| b0_verdict(&lab, s)["rates"]["bw_out_pct"].as_f64())
+        .collect();
+    eprintln!("bw_out_allowance_exceeded, % of wire packets per interval: {counted:?}");
     // Held as the hypervisor after onset (3 intervals of the window of 5),
     // naming the microburst and the application's flow.
     let held: Vec<(String, String)> = snaps
