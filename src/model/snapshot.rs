@@ -330,15 +330,27 @@ impl Owner {
     /// show them; [`Owner::label`] when no other thread is known. Both
     /// names made inert for a terminal.
     pub(crate) fn label_with_thread(&self) -> String {
-        match self.thread.as_deref() {
-            Some(t) if !t.is_empty() && t != self.comm => format!(
-                "{}[{}]/{}",
-                crate::shared::terminal_text::inert(&self.comm),
-                crate::shared::terminal_text::inert(t),
-                self.pid
-            ),
-            _ => self.label(),
+        match self.other_thread() {
+            Some(t) => self.label_naming(&crate::shared::terminal_text::inert(t)),
+            None => self.label(),
         }
+    }
+
+    /// The thread worth naming beside the process: named by the kernel, and
+    /// not the process's own name.
+    pub(crate) fn other_thread(&self) -> Option<&str> {
+        self.thread
+            .as_deref()
+            .filter(|t| !t.is_empty() && *t != self.comm)
+    }
+
+    /// `comm[thread]/pid` with `thread` as given (already inert, perhaps cut).
+    pub(crate) fn label_naming(&self, thread: &str) -> String {
+        format!(
+            "{}[{thread}]/{}",
+            crate::shared::terminal_text::inert(&self.comm),
+            self.pid
+        )
     }
 }
 

@@ -14,10 +14,10 @@
 //! Checked (exactly, as tests/lab/flows_vs_ss.rs does for D-SACKs):
 //! - per flow, retransmits equal ss's `retrans:X/Y` total and D-SACKed
 //!   ones ss's `dsack_dups` (0);
-//! - summed over the flows: tail loss probes equal nstat
-//!   TcpExtTCPLossProbes, at most and within 2 (the kernel counts a probe
-//!   that sends new data too, and that one is no retransmit), undone timeouts TcpExtTCPLossUndo, undone recoveries
-//!   TcpExtTCPFullUndo + TCPPartialUndo + TCPDSACKUndo; with timestamps off
+//! - summed over the flows: tail loss probes at most nstat
+//!   TcpExtTCPLossProbes and within 2 of it (the kernel counts a probe that
+//!   sends new data too, and that one is no retransmit), undone timeouts
+//!   TcpExtTCPLossUndo, undone recoveries TcpExtTCPFullUndo + TCPPartialUndo + TCPDSACKUndo; with timestamps off
 //!   (bulk), the undone timeouts are F-RTO's, TcpExtTCPSpuriousRTOs.
 
 use std::io::{Read, Write};

@@ -3,6 +3,7 @@
 
 use std::cmp::Ordering;
 
+use super::format::clip;
 use crate::analysis::{FlowAttribution, IntervalAnalysis};
 use crate::model::snapshot::Snapshot;
 
@@ -44,8 +45,6 @@ impl SortKey {
     }
 }
 
-use super::format::clip;
-
 /// One row of the flow table.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct FlowRow<'a> {
@@ -81,13 +80,10 @@ impl FlowRow<'_> {
         let plain = o.label();
         // `comm[` + `~]` around what is left of the thread.
         let room = width.saturating_sub(plain.chars().count() + 3);
-        match o.thread.as_deref() {
-            Some(t) if room >= 3 && t != o.comm => format!(
-                "{}[{}]/{}",
-                crate::shared::terminal_text::inert(&o.comm),
-                clip(&crate::shared::terminal_text::inert(t), room + 1),
-                o.pid
-            ),
+        match o.other_thread() {
+            Some(t) if room >= 3 => {
+                o.label_naming(&clip(&crate::shared::terminal_text::inert(t), room + 1))
+            }
             _ => clip(&plain, width),
         }
     }
