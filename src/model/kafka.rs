@@ -86,6 +86,12 @@ pub struct KafkaDirectory {
     /// another process to a broker is a client's, not replication.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker_pid: Option<u32>,
+    /// No broker of the cluster runs on this host: none was found here and
+    /// the broker asked is at another host's address. Every flow of this
+    /// host to a broker is then a client's (`other_client`), never
+    /// replication, and no broker is taken for the local one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub client_host: bool,
     /// Members of every consumer group described, one per (group, client
     /// id, host), sorted.
     pub members: Vec<KafkaMember>,
@@ -390,7 +396,8 @@ pub fn classify(idx: &KafkaIndex, flow: &FlowSample) -> Option<KafkaFlow> {
     let local_port = flow.local.port();
     let peer = SocketAddr::new(unmapped(flow.peer.ip()), flow.peer.port());
     let owner_pid = flow.owner.as_ref().map(|o| o.pid);
-    let not_broker_process = matches!((dir.broker_pid, owner_pid), (Some(b), Some(o)) if b != o);
+    let not_broker_process =
+        dir.client_host || matches!((dir.broker_pid, owner_pid), (Some(b), Some(o)) if b != o);
 
     // The quorum: our controller listener, or a controller's endpoint.
     if dir.controller_ports.contains(&local_port)
@@ -557,6 +564,36 @@ mod tests {
             classify(&idx, &flow("10.0.0.1:41002", "10.9.9.9:9092", 100, 10, 10)),
             None
         );
+    }
+
+    #[test]
+    fn a_client_hosts_flows_to_the_brokers_are_no_replication() {
+        // What the lookup learns on a host that runs no broker, given
+        // `--kafka 10.0.0.1:9092`: no local broker, no broker process.
+        let mut d = dir().dir;
+        d.local_broker = None;
+        d.broker_pid = None;
+        d.listener_ports = Vec::new();
+        d.client_host = true;
+        let idx = KafkaIndex::new(d);
+        for (peer, id) in [("10.0.0.1:9092", 1), ("10.0.0.3:9092", 3)] {
+            let f = classify(&idx, &flow("10.0.1.5:41000", peer, 700, 1000, 9 << 20)).unwrap();
+            assert_eq!(
+                (f.who.role, f.who.broker),
+                (KafkaRole::OtherClient, Some(id)),
+                "{peer}"
+            );
+        }
+        // Without knowing it is a client's host, the flow to broker 3 read as
+        // this host's broker fetching from its leader.
+        let mut d = idx.dir.clone();
+        d.client_host = false;
+        let f = classify(
+            &KafkaIndex::new(d),
+            &flow("10.0.1.5:41000", "10.0.0.3:9092", 700, 1000, 9 << 20),
+        )
+        .unwrap();
+        assert_eq!(f.who.role, KafkaRole::ReplicationFromLeader);
     }
 
     #[test]

@@ -45,6 +45,12 @@ pub(crate) struct LocalHints {
     pub pid: Option<u32>,
 }
 
+/// Whether `ip` is an address of this host (in the observer's network
+/// namespace): only a local address can be bound. Nothing is sent.
+pub(crate) fn is_own_address(ip: std::net::IpAddr) -> bool {
+    ip.is_loopback() || std::net::UdpSocket::bind(std::net::SocketAddr::new(ip, 0)).is_ok()
+}
+
 /// Notes of a lookup that worked in part (a broker that did not answer):
 /// said with the result, counted in the directory.
 pub(crate) struct Looked {
@@ -88,14 +94,20 @@ pub(crate) fn lookup(
         })
         .collect();
     brokers.sort_by_key(|b| b.id);
+    // A broker runs here when one was found here, or when the one asked is
+    // at an address of this host; else this is a client's host, and the
+    // broker asked is no local broker.
+    let here = hints.pid.is_some() || hints.node_id.is_some() || is_own_address(boot.ip());
     let local_broker = hints.node_id.or_else(|| {
         brokers
             .iter()
-            .find(|b| b.port == boot.port() && b.addrs.contains(&boot.ip()))
+            .find(|b| here && b.port == boot.port() && b.addrs.contains(&boot.ip()))
             .map(|b| b.id)
     });
     let mut listener_ports: BTreeSet<u16> = hints.listener_ports.iter().copied().collect();
-    listener_ports.insert(boot.port());
+    if here {
+        listener_ports.insert(boot.port());
+    }
     if let Some(b) = brokers.iter().find(|b| Some(b.id) == local_broker) {
         listener_ports.insert(b.port);
     }
@@ -106,6 +118,7 @@ pub(crate) fn lookup(
         controllers: hints.controllers.clone(),
         controller_ports: hints.controller_ports.clone(),
         broker_pid: hints.pid,
+        client_host: !here,
         ..Default::default()
     };
     let mut partial = Vec::new();
@@ -304,7 +317,15 @@ fn resolve_host(host: &str) -> Vec<IpAddr> {
 
 #[cfg(test)]
 mod tests {
-    use super::client_host_ip;
+    use super::{client_host_ip, is_own_address};
+
+    #[test]
+    fn only_this_hosts_addresses_are_its_own() {
+        assert!(is_own_address([127, 0, 0, 1].into()));
+        assert!(is_own_address(std::net::Ipv6Addr::LOCALHOST.into()));
+        // TEST-NET-1 (RFC 5737): never an address of a host.
+        assert!(!is_own_address([192, 0, 2, 77].into()));
+    }
 
     #[test]
     fn member_hosts_as_java_prints_them() {

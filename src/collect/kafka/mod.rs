@@ -115,6 +115,7 @@ fn run(
     let mut said: Option<String> = None;
     let mut cost = wire::Cost::default();
     let mut found_said = false;
+    let mut client_said = false;
     // A lookup may take at most this long: most of the period, never more
     // than 20 s (a cluster that slow is counted as failing).
     let budget = period.mul_f64(0.8).min(Duration::from_secs(20));
@@ -147,6 +148,14 @@ fn run(
         match res {
             Ok(looked) => {
                 let dir: KafkaDirectory = looked.dir;
+                if dir.client_host && !client_said {
+                    say(format_args!(
+                        "throttlescope: Kafka: no broker of the cluster runs here ({bootstrap} \
+                         is another host's address and no kafka.Kafka process is in this \
+                         namespace): this host's flows to the brokers read as other_client"
+                    ));
+                    client_said = true;
+                }
                 let partial = (!looked.partial.is_empty()).then(|| looked.partial.join("; "));
                 if let Some(p) = &partial {
                     if said.as_deref() != Some(p) {
