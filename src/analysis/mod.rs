@@ -17,6 +17,7 @@ pub(crate) mod hold;
 pub(crate) mod judge;
 pub(crate) mod judging;
 pub mod kafka_roles;
+pub(crate) mod linklocal;
 mod outcome;
 pub(crate) mod rates;
 pub(crate) mod signal;

@@ -562,57 +562,27 @@ pub(crate) fn normalise(
 }
 
 /// The packets sent to the link-local services through `iface`, and who
-/// sent them (src/model/linklocal.rs).
+/// sent them (src/analysis/linklocal.rs): the rate and the top senders.
 fn linklocal(r: &mut NormalisedRates, snap: &Snapshot, iface: &InterfaceSample) {
-    use crate::model::linklocal::LinkLocalService;
-    let Some(sample) = &iface.linklocal else {
-        return;
-    };
     let secs = snap.interval_secs();
     if secs <= 0.0 {
         return;
     }
-    // (sender, service, proto, family) -> packets
-    let mut by: std::collections::BTreeMap<(String, LinkLocalService, String, u8), u64> =
-        Default::default();
-    for s in &sample.senders {
-        *by.entry((sender_name(&s.owner), s.service, s.proto.clone(), s.family))
-            .or_default() += s.packets;
-    }
-    let mut total = sample.packets() + sample.unattributed;
-    for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
-        let Some(service) = LinkLocalService::of(f.peer.ip(), None) else {
-            continue;
-        };
-        if f.delta.segs_out == 0 {
-            continue;
-        }
-        let family = if f.peer.is_ipv4()
-            || matches!(f.peer.ip(), std::net::IpAddr::V6(a) if a.to_ipv4_mapped().is_some())
-        {
-            4
-        } else {
-            6
-        };
-        let name = f
-            .owner
-            .as_ref()
-            .map_or_else(|| "owner unknown".to_string(), owner_name);
-        *by.entry((name, service, "tcp".into(), family)).or_default() += f.delta.segs_out;
-        total += f.delta.segs_out;
-    }
+    let Some(c) = super::linklocal::counts(snap, iface) else {
+        return;
+    };
+    let total = c.packets;
     r.linklocal_pps = Some(total as f64 / secs);
-    r.linklocal_unattributed = sample.unattributed;
-    let mut ranked: Vec<_> = by.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    r.linklocal_senders = ranked
+    r.linklocal_unattributed = c.unattributed;
+    r.linklocal_senders = c
+        .senders
         .into_iter()
         .take(PACKET_FLOWS_NAMED)
-        .map(|((sender, service, proto, family), n)| LinkLocalRate {
-            sender,
-            service,
-            proto,
-            family,
+        .map(|(k, n)| LinkLocalRate {
+            sender: k.sender,
+            service: k.service,
+            proto: k.proto,
+            family: k.family,
             pps: n as f64 / secs,
             share_pct: if total > 0 {
                 n as f64 * 100.0 / total as f64
@@ -621,24 +591,6 @@ fn linklocal(r: &mut NormalisedRates, snap: &Snapshot, iface: &InterfaceSample) 
             },
         })
         .collect();
-}
-
-/// A UDP sender to the link-local services: its owner as a flow's, or,
-/// when its socket's process was not found (pid 0: the socket was closed
-/// before the read, as a resolver's socket per query is), the socket's
-/// cgroup: the workload it names, else its path.
-fn sender_name(o: &crate::model::snapshot::Owner) -> String {
-    if o.pid != 0 {
-        return owner_name(o);
-    }
-    match (o.workload.as_ref().and_then(|w| w.label()), &o.cgroup) {
-        (Some(w), _) => format!("process unknown ({w})"),
-        (None, Some(c)) => format!(
-            "process unknown (cgroup {})",
-            crate::shared::terminal_text::inert(c)
-        ),
-        (None, None) => "process unknown".to_string(),
-    }
 }
 
 /// Packets a flow carried both ways in the interval, and their payload.

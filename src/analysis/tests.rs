@@ -943,6 +943,75 @@ fn linklocal_limit_names_the_senders_and_their_shares() {
     );
 }
 
+/// Issue 45, item 4: what a report sums over a span is every sender of the
+/// interval, not the rates' top three: the rest, the recorder's folded
+/// senders and the datagrams with no sender are all counted, and the
+/// rates' top three are the first of them.
+#[test]
+fn linklocal_counts_keep_every_sender_and_what_none_was_named_for() {
+    use crate::model::linklocal::LINKLOCAL_SENDERS_LISTED;
+    let mut b = Build::new(0, 2);
+    // Two senders past the recorder's list: folded.
+    let senders: Vec<LinkLocalSender> = (0..LINKLOCAL_SENDERS_LISTED as u32 + 2)
+        .map(|i| {
+            ll_sender(
+                100 + i,
+                "dig",
+                None,
+                LinkLocalService::Dns,
+                4,
+                1_000 - u64::from(i),
+            )
+        })
+        .collect();
+    let listed: u64 = (0..LINKLOCAL_SENDERS_LISTED as u64)
+        .map(|i| 1_000 - i)
+        .sum();
+    let folded =
+        (1_000 - LINKLOCAL_SENDERS_LISTED as u64) + (999 - LINKLOCAL_SENDERS_LISTED as u64);
+    b.iface().linklocal = Some(LinkLocalSample::of(senders, 7));
+    let mut imds = FlowSample::example(7);
+    imds.peer = "[fd00:ec2::254]:80".parse().unwrap();
+    imds.iface = Some("eth0".into());
+    imds.delta.segs_out = 5;
+    imds.owner = None;
+    b.snap.flows = vec![imds];
+    let s = b.tx_bulk(1e8, 1).done();
+
+    let c = super::linklocal::counts(&s, &s.interfaces[0]).unwrap();
+    assert_eq!(c.packets, listed + folded + 7 + 5);
+    assert_eq!(c.senders.len(), LINKLOCAL_SENDERS_LISTED + 1);
+    assert_eq!((c.folded_senders, c.folded_packets), (2, folded));
+    assert_eq!(c.unattributed, 7);
+    assert_eq!(c.senders[0].0.sender, "dig/100");
+    assert_eq!(c.senders[0].1, 1_000);
+    let tcp = &c.senders.last().unwrap().0;
+    assert_eq!(
+        (
+            tcp.sender.as_str(),
+            tcp.service,
+            tcp.proto.as_str(),
+            tcp.family
+        ),
+        ("owner unknown", LinkLocalService::Metadata, "tcp", 6)
+    );
+    // The rates name the first three of them, of the same total.
+    let v = judge_one(&[], &s);
+    let r = &v.rates;
+    assert_eq!(r.linklocal_pps, Some(c.packets as f64 / 2.0));
+    let named: Vec<&str> = r
+        .linklocal_senders
+        .iter()
+        .map(|x| x.sender.as_str())
+        .collect();
+    assert_eq!(named, ["dig/100", "dig/101", "dig/102"]);
+
+    // Not measured: nothing.
+    let mut s = s;
+    s.interfaces[0].linklocal = None;
+    assert_eq!(super::linklocal::counts(&s, &s.interfaces[0]), None);
+}
+
 /// The same wire traffic counted with offload on (few big skbs) and off
 /// (one skb per packet) gives the same normalised rate and verdict; the
 /// raw skb count would not.
