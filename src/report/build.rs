@@ -223,9 +223,10 @@ impl ReportBuilder {
         let from_zero = snap.seq == 0 || self.seen_in_recording > 0;
         self.health.observe(snap, from_zero, in_span, &self.filters);
         if in_span {
+            let linklocal = linklocal_counts(&analysis, snap);
             let tracker = self.judging.episodes();
             self.episode_notes
-                .note(tracker, &analysis, snap, t, &self.filters.kafka);
+                .note(tracker, &analysis, snap, t, &self.filters.kafka, &linklocal);
             self.health.count_untrusted(&analysis);
             self.interfaces.add(
                 &analysis,
@@ -233,6 +234,7 @@ impl ReportBuilder {
                 t,
                 self.judging.thresholds(),
                 &self.filters.kafka,
+                &linklocal,
             );
             self.flows.add(&self.filters, &analysis, snap, t);
             self.add_span(snap);
@@ -353,6 +355,24 @@ impl ReportBuilder {
             flow_series,
         })
     }
+}
+
+/// The interval's packets to the link-local services by sender, of each
+/// interface judged that the link-local probes measured.
+fn linklocal_counts(
+    a: &crate::analysis::IntervalAnalysis,
+    snap: &Snapshot,
+) -> Vec<(String, crate::analysis::linklocal::LinkLocalCounts)> {
+    a.interfaces
+        .iter()
+        .filter_map(|v| {
+            let sample = snap.interfaces.iter().find(|i| i.name == v.iface)?;
+            Some((
+                v.iface.clone(),
+                crate::analysis::linklocal::counts(snap, sample)?,
+            ))
+        })
+        .collect()
 }
 
 /// No baseline: the built-in table, for the types that cover the rates.

@@ -10,6 +10,7 @@ mod cluster_text;
 pub(crate) mod filters;
 pub mod html;
 pub mod kafka;
+pub mod linklocal;
 pub mod model;
 pub mod plan;
 pub(crate) mod text;

@@ -113,6 +113,11 @@ pub struct EpisodeReport {
     /// identities.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kafka: Vec<super::kafka::KafkaUse>,
+    /// The packets sent to the link-local services through the interface
+    /// over the episode, and by whom (report/linklocal.rs); absent when
+    /// none were (or the interface was not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklocal: Option<super::linklocal::LinkLocalUse>,
 }
 
 /// Why the allowance counters of a calm episode rose: in microbursts.
@@ -309,6 +314,11 @@ pub struct InterfaceSummary {
     /// the span (report/kafka.rs); absent without Kafka identities.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kafka: Vec<super::kafka::KafkaUse>,
+    /// The packets sent to the link-local services through the interface
+    /// over the span, and by whom (report/linklocal.rs); absent when none
+    /// were (or the interface was not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linklocal: Option<super::linklocal::LinkLocalUse>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -198,6 +198,13 @@ fn episodes(out: &mut String, r: &Report) {
         if let Some(k) = crate::report::kafka::line(&e.kafka) {
             let _ = writeln!(out, "             by Kafka role: {k}");
         }
+        if let Some(l) = &e.linklocal {
+            let _ = writeln!(
+                out,
+                "             link-local: {}",
+                crate::report::linklocal::line(l)
+            );
+        }
         if let Some(x) = &e.enforcement {
             let baseline = x.baseline_bps.map_or("unknown".to_string(), rate_bits);
             match x.burst_ceiling_bps {
@@ -284,6 +291,9 @@ fn interfaces(out: &mut String, r: &Report) {
         );
         if let Some(k) = crate::report::kafka::line(&i.kafka) {
             let _ = writeln!(out, "    by Kafka role: {k}");
+        }
+        if let Some(l) = &i.linklocal {
+            let _ = writeln!(out, "    link-local: {}", crate::report::linklocal::line(l));
         }
         if i.peak_backlog_bytes > 0 || !i.host_drops.is_empty() {
             let drops: Vec<String> = i

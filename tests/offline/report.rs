@@ -319,3 +319,140 @@ fn flow_java_selects_a_jvms_flows_and_the_text_names_the_thread() {
     }
     assert!(!text.contains("python3"), "{text}");
 }
+
+/// Writes `n` intervals of eth0 carrying traffic, with `linklocal` as its
+/// UDP to the link-local services in each (None: not measured), and
+/// `kafka` as the Kafka identity of the first flow.
+fn write_linklocal_trace(
+    path: &Path,
+    n: u64,
+    linklocal: Option<throttlescope::model::linklocal::LinkLocalSample>,
+    kafka: Option<throttlescope::model::kafka::KafkaFlow>,
+) {
+    let mut w = TraceWriter::create(path, header(), RotateOptions::default()).unwrap();
+    for seq in 0..n {
+        let mut s = snapshot(seq, 3);
+        let delta = s.interfaces[1].delta;
+        let eth0 = &mut s.interfaces[0];
+        eth0.delta = delta;
+        eth0.linklocal.clone_from(&linklocal);
+        s.flows[0].kafka.clone_from(&kafka);
+        w.write(&s).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Issue 45, item 4: the report's text, HTML and JSON say who sent to the
+/// link-local services, per interface and per episode, the three senders
+/// with the most packets and how many more; nothing of it for a recording
+/// without link-local traffic.
+#[test]
+fn the_report_names_the_senders_to_the_link_local_services() {
+    use throttlescope::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
+    use throttlescope::model::snapshot::Owner;
+    let sender = |pid: u32, comm: &str, service: LinkLocalService, packets: u64| LinkLocalSender {
+        owner: Owner {
+            pid,
+            comm: comm.into(),
+            thread: None,
+            cgroup_id: 9,
+            cgroup: None,
+            workload: None,
+        },
+        service,
+        proto: "udp".into(),
+        family: 4,
+        packets,
+        bytes: packets * 40,
+    };
+    let sample = LinkLocalSample::of(
+        vec![
+            sender(4412, "dns_loop.py", LinkLocalService::Dns, 1_650),
+            sender(4413, "dns_loop.py", LinkLocalService::Dns, 150),
+            sender(600, "chronyd", LinkLocalService::Time, 8),
+            sender(700, "aws", LinkLocalService::Metadata, 3),
+            sender(701, "dig", LinkLocalService::Dns, 1),
+        ],
+        0,
+    );
+    let dir = TempDir::new("report-linklocal");
+    let path = dir.join("ll.jsonl");
+    write_linklocal_trace(&path, 6, Some(sample), None);
+    let name = path.display().to_string();
+
+    let line = "link-local: mean 1.81kpps (177% of the limit of 1024 pps per interface), peak \
+                1.81kpps (177%); top senders: dns_loop.py/4412 dns udp/ipv4 1.65kpps (91.1%), \
+                dns_loop.py/4413 dns udp/ipv4 150pps (8.28%), chronyd/600 time udp/ipv4 8.00pps \
+                (0.442%), +2 more (0.221%)";
+    let (code, text, stderr) = report(&[&name]);
+    assert_eq!(code, 0, "{stderr}");
+    // Under eth0's episode and eth0 itself; veth0 was not measured.
+    assert_eq!(text.matches(line).count(), 2, "{text}");
+    let episode = text.find("  eth0       +00:00:01").expect("eth0's episode");
+    let interfaces = text.find("\ninterfaces\n").unwrap();
+    let first = text.find(line).unwrap();
+    assert!(episode < first && first < interfaces, "{text}");
+    assert!(
+        text[interfaces..].contains(&format!("\n    {line}\n")),
+        "{text}"
+    );
+
+    let html_path = dir.join("ll.html");
+    let (code, _, stderr) = report(&["--html", &html_path.display().to_string(), &name]);
+    assert_eq!(code, 0, "{stderr}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains(&format!("<p class=\"linklocal\">{line}</p>")),
+        "no link-local line in the HTML's episodes"
+    );
+    assert!(
+        html.contains(&format!(
+            "<tr><th>link-local</th><td class=\"num\">{}</td>",
+            line.trim_start_matches("link-local: ")
+        )),
+        "no link-local row in the HTML's interfaces"
+    );
+
+    let r = report_json(&[&name]);
+    let ll = &r["interfaces"][0]["linklocal"];
+    assert_eq!(ll["packets"], 6 * 1_812, "{ll}");
+    assert_eq!(ll["senders"][0]["sender"], "dns_loop.py/4412", "{ll}");
+    assert_eq!(ll["senders"][0]["service"], "dns", "{ll}");
+    assert_eq!(ll["senders"][0]["packets"], 6 * 1_650, "{ll}");
+    assert_eq!(
+        (ll["other_senders"].as_u64(), ll["other_packets"].as_u64()),
+        (Some(2), Some(24))
+    );
+    assert_eq!(r["interfaces"][1].get("linklocal"), None);
+    let eth0_episode = r["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["iface"] == "eth0" && e["verdict"] != "idle")
+        .unwrap();
+    assert_eq!(
+        eth0_episode["linklocal"]["senders"][0]["sender"],
+        "dns_loop.py/4412"
+    );
+
+    // Measured and nothing sent, or not measured: no line, row or field.
+    for (stem, sample) in [
+        ("none", Some(LinkLocalSample::default())),
+        ("unmeasured", None),
+    ] {
+        let path = dir.join(&format!("{stem}.jsonl"));
+        write_linklocal_trace(&path, 6, sample, None);
+        let name = path.display().to_string();
+        let (code, text, stderr) = report(&[&name]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(!text.contains("link-local:"), "{stem}: {text}");
+        let html_path = dir.join(&format!("{stem}.html"));
+        let (code, _, stderr) = report(&["--html", &html_path.display().to_string(), &name]);
+        assert_eq!(code, 0, "{stderr}");
+        let html = std::fs::read_to_string(&html_path).unwrap();
+        assert!(!html.contains("class=\"linklocal\""), "{stem}");
+        assert!(!html.contains("<th>link-local</th>"), "{stem}");
+        let r = report_json(&[&name]);
+        assert!(!r.to_string().contains("\"linklocal\""), "{stem}: {r}");
+    }
+}

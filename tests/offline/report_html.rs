@@ -231,6 +231,7 @@ fn enforcement_report() -> Report {
             held_note: String::new(),
             enforcement,
             kafka: Vec::new(),
+            linklocal: None,
         }
     };
 
@@ -263,6 +264,7 @@ fn enforcement_report() -> Report {
             peak_backlog_bytes: 18_000,
             host_drops: BTreeMap::new(),
             kafka: Vec::new(),
+            linklocal: None,
         }
     };
 

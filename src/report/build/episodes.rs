@@ -6,10 +6,12 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::analysis::kafka_roles::KafkaRoleSum;
+use crate::analysis::linklocal::LinkLocalCounts;
 use crate::analysis::{Episode, EpisodeTracker, Evidence, IntervalAnalysis, Location, Verdict};
 use crate::model::kafka::KafkaFilter;
 use crate::model::snapshot::Snapshot;
-use crate::report::kafka::{KafkaAcc, KafkaUse};
+use crate::report::kafka::KafkaAcc;
+use crate::report::linklocal::{LinkLocalAcc, EPISODE_SENDERS_KEPT};
 use crate::report::model::{
     CountersInMicrobursts, EnforcementSummary, EpisodeReport, PlanComparison,
 };
@@ -45,30 +47,59 @@ struct EpisodeExtra {
     /// lines of the latest of them.
     bursts: Vec<u64>,
     burst_lines: VecDeque<(u64, String)>,
-    /// The Kafka roles and groups of its intervals: the last
-    /// [`KAFKA_TAIL`] by seq (a later onset dated back may take them), the
-    /// earlier ones summed.
-    kafka: KafkaAcc,
-    kafka_tail: VecDeque<(u64, Vec<KafkaRoleSum>)>,
+    /// The Kafka roles and groups and the link-local senders of its
+    /// intervals: the last [`USE_TAIL`] by seq (a later onset dated back
+    /// may take them), the earlier ones summed.
+    uses: UseAcc,
+    use_tail: VecDeque<(u64, IntervalUse)>,
 }
 
-/// Intervals of Kafka sums kept apart per episode and interface, by seq:
-/// a held verdict dated back up to this many intervals takes its own
-/// (`--threshold hold_window` beyond it leaves the older ones with the
-/// episode before).
-const KAFKA_TAIL: usize = 64;
+/// What one interval of an interface adds to its episode: its Kafka sums
+/// (those `--kafka-role`/`--kafka-group` keep) and its packets to the
+/// link-local services with the interval's seconds.
+#[derive(Debug, Clone, Default)]
+struct IntervalUse {
+    kafka: Vec<KafkaRoleSum>,
+    linklocal: Option<(LinkLocalCounts, f64)>,
+}
 
-/// Keeps `rows` of `seq` in `tail`, summing what falls out into `acc`.
-fn keep_kafka(
-    acc: &mut KafkaAcc,
-    tail: &mut VecDeque<(u64, Vec<KafkaRoleSum>)>,
-    seq: u64,
-    rows: Vec<KafkaRoleSum>,
-) {
-    tail.push_back((seq, rows));
-    if tail.len() > KAFKA_TAIL {
+/// An episode's intervals summed: by Kafka role, and by link-local sender.
+#[derive(Debug, Clone)]
+struct UseAcc {
+    kafka: KafkaAcc,
+    linklocal: LinkLocalAcc,
+}
+
+impl Default for UseAcc {
+    fn default() -> Self {
+        UseAcc {
+            kafka: KafkaAcc::default(),
+            linklocal: LinkLocalAcc::new(EPISODE_SENDERS_KEPT),
+        }
+    }
+}
+
+impl UseAcc {
+    fn add(&mut self, u: &IntervalUse) {
+        self.kafka.add_all(&u.kafka);
+        if let Some((c, secs)) = &u.linklocal {
+            self.linklocal.add(c, *secs);
+        }
+    }
+}
+
+/// Intervals of Kafka sums and link-local counts kept apart per episode
+/// and interface, by seq: a held verdict dated back up to this many
+/// intervals takes its own (`--threshold hold_window` beyond it leaves the
+/// older ones with the episode before).
+const USE_TAIL: usize = 64;
+
+/// Keeps `u` of `seq` in `tail`, summing what falls out into `acc`.
+fn keep_use(acc: &mut UseAcc, tail: &mut VecDeque<(u64, IntervalUse)>, seq: u64, u: IntervalUse) {
+    tail.push_back((seq, u));
+    if tail.len() > USE_TAIL {
         if let Some((_, old)) = tail.pop_front() {
-            acc.add_all(&old);
+            acc.add(&old);
         }
     }
 }
@@ -119,12 +150,12 @@ pub(super) struct EpisodeNotes {
     extras: HashMap<EpisodeKey, EpisodeExtra>,
     extras_order: VecDeque<EpisodeKey>,
     runs: HashMap<String, Run>,
-    /// Per interface, the Kafka sums of its last [`KAFKA_TAIL`] intervals
-    /// (those `--kafka-role`/`--kafka-group` keep): what an episode dated
-    /// back takes from before it began.
-    kafka_recent: HashMap<String, VecDeque<(u64, Vec<KafkaRoleSum>)>>,
+    /// Per interface, the Kafka sums and link-local counts of its last
+    /// [`USE_TAIL`] intervals: what an episode dated back takes from
+    /// before it began.
+    recent: HashMap<String, VecDeque<(u64, IntervalUse)>>,
     /// Per interface, its latest episode: the only one that keeps a tail
-    /// of Kafka sums by seq (memory: interfaces x [`KAFKA_TAIL`]).
+    /// of interval uses by seq (memory: interfaces x [`USE_TAIL`]).
     latest: HashMap<String, EpisodeKey>,
 }
 
@@ -144,17 +175,24 @@ impl EpisodeNotes {
         snap: &Snapshot,
         t: f64,
         kafka: &KafkaFilter,
+        linklocal: &[(String, LinkLocalCounts)],
     ) {
         for v in &a.interfaces {
-            let rows: Vec<KafkaRoleSum> = a
-                .kafka
-                .iter()
-                .filter(|r| r.iface == v.iface && kafka.keeps_identity(&r.who))
-                .cloned()
-                .collect();
-            let recent = self.kafka_recent.entry(v.iface.clone()).or_default();
+            let rows = IntervalUse {
+                kafka: a
+                    .kafka
+                    .iter()
+                    .filter(|r| r.iface == v.iface && kafka.keeps_identity(&r.who))
+                    .cloned()
+                    .collect(),
+                linklocal: linklocal
+                    .iter()
+                    .find(|(i, _)| *i == v.iface)
+                    .map(|(_, c)| (c.clone(), snap.interval_secs())),
+            };
+            let recent = self.recent.entry(v.iface.clone()).or_default();
             recent.push_back((snap.seq, rows.clone()));
-            if recent.len() > KAFKA_TAIL {
+            if recent.len() > USE_TAIL {
                 recent.pop_front();
             }
             let Some(ep) = tracker.current(&v.iface) else {
@@ -168,7 +206,7 @@ impl EpisodeNotes {
                 x.end_t = t;
                 x.judged_alone.extend(alone);
                 x.note_bursts(snap.seq, &v.evidence);
-                keep_kafka(&mut x.kafka, &mut x.kafka_tail, snap.seq, rows);
+                keep_use(&mut x.uses, &mut x.use_tail, snap.seq, rows);
                 if value > x.peak {
                     x.peak = value;
                     x.evidence = v.evidence.clone();
@@ -201,8 +239,8 @@ impl EpisodeNotes {
                 judged_alone: alone.into_iter().collect(),
                 bursts: Vec::new(),
                 burst_lines: VecDeque::new(),
-                kafka: KafkaAcc::default(),
-                kafka_tail: VecDeque::new(),
+                uses: UseAcc::default(),
+                use_tail: VecDeque::new(),
             };
             extra.note_bursts(snap.seq, &v.evidence);
             // The episode before keeps its intervals before this one's
@@ -212,15 +250,15 @@ impl EpisodeNotes {
                 .insert(v.iface.clone(), key.clone())
                 .and_then(|k| self.extras.get_mut(&k))
             {
-                for (seq, rows) in prev.kafka_tail.drain(..) {
+                for (seq, rows) in prev.use_tail.drain(..) {
                     if seq < ep.start_seq {
-                        prev.kafka.add_all(&rows);
+                        prev.uses.add(&rows);
                     }
                 }
             }
-            for (seq, rows) in &self.kafka_recent[&v.iface] {
+            for (seq, rows) in &self.recent[&v.iface] {
                 if *seq >= ep.start_seq {
-                    keep_kafka(&mut extra.kafka, &mut extra.kafka_tail, *seq, rows.clone());
+                    keep_use(&mut extra.uses, &mut extra.use_tail, *seq, rows.clone());
                 }
             }
             self.keep(key, extra);
@@ -279,6 +317,7 @@ fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> Ep
     // Without the details (only past EXTRAS_KEPT episodes), the offsets
     // come from the monotonic clock of the first file.
     let mono = |ns: u64| ns.saturating_sub(start_mono) as f64 / 1e9;
+    let uses = extra.map(|x| uses_of(&episode, x));
     EpisodeReport {
         start_offset_secs: extra.map_or(mono(episode.start_mono_ns), |x| ms(x.start_t)),
         // An episode cut short by the next one's onset ends earlier than
@@ -304,21 +343,22 @@ fn report(episode: Episode, extra: Option<&EpisodeExtra>, start_mono: u64) -> Ep
         judged_alone: extra.map(|x| judged_alone(&episode, x)).unwrap_or_default(),
         counters_in_microbursts: extra.and_then(|x| counters_in_microbursts(&episode, x)),
         enforcement: enforcement(&episode, extra),
-        kafka: extra.map(|x| kafka_of(&episode, x)).unwrap_or_default(),
+        kafka: uses.as_ref().map(|u| u.kafka.finish()).unwrap_or_default(),
+        linklocal: uses.as_ref().and_then(|u| u.linklocal.finish()),
         episode,
     }
 }
 
-/// The Kafka sums of the episode's intervals: those summed, and of the
-/// tail those still inside it (an onset dated back takes the last ones).
-fn kafka_of(episode: &Episode, x: &EpisodeExtra) -> Vec<KafkaUse> {
-    let mut acc = x.kafka.clone();
-    for (seq, rows) in &x.kafka_tail {
+/// The sums of the episode's intervals: those summed, and of the tail
+/// those still inside it (an onset dated back takes the last ones).
+fn uses_of(episode: &Episode, x: &EpisodeExtra) -> UseAcc {
+    let mut acc = x.uses.clone();
+    for (seq, rows) in &x.use_tail {
         if (episode.start_seq..=episode.end_seq).contains(seq) {
-            acc.add_all(rows);
+            acc.add(rows);
         }
     }
-    acc.finish()
+    acc
 }
 
 /// The intervals of a calm episode judged otherwise on their own. Only

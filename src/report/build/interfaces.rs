@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::analysis::linklocal::LinkLocalCounts;
 use crate::analysis::{InterfaceVerdict, IntervalAnalysis, Thresholds, Verdict};
 use crate::model::kafka::KafkaFilter;
 use crate::model::snapshot::{InterfaceSample, Snapshot};
 use crate::report::kafka::KafkaAcc;
+use crate::report::linklocal::{LinkLocalAcc, IFACE_SENDERS_KEPT};
 use crate::report::model::{AllowanceSummary, InterfacePoint, InterfaceSummary, IntervalPoint};
 
 /// Allowance exceeded over the span, with its denominator.
@@ -38,6 +40,7 @@ pub(super) struct IfaceAcc {
     peak_backlog_bytes: u64,
     host_drops: BTreeMap<String, u64>,
     kafka: KafkaAcc,
+    linklocal: LinkLocalAcc,
 }
 
 impl IfaceAcc {
@@ -61,6 +64,7 @@ impl IfaceAcc {
             peak_backlog_bytes: 0,
             host_drops: BTreeMap::new(),
             kafka: KafkaAcc::default(),
+            linklocal: LinkLocalAcc::new(IFACE_SENDERS_KEPT),
         }
     }
 
@@ -108,6 +112,7 @@ impl IfaceAcc {
             peak_backlog_bytes: self.peak_backlog_bytes,
             host_drops: self.host_drops.clone(),
             kafka: self.kafka.finish(),
+            linklocal: self.linklocal.finish(),
         }
     }
 
@@ -237,6 +242,7 @@ impl Interfaces {
         t: f64,
         th: &Thresholds,
         kafka: &KafkaFilter,
+        linklocal: &[(String, LinkLocalCounts)],
     ) {
         let min_packets = th.min_rate_packets;
         let min_segs = th.min_segs_out;
@@ -246,6 +252,9 @@ impl Interfaces {
             let acc = self.acc(&v.iface);
             acc.add(v, sample, min_packets, min_segs);
             acc.kafka.add(&a.kafka, &v.iface, kafka);
+            if let Some((_, c)) = linklocal.iter().find(|(i, _)| *i == v.iface) {
+                acc.linklocal.add(c, snap.interval_secs());
+            }
             points.push(point(v));
         }
         self.series.push(IntervalPoint {

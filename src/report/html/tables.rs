@@ -85,6 +85,13 @@ pub(crate) fn episodes(out: &mut String, report: &Report) {
         if let Some(k) = crate::report::kafka::line(&e.kafka) {
             let _ = write!(out, "<p class=\"kafka\">by Kafka role: {}</p>", Esc(&k));
         }
+        if let Some(l) = &e.linklocal {
+            let _ = write!(
+                out,
+                "<p class=\"linklocal\">link-local: {}</p>",
+                Esc(&crate::report::linklocal::line(l))
+            );
+        }
         out.push_str("</td>");
         match &e.enforcement {
             Some(enf) => {
@@ -209,6 +216,13 @@ pub(crate) fn interfaces(out: &mut String, report: &Report) {
         row(out, "by Kafka role", &|i| {
             crate::report::kafka::line(&ifs[i].kafka)
                 .map_or("–".to_string(), |k| Esc(&k).to_string())
+        });
+    }
+    if ifs.iter().any(|i| i.linklocal.is_some()) {
+        row(out, "link-local", &|i| {
+            ifs[i].linklocal.as_ref().map_or("–".to_string(), |l| {
+                Esc(&crate::report::linklocal::line(l)).to_string()
+            })
         });
     }
     out.push_str("</table>\n</section>\n");

@@ -54,6 +54,34 @@ fn episode(iface: &str, verdict: Verdict, start: f64, end: f64) -> EpisodeReport
         held_note: String::new(),
         enforcement,
         kafka: kafka_uses(),
+        linklocal: Some(linklocal_use()),
+    }
+}
+
+/// A resolver loop (a hostile process name) over the link-local limit.
+fn linklocal_use() -> crate::report::linklocal::LinkLocalUse {
+    use crate::model::linklocal::LinkLocalService;
+    use crate::report::linklocal::{LinkLocalSenderUse, LinkLocalUse};
+    LinkLocalUse {
+        intervals: 10,
+        secs: 10.0,
+        packets: 18_120,
+        mean_pps: 1_812.0,
+        peak_pps: 2_000.0,
+        limit_pps: 1024.0,
+        senders: vec![LinkLocalSenderUse {
+            sender: format!("{HOSTILE}/4412"),
+            service: LinkLocalService::Dns,
+            proto: "udp".into(),
+            family: 4,
+            packets: 16_500,
+            pps: 1_650.0,
+            share_pct: 91.06,
+        }],
+        other_senders: 1,
+        other_packets: 1_620,
+        unnamed_packets: 0,
+        unattributed: 0,
     }
 }
 
@@ -158,6 +186,7 @@ fn report(n: usize) -> Report {
         } else {
             Vec::new()
         },
+        linklocal: (name == "eth0").then(linklocal_use),
     };
     let owner = Owner {
         pid: 4242,
@@ -710,4 +739,31 @@ fn kafka_roles_per_episode_and_interface() {
         i.kafka.clear();
     }
     assert!(!render(&r).contains("by Kafka role"));
+}
+
+/// Issue 45, item 4: who sent to the link-local services, per episode and
+/// per interface, escaped; no row or line without link-local traffic.
+#[test]
+fn linklocal_senders_per_episode_and_interface() {
+    let r = report(200);
+    let html = render(&r);
+    let sender = "&lt;script&gt;alert(1)&lt;/script&gt;/4412 dns udp/ipv4 1.65kpps (91.1%)";
+    assert!(
+        html.contains(&format!(
+            "<p class=\"linklocal\">link-local: mean 1.81kpps (177% of the limit of 1024 pps \
+             per interface), peak 2.00kpps (195%); top senders: {sender}, +1 more (8.94%)</p>"
+        )),
+        "no link-local line in the episodes"
+    );
+    assert!(html.contains("<tr><th>link-local</th><td class=\"num\">mean 1.81kpps"));
+    let mut r = report(200);
+    for e in &mut r.episodes {
+        e.linklocal = None;
+    }
+    for i in &mut r.interfaces {
+        i.linklocal = None;
+    }
+    let html = render(&r);
+    assert!(!html.contains("class=\"linklocal\""));
+    assert!(!html.contains("<th>link-local</th>"));
 }
