@@ -372,6 +372,11 @@ pub struct FlowSummary {
     /// format 1.9).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_bps: Option<f64>,
+    /// What the flow is to the local Kafka broker (its role, the other
+    /// broker, the group and client; src/model/kafka.rs), as last known;
+    /// absent when the recording gave it none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<crate::model::kafka::KafkaFlow>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

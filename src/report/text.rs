@@ -445,14 +445,33 @@ fn flows(out: &mut String, r: &Report) {
         .max()
         .unwrap_or(0)
         .max(16);
+    // What each flow is to the Kafka broker (`consume orders/orders-1`),
+    // only when the recording named some.
+    let kafka_col = r.flows.iter().any(|f| f.kafka.is_some());
+    let kafka_width = r
+        .flows
+        .iter()
+        .filter_map(|f| f.kafka.as_ref())
+        .map(|k| k.label().chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let kafka = |label: Option<String>| {
+        if kafka_col {
+            format!(" {:<kafka_width$}", label.unwrap_or_else(|| "-".into()))
+        } else {
+            String::new()
+        }
+    };
     let _ = writeln!(
         out,
-        "  {:>4} {:<40} {:>6}{} {:<owner_width$} {:>10} {:>10} {:>22} {:>16}  from",
+        "  {:>4} {:<40} {:>6}{} {:<owner_width$}{} {:>10} {:>10} {:>22} {:>16}  from",
         "rank",
         "peer",
         "lport",
         iface(Some("iface")),
         "owner",
+        kafka(Some("kafka role".into())),
         "sent",
         "retrans",
         "rtt infl +delay",
@@ -471,12 +490,13 @@ fn flows(out: &mut String, r: &Report) {
         };
         let _ = writeln!(
             out,
-            "  {:>4} {:<40} {:>6}{} {:<owner_width$} {:>10} {:>10} {:>22} {:>16}  {}{}",
+            "  {:>4} {:<40} {:>6}{} {:<owner_width$}{} {:>10} {:>10} {:>22} {:>16}  {}{}",
             f.rank,
             f.peer.to_string(),
             f.local.port(),
             iface(f.iface.as_deref()),
             owner,
+            kafka(f.kafka.as_ref().map(|k| k.label())),
             bytes(f.bytes_sent),
             units::retransmits(f.retransmits, f.spurious_retransmits, f.failed_retransmits),
             infl,

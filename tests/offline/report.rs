@@ -456,3 +456,88 @@ fn the_report_names_the_senders_to_the_link_local_services() {
         assert!(!r.to_string().contains("\"linklocal\""), "{stem}: {r}");
     }
 }
+
+/// Issue 44: each flow's Kafka role in the report's flows table (text,
+/// HTML) and in `--json`; no column, nor field, for a recording whose
+/// flows have none.
+#[test]
+fn the_flows_table_names_each_flows_kafka_role() {
+    use throttlescope::model::kafka::{KafkaFlow, KafkaIdentity, KafkaRole};
+    let consume = KafkaFlow {
+        who: KafkaIdentity {
+            group: Some("orders".into()),
+            client_id: Some("orders-1".into()),
+            ..KafkaIdentity::role(KafkaRole::Consume)
+        },
+        ambiguous: Vec::new(),
+    };
+    let dir = TempDir::new("report-kafka-flows");
+    let path = dir.join("kafka.jsonl");
+    write_linklocal_trace(&path, 4, None, Some(consume));
+    let name = path.display().to_string();
+
+    let (code, text, stderr) = report(&[&name]);
+    assert_eq!(code, 0, "{stderr}");
+    let flows = &text[text.find("\nflows backing off").unwrap()..];
+    let head = flows.lines().nth(2).unwrap();
+    assert!(head.contains(" owner "), "{flows}");
+    assert!(head.contains(" kafka role "), "{flows}");
+    let row = |port: &str| {
+        flows
+            .lines()
+            .find(|l| l.contains(port))
+            .unwrap_or_else(|| panic!("{port} in\n{flows}"))
+    };
+    // The role's column is where the header says.
+    let at = head.find("kafka role").unwrap();
+    assert_eq!(
+        &row(" 40000 ")[at..at + 23],
+        "consume orders/orders-1",
+        "{flows}"
+    );
+    assert_eq!(&row(" 40001 ")[at..at + 2], "- ", "{flows}");
+
+    let html_path = dir.join("kafka.html");
+    let (code, _, stderr) = report(&["--html", &html_path.display().to_string(), &name]);
+    assert_eq!(code, 0, "{stderr}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(
+        html.contains("<th>owner</th><th>Kafka role</th>"),
+        "no column"
+    );
+    assert!(html.contains("<td class=\"kafka\">consume orders/orders-1</td>"));
+
+    let r = report_json(&[&name]);
+    let by_port = |port: u64| {
+        r["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["local"].as_str().unwrap().ends_with(&format!(":{port}")))
+            .unwrap()
+            .clone()
+    };
+    let k = &by_port(40000)["kafka"];
+    assert_eq!(k["role"], "consume", "{k}");
+    assert_eq!(k["group"], "orders", "{k}");
+    assert_eq!(k["client_id"], "orders-1", "{k}");
+    assert_eq!(by_port(40001).get("kafka"), None);
+
+    // No Kafka identity in the recording: no column, no field.
+    let path = dir.join("plain.jsonl");
+    write_linklocal_trace(&path, 4, None, None);
+    let name = path.display().to_string();
+    let (code, text, stderr) = report(&[&name]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!text.contains("kafka role"), "{text}");
+    let html_path = dir.join("plain.html");
+    let (code, _, stderr) = report(&["--html", &html_path.display().to_string(), &name]);
+    assert_eq!(code, 0, "{stderr}");
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains("<th>owner</th><th>intervals</th>"));
+    assert!(!html.contains("Kafka role</th>"));
+    let r = report_json(&[&name]);
+    for f in r["flows"].as_array().unwrap() {
+        assert_eq!(f.get("kafka"), None, "{f}");
+    }
+}

@@ -301,6 +301,7 @@ fn enforcement_report() -> Report {
             closed: false,
             iface: Some("ens5".to_string()),
             peak_bps: None,
+            kafka: None,
         })
         .collect();
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use crate::analysis::{BackoffParts, FlowAttribution, IntervalAnalysis};
+use crate::model::kafka::KafkaFlow;
 use crate::model::snapshot::{FlowSample, Owner, Snapshot};
 use crate::report::filters::ReportFilters;
 use crate::report::model::{FlowSeries, FlowSummary};
@@ -40,6 +41,8 @@ struct FlowAcc {
     closed: bool,
     iface: Option<String>,
     peak_bps: Option<f64>,
+    /// Its Kafka identity, as last known.
+    kafka: Option<KafkaFlow>,
     /// (seconds since start, srtt/min_rtt): 8 bytes per point.
     points: Vec<(f32, f32)>,
 }
@@ -70,18 +73,22 @@ impl FlowAcc {
             closed: false,
             iface: None,
             peak_bps: None,
+            kafka: None,
             points: Vec::new(),
         }
     }
 
-    /// What the snapshot says of the flow itself: owner, close, interface
-    /// and the smallest min_rtt seen.
+    /// What the snapshot says of the flow itself: owner, close, interface,
+    /// Kafka identity and the smallest min_rtt seen.
     fn observe(&mut self, f: &FlowSample) {
         self.intervals += 1;
         if f.owner.is_some() {
             self.owner.clone_from(&f.owner);
         }
         self.closed |= f.closed;
+        if f.kafka.is_some() && self.kafka != f.kafka {
+            self.kafka.clone_from(&f.kafka);
+        }
         if f.iface.is_some() && self.iface != f.iface {
             self.iface.clone_from(&f.iface);
         }
@@ -157,6 +164,7 @@ impl FlowAcc {
             backoff_intervals: self.backoff_intervals,
             closed: self.closed,
             iface: self.iface.clone(),
+            kafka: self.kafka.clone(),
         }
     }
 }

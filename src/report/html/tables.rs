@@ -234,11 +234,19 @@ pub(crate) fn flows(out: &mut String, report: &Report) {
         out.push_str("<p class=\"note\">No flow in the report.</p>\n</section>\n");
         return;
     }
+    // What each flow is to the Kafka broker, only when the recording named
+    // some.
+    let kafka_col = report.flows.iter().any(|f| f.kafka.is_some());
     out.push_str(
         "<p class=\"note\">Ranked by backoff: the sum over intervals of each interval's \
          backoff score (0 to 100).</p>\n<table class=\"flows\" id=\"table-flows\">\n<tr>\
-         <th>rank</th><th>peer</th><th>local port</th><th>interface</th><th>owner</th>\
-         <th>intervals</th>\
+         <th>rank</th><th>peer</th><th>local port</th><th>interface</th><th>owner</th>",
+    );
+    if kafka_col {
+        out.push_str("<th>Kafka role</th>");
+    }
+    out.push_str(
+        "<th>intervals</th>\
          <th>sent</th><th>received</th><th>retransmits (spurious, failed)</th><th>cwnd reductions</th>\
          <th>recovery</th><th>RTT inflation mean / peak</th><th>peak added delay</th><th>min RTT</th>\
          <th>backoff total / peak / intervals</th><th>closed</th></tr>\n",
@@ -253,10 +261,15 @@ pub(crate) fn flows(out: &mut String, report: &Report) {
             },
             None => "unknown".to_string(),
         };
+        let kafka = match (kafka_col, &f.kafka) {
+            (false, _) => String::new(),
+            (true, Some(k)) => format!("<td class=\"kafka\">{}</td>", Esc(&k.label())),
+            (true, None) => "<td class=\"kafka\">–</td>".to_string(),
+        };
         let _ = writeln!(
             out,
             "<tr class=\"flow\"><td class=\"num\">{rank}</td><td>{peer}</td>\
-             <td class=\"num\">{port}</td><td>{iface}</td><td>{owner}</td>\
+             <td class=\"num\">{port}</td><td>{iface}</td><td>{owner}</td>{kafka}\
              <td class=\"num\">{intervals}</td>\
              <td class=\"num\">{sent}</td><td class=\"num\">{received}</td>\
              <td class=\"num\">{retrans} ({spurious}, {failed})</td><td class=\"num\">{cwnd}</td>\

@@ -228,6 +228,29 @@ fn report(n: usize) -> Report {
                 _ => None,
             },
             peak_bps: None,
+            // A consumer of a group a client named (hostile text), a
+            // follower, and a flow Kafka did not name.
+            kafka: match f {
+                0 => Some(crate::model::kafka::KafkaFlow {
+                    who: crate::model::kafka::KafkaIdentity {
+                        group: Some(HOSTILE.to_string()),
+                        ..crate::model::kafka::KafkaIdentity::role(
+                            crate::model::kafka::KafkaRole::Consume,
+                        )
+                    },
+                    ambiguous: Vec::new(),
+                }),
+                1 => Some(crate::model::kafka::KafkaFlow {
+                    who: crate::model::kafka::KafkaIdentity {
+                        broker: Some(3),
+                        ..crate::model::kafka::KafkaIdentity::role(
+                            crate::model::kafka::KafkaRole::ReplicationToFollower,
+                        )
+                    },
+                    ambiguous: Vec::new(),
+                }),
+                _ => None,
+            },
         })
         .collect();
     Report {
@@ -739,6 +762,33 @@ fn kafka_roles_per_episode_and_interface() {
         i.kafka.clear();
     }
     assert!(!render(&r).contains("by Kafka role"));
+}
+
+/// Issue 44: each flow's Kafka role in the flows' table, escaped; no
+/// column when no flow has one.
+#[test]
+fn the_flows_table_names_each_flows_kafka_role() {
+    let r = report(200);
+    let html = render(&r);
+    let table = &html[html.find("id=\"table-flows\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<th>owner</th><th>Kafka role</th><th>intervals</th>"));
+    assert!(
+        table.contains("<td class=\"kafka\">consume &lt;script&gt;alert(1)&lt;/script&gt;</td>")
+    );
+    assert!(table.contains("<td class=\"kafka\">replication to follower 3</td>"));
+    assert!(table.contains("<td class=\"kafka\">–</td>"));
+    assert_eq!(table.matches("<td class=\"kafka\">").count(), 3);
+    let mut r = report(200);
+    for f in &mut r.flows {
+        f.kafka = None;
+    }
+    let html = render(&r);
+    let table = &html[html.find("id=\"table-flows\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<th>owner</th><th>intervals</th>"));
+    assert!(!table.contains("Kafka role"));
+    assert!(!table.contains("class=\"kafka\""));
 }
 
 /// Issue 45, item 4: who sent to the link-local services, per episode and
