@@ -364,8 +364,8 @@ fn kafka_flows_are_named_by_group_client_and_role() {
 /// flow carries Fetch v18 responses of 3 partitions of 256 KiB each
 /// (`max.partition.fetch.bytes`), 156 bytes of frame and headers a response
 /// (4 frame, 5 header, 30 response and topic, 39 a partition) beyond the
-/// record bytes BytesOutPerSec counts, 0.020%, and the members' few
-/// ListOffsets and heartbeat answers; a produce flow carries Produce v13
+/// record bytes BytesOutPerSec counts, 0.020%, and a ListOffsets answer a
+/// second to each member; a produce flow carries Produce v13
 /// requests of one batch of 100 records (100,997 bytes), 60 bytes of frame,
 /// header (client id `producer-1`) and topic id beyond those BytesInPerSec
 /// counts, 0.059%.
@@ -619,7 +619,8 @@ fn compare_with_the_brokers_counters(
     // throttlescope's sums over the same intervals.
     let (mut consume_tx, mut produce_rx, mut replication) = (0u64, 0u64, 0u64);
     let mut by_group: Vec<(String, u64)> = Vec::new();
-    let (mut listener_tx, mut listener_rx, mut listener_acked) = (0u64, 0u64, 0u64);
+    let (mut listener_tx, mut listener_rx, mut listener_acked, mut listener_retrans) =
+        (0u64, 0u64, 0u64, 0u64);
     for line in &v[a + 1..] {
         for r in line["analysis"]["kafka"].as_array().into_iter().flatten() {
             let (tx, rx) = (
@@ -645,6 +646,7 @@ fn compare_with_the_brokers_counters(
             if local.port() == 9092 {
                 listener_tx += f["delta"]["bytes_sent"].as_u64().unwrap();
                 listener_acked += f["delta"]["bytes_acked"].as_u64().unwrap();
+                listener_retrans += f["delta"]["bytes_retrans"].as_u64().unwrap();
                 listener_rx += f["delta"]["bytes_received"].as_u64().unwrap();
             }
         }
@@ -660,7 +662,7 @@ fn compare_with_the_brokers_counters(
          \x20 requests answered: {requests:?}\n\
          throttlescope: consume tx {consume_tx} (x{:.5} the records out; by group {by_group:?}), \
          produce rx {produce_rx} (x{:.5} the records in), replication {replication}\n\
-         \x20 every flow at the listener: tx {listener_tx} (acked {listener_acked}), rx {listener_rx} \
+         \x20 every flow at the listener: tx {listener_tx} (acked {listener_acked}, retransmitted {listener_retrans}), rx {listener_rx} \
          (x{:.5} and x{:.5} the sockets' out and in)",
         (t1 - t0) / 1000.0,
         a + 1,
