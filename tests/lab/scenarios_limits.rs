@@ -388,7 +388,9 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
         })
     };
     let (rate, hold, churn_secs) = FORECAST_CHURN;
-    let secs = FORECAST_PLATEAU_INTERVALS as u32 + churn_secs;
+    // The table is full ~20 s into the churn; the watch goes on 6 s past
+    // its end.
+    let secs = FORECAST_PLATEAU_INTERVALS as u32 + churn_secs + 6;
     let mut watch = lab.spawn_watch_json_in_broker(&format!("{secs}s"), &["--interval", "1s"]);
     let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
     let mut out = String::new();
