@@ -223,14 +223,30 @@ fn named_first(lab: Lab, qdisc: Option<&str>) {
             first_heavy += 1;
         }
     }
+    // What issue 45 asks shown, one line a run (docs/verdicts.md gathers
+    // the runs): how often the heavy sender came first, and its rate as
+    // the snapshots count it against the capture's.
+    eprintln!(
+        "linklocal{}: the heavy sender first in {first_heavy} of {judged} linklocal_limit \
+         intervals",
+        if qdisc.is_some() {
+            " (through a qdisc)"
+        } else {
+            ""
+        }
+    );
     for (i, (name, pps, sport)) in WORKLOADS.iter().enumerate() {
         let ours = seen.get(&ids[i]).copied().unwrap_or(0);
         let capture = captured(&lab, *sport);
-        eprintln!(
-            "{name} ({pps}/s): sent {}, seen {ours}, captured {capture}",
-            sent[i]
-        );
         let off = (ours as f64 - capture as f64).abs() / capture.max(1) as f64;
+        eprintln!(
+            "{name} ({pps}/s): sent {}, seen {ours} ({:.1} pps over {SEND_SECS} s), captured \
+             {capture} ({:.1} pps): {:.2}% off",
+            sent[i],
+            ours as f64 / f64::from(SEND_SECS),
+            capture as f64 / f64::from(SEND_SECS),
+            off * 100.0
+        );
         assert!(
             capture > 0 && off <= 0.05,
             "{name}: seen {ours} vs captured {capture}"
