@@ -143,12 +143,16 @@ pub(crate) fn trend(prev: &[Snapshot], snap: &Snapshot, iface: &str) -> Option<C
     let available = points.first()?.1;
     let unchanged_intervals = points.iter().take_while(|p| p.1 == available).count();
     points.reverse();
-    // A gauge that stood still and then moved is fitted from the last of
-    // those still readings: a line fitted across the plateau has a fraction
-    // of the fall's slope (3 intervals falling after 27 still: under 4% of
-    // it) and forecasts the table full ~27 times later than it will be.
+    // A gauge that stood still and then moved at every reading since is
+    // fitted from the last of those still readings: a line fitted across
+    // the plateau has a fraction of the fall's slope (3 intervals falling
+    // after 27 still: under 4% of it) and forecasts the table full ~27
+    // times later than it will be. A gauge that moved once and stood still
+    // again is one that updates rarely: its step says nothing of the rate,
+    // and fitted from the step alone it would forecast the table full far
+    // too soon; it keeps the whole window.
     let still = points.iter().take_while(|p| p.1 == points[0].1).count();
-    if still < points.len() {
+    if still < points.len() && points[still - 1..].windows(2).all(|w| w[0].1 != w[1].1) {
         points.drain(..still - 1);
     }
     let n = points.len();
@@ -273,6 +277,16 @@ mod tests {
         // over 30 intervals.
         let t = trend(&snaps[..26], &snaps[26], "eth0").unwrap();
         assert_eq!((t.intervals, t.unchanged_intervals, t.per_s), (27, 27, 0.0));
+        // A gauge that updates rarely: one step after the plateau, then
+        // still again. Fitted from the step, 3 readings would say -50/s and
+        // the table full in 18 s; over the window it falls 3.4/s.
+        let snaps: Vec<Snapshot> = (0..27)
+            .map(|i| gauge(i, 1_000))
+            .chain((27..30).map(|i| gauge(i, 900)))
+            .collect();
+        let t = trend(&snaps[..29], &snaps[29], "eth0").unwrap();
+        assert_eq!(t.intervals, 30, "{t:?}");
+        assert!(t.per_s > -5.0 && t.per_s < 0.0, "{t:?}");
         // A fall from the window's start is fitted over all of it.
         let snaps: Vec<Snapshot> = (0..10).map(|i| gauge(i, 1_000 - 50 * i)).collect();
         let t = trend(&snaps[..9], &snaps[9], "eth0").unwrap();
