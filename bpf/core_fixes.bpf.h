@@ -168,4 +168,27 @@ static __always_inline __u64 sk_cgroup_id(struct sock *sk)
 	return BPF_CORE_READ((struct cgroup *)v, kn, id);
 }
 
+/*
+ * 5.16, "net: sched: Merge Qdisc::bstats and Qdisc::cpu_bstats data types"
+ * (Ahmed S. Darwish): a qdisc's sent bytes became a u64_stats_t in struct
+ * gnet_stats_basic_sync; before, a plain __u64 in gnet_stats_basic_packed.
+ * The bytes a qdisc has handed on since it was created (what `tc -s qdisc`
+ * shows as Sent), as a direct load: on a qdisc that keeps per-CPU stats
+ * (TCQ_F_CPUSTATS) they are elsewhere and this reads 0.
+ */
+struct gnet_stats_basic_packed___pre_5_16 {
+	__u64 bytes;
+} __attribute__((preserve_access_index));
+
+struct Qdisc___pre_5_16 {
+	struct gnet_stats_basic_packed___pre_5_16 bstats;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 qdisc_bytes_sent(struct Qdisc *q)
+{
+	if (bpf_core_field_exists(q->bstats.bytes.v))
+		return q->bstats.bytes.v.a.a.counter;
+	return ((struct Qdisc___pre_5_16 *)q)->bstats.bytes;
+}
+
 #endif /* THROTTLESCOPE_CORE_FIXES_BPF_H */

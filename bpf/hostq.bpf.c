@@ -78,6 +78,12 @@ enum hq_health_counter _abi_health_counter = HQ_H_MAX;
 /* A sample whose packet was never seen leaving (qdisc reset, a drop from
  * inside the queue) is abandoned after this long and counted as lost. */
 #define HQ_SOJOURN_STALE_NS (10ULL * 1000 * 1000 * 1000)
+/* A sample whose qdisc has sent this many times the bytes queued at its
+ * start, plus a gso skb's worth (BIG TCP's 185 KB and more), without it, is
+ * given up (hostq.h): in a FIFO it left after 1 time; a fair queue may keep
+ * it longer behind other flows, rarely 4 times. */
+#define HQ_SOJOURN_GIVE_UP_TIMES 4
+#define HQ_SOJOURN_GIVE_UP_SLACK (256 * 1024)
 /* Longest bulk-dequeue chain walked to count gso segments. */
 #define HQ_BULK_WALK 16
 /* TCQ_F_CPUSTATS (include/net/sch_generic.h, the same value since 4.x): the
@@ -235,9 +241,19 @@ static __always_inline __u32 txq_index(const struct net_device *dev,
 }
 
 /*
- * This CPU's slot of the transmit queue `txq`, when this event is the one to
- * count (the qdisc the queue points at: each packet once) and the device is
- * in an observed namespace. `*idx` is the slot index (for the sojourn array).
+ * This CPU's slot of the qdisc `q` that transmit queue `txq` points at, when
+ * this event is the one to count (the qdisc the queue points at: each packet
+ * once) and the device is in an observed namespace. `*idx` is the slot index
+ * (for the sojourn array).
+ *
+ * The slot is the qdisc's own queue (q->dev_queue), not `txq`: one root
+ * qdisc (tbf, fq, htb) serves every transmit queue of a multi-queue device
+ * (a veth has one per CPU), and the kernel traces its enqueue with the
+ * queue the packet picked but its dequeue with q->dev_queue (queue 0). Keyed
+ * by `txq`, a sojourn sample started on queue 1 was never seen leaving and
+ * held its slot for HQ_SOJOURN_STALE_NS, and the root's backlog was counted
+ * once per queue that enqueued. A child of mq is its queue's own qdisc: its
+ * dev_queue is `txq`.
  * The slot is taken when free, or from a holder idle on this CPU for
  * HQ_SLOT_IDLE_JIFFIES; else the event is not counted (HQ_H_IF_UNTRACKED).
  *
@@ -259,6 +275,8 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 
 	if (!dev || txq->qdisc != q)
 		return NULL;
+	if (q->dev_queue)
+		txq = q->dev_queue;
 	netns = dev_netns(dev);
 	if (!observed(netns))
 		return NULL;
@@ -289,6 +307,15 @@ static __always_inline void sojourn_give_up(struct hq_sojourn *sj)
 {
 	sj->skb = 0;
 	health_inc(hq_health, HQ_H_SOJOURN_LOST);
+}
+
+/* The sample's qdisc has sent past the sample's give-up mark without it: had
+ * its skb stayed queued, it would have left (hostq.h). A qdisc with per-CPU
+ * stats reads 0 sent bytes: never overdue, the stale rule applies. */
+static __always_inline bool sojourn_overdue(struct Qdisc *q, const struct hq_sojourn *sj)
+{
+	return !(q->flags & HQ_TCQ_F_CPUSTATS) &&
+	       (__s64)(qdisc_bytes_sent(q) - sj->give_up_bytes) > 0;
 }
 
 /* The sampled skb leaves its qdisc: its sojourn, from enqueue to now, into
@@ -339,8 +366,8 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	 * first skb is handed over, the sampled one maybe among the later
 	 * ones): the rule moves here. This skb alone in the qdisc: the sample
 	 * of this qdisc not seen leaving never will be. */
-	else if (dequeue_at_xmit && sj->skb && sj->qdisc == (__u64)q && q->q.qlen == 1 &&
-		 !(q->flags & HQ_TCQ_F_CPUSTATS))
+	else if (dequeue_at_xmit && sj->skb && sj->qdisc == (__u64)q &&
+		 ((q->q.qlen == 1 && !(q->flags & HQ_TCQ_F_CPUSTATS)) || sojourn_overdue(q, sj)))
 		sojourn_give_up(sj);
 	/* Sampled: the first enqueue on this CPU, then 1 in HQ_SOJOURN_EVERY.
 	 * Only these read the clock, to start a sample or age out one whose
@@ -355,6 +382,9 @@ int BPF_PROG(on_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, 
 	}
 	sj->enq_ns = now;
 	sj->qdisc = (__u64)q;
+	sj->give_up_bytes = qdisc_bytes_sent(q) +
+			    HQ_SOJOURN_GIVE_UP_TIMES * (__u64)q->qstats.backlog +
+			    HQ_SOJOURN_GIVE_UP_SLACK;
 	sj->skb = (__u64)skb;
 	return 0;
 }
@@ -407,10 +437,11 @@ int BPF_PROG(on_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, 
 	if (!sampled || !sj)
 		return 0;
 	if (!hit) {
-		/* Empty and the sample not seen leaving: it never will be (the
-		 * qdisc dropped it, or split it into new skbs). A qdisc with
-		 * per-CPU stats does not keep q.qlen: the other rules apply. */
-		if (!st->last_qlen && !(q->flags & HQ_TCQ_F_CPUSTATS))
+		/* Empty, or past the give-up mark, and the sample not seen
+		 * leaving: it never will be (the qdisc dropped it, or split it
+		 * into new skbs). A qdisc with per-CPU stats keeps neither
+		 * q.qlen nor its sent bytes here: the other rules apply. */
+		if ((!st->last_qlen && !(q->flags & HQ_TCQ_F_CPUSTATS)) || sojourn_overdue(q, sj))
 			sojourn_give_up(sj);
 		return 0;
 	}

@@ -73,8 +73,9 @@ enum hq_health_counter {
 };
 
 /* Queues are keyed by (netns, ifindex, queue index, direction): ifindex is
- * per namespace; txq is the queue's index in the device's transmit queues
- * (0 on a single-queue device); dir is an enum hq_dir: the peak-rate slots
+ * per namespace; txq is a queue's index in the device's transmit queues (0
+ * on a single-queue device): for the qdisc slots, the queue the qdisc belongs
+ * to (0 for a root qdisc serving every queue, hostq.bpf.c queue_slot); dir is an enum hq_dir: the peak-rate slots
  * hold either direction, the qdisc slots only transmit queues (HQ_DIR_TX). */
 struct hq_if_key {
 	__u32 netns;
@@ -229,7 +230,12 @@ struct hq_drop_key {
  * every enqueue and dequeue only reads it. A sample is given up
  * (HQ_H_SOJOURN_LOST) when the qdisc is seen empty without the skb having
  * left (it was dropped, or split into new skbs by the qdisc), when the same
- * address is enqueued again (freed and reused), or after HQ_SOJOURN_STALE_NS.
+ * address is enqueued again (freed and reused), when the qdisc has sent
+ * HQ_SOJOURN_GIVE_UP_TIMES the bytes queued at the sample's start (plus one
+ * gso skb) without it (the skb was split into new skbs, as a TBF splits a gso
+ * skb larger than its burst, or dropped from a queue that never empties), or
+ * after HQ_SOJOURN_STALE_NS (qdiscs with per-CPU stats, whose sent bytes are
+ * not read).
  *
  * No atomics: enqueues and dequeues of one qdisc run under its lock, and
  * only CPUs starting samples on different qdiscs at once (children of mq,
@@ -240,6 +246,7 @@ struct hq_sojourn {
 	__u64 skb;               /* kernel address of the sampled skb; 0: none in progress */
 	__u64 qdisc;             /* kernel address of its qdisc, as an id */
 	__u64 enq_ns;
+	__u64 give_up_bytes;     /* the qdisc's sent bytes past which the skb is not coming */
 };
 
 #endif

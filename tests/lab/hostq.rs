@@ -608,6 +608,147 @@ fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
     );
 }
 
+/// One root qdisc over a device's several transmit queues (a TBF on a veth,
+/// which has one queue per CPU by default): the kernel traces its enqueue
+/// with the queue each packet picked and its dequeue with the qdisc's own
+/// queue (queue 0). All traffic is steered to queue 1 (XPS), so each
+/// interval's packets enter on one queue and leave on another: the sojourn
+/// is measured in every interval, and the backlog is the qdisc's once, not
+/// once per queue (never above the interval's peak by more than the one skb
+/// enqueued between the epoch's close and the read). The TBF's 32 KB burst
+/// also splits every gso skb above it into new skbs: a sample on one is
+/// given up once the queue has sent past it, not held for 10 s.
+#[test]
+fn a_root_qdisc_over_several_queues_is_one_queue() {
+    const GSO_SKB: u64 = 64 * 1024 + 1514;
+    let mut pair = Pair::with_queues(2);
+    pair.set_offloads(true);
+    // Every CPU sends on queue 1 (mask of all CPUs), none on queue 0.
+    let cpus = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(32);
+    let mask = format!("{:x}", (1u64 << cpus) - 1);
+    pair.in_sender(&[
+        "sh",
+        "-c",
+        &format!(
+            "echo 0 > /sys/class/net/{SENDER_IF}/queues/tx-0/xps_cpus && \
+             echo {mask} > /sys/class/net/{SENDER_IF}/queues/tx-1/xps_cpus"
+        ),
+    ]);
+    // The steering holds: under mq, queue 1's child carries every packet.
+    pair.in_sender(&[
+        "tc", "qdisc", "add", "dev", SENDER_IF, "root", "handle", "1:", "mq",
+    ]);
+    pair.start_server();
+    pair.run_client(1);
+    let json = pair.in_sender(&["tc", "-s", "-j", "qdisc", "show", "dev", SENDER_IF]);
+    let v: serde_json::Value = serde_json::from_str(&json).expect("tc -j output");
+    let sent = |parent: &str| {
+        v.as_array()
+            .expect("qdisc list")
+            .iter()
+            .find(|q| q["parent"] == parent)
+            .and_then(|q| q["packets"].as_u64())
+            .unwrap_or_else(|| panic!("no child at {parent}: {json}"))
+    };
+    assert!(
+        sent("1:1") == 0 && sent("1:2") > 1000,
+        "XPS did not steer every packet to queue 1: {json}"
+    );
+    pair.in_sender(&["tc", "qdisc", "del", "dev", SENDER_IF, "root"]);
+    pair.tbf("rate 100mbit burst 32kb limit 4mb");
+
+    pair.start_server();
+    let intervals = std::thread::scope(|s| {
+        let pair = &pair;
+        s.spawn(move || {
+            let ino = enter_netns(&pair.sender);
+            let mut probes =
+                HostQueueProbes::attach(NetnsFilter::Only(ino), DEFAULT_PEAK_WINDOW_US)
+                    .expect("attach");
+            let mut names = IfIndexNames::new().expect("a socket for interface names");
+            probes.read(&mut names, 1).expect("baseline read");
+            let client = std::thread::spawn({
+                let sender = pair.sender.clone();
+                move || {
+                    crate::support::run(Command::new("ip").args([
+                        "netns",
+                        "exec",
+                        &sender,
+                        "iperf3",
+                        "-c",
+                        RECEIVER_IP,
+                        "-t",
+                        "6",
+                        "-P",
+                        "4",
+                    ]))
+                }
+            });
+            // A second for the queue to build, then four intervals.
+            std::thread::sleep(Duration::from_secs(1));
+            probes.read(&mut names, 2).expect("read");
+            let mut intervals = Vec::new();
+            for i in 0..4 {
+                std::thread::sleep(Duration::from_secs(1));
+                let tc = pair.tc_root();
+                let sample = probes.read(&mut names, 3 + i).expect("read");
+                let s = sample
+                    .get(SENDER_IF)
+                    .cloned()
+                    .expect("a sample for the sender");
+                intervals.push((tc, s));
+            }
+            eprintln!("health {:?}", probes.health());
+            client.join().expect("iperf3 client");
+            intervals
+        })
+        .join()
+        .expect("measuring thread")
+    });
+    for (tc, s) in &intervals {
+        eprintln!(
+            "tc backlog {} bytes; probes backlog {} bytes, peak {} bytes, sojourn mean {:?} us",
+            tc.backlog, s.backlog_bytes, s.peak_backlog_bytes, s.sojourn_mean_us
+        );
+    }
+    assert!(
+        intervals.iter().all(|(_, s)| s.sojourn_mean_us.is_some()),
+        "an interval without a sojourn measured: {intervals:?}"
+    );
+    assert!(
+        intervals.iter().any(|(tc, _)| tc.backlog > GSO_SKB),
+        "the queue never stood above one skb, so the backlog went untested: {intervals:?}"
+    );
+    // A FIFO at 100 Mbit/s: a packet waits about the time tc's backlog takes
+    // to drain (both averaged over the intervals; tc's read at their ends).
+    let n = intervals.len() as f64;
+    let drain_us = intervals
+        .iter()
+        .map(|(tc, _)| tc.backlog as f64 * 8.0 / 100.0)
+        .sum::<f64>()
+        / n;
+    let sojourn_us = intervals
+        .iter()
+        .filter_map(|(_, s)| s.sojourn_mean_us)
+        .sum::<u64>() as f64
+        / n;
+    eprintln!("sojourn {sojourn_us:.0} us, tc's backlog drains in {drain_us:.0} us");
+    assert!(
+        sojourn_us >= drain_us / 2.0 && sojourn_us <= drain_us * 2.0,
+        "sojourn {sojourn_us:.0} us against tc's backlog's drain time {drain_us:.0} us"
+    );
+    for (_, s) in &intervals {
+        assert!(
+            s.backlog_bytes <= s.peak_backlog_bytes + GSO_SKB,
+            "backlog {} above the interval's peak {}: counted once per queue",
+            s.backlog_bytes,
+            s.peak_backlog_bytes
+        );
+    }
+}
+
 /// The sender veth's transmit counters (packets, bytes), as `ip -s` gives them.
 fn link_tx(pair: &Pair) -> (u64, u64) {
     let json = pair.in_sender(&["ip", "-s", "-j", "link", "show", "dev", SENDER_IF]);

@@ -71,7 +71,20 @@ fn hypervisor_drop_is_judged_drop() {
 #[test]
 fn local_queuing_is_judged_local() {
     let lab = Lab::up("lq");
-    let v = observe(&lab, "local_queuing", 9, &[]);
+    let lines = watch_scenario(&lab, "local_queuing", 9, &[]);
+    // The host-queue readings behind each verdict, for a failure to show.
+    for i in interface_analyses(&lines, "b0") {
+        let r = &i["rates"];
+        eprintln!(
+            "local_queuing: {} tx {:.0} Mbit/s, backlog {} pkts, sojourn {} us, rtt p50 {}",
+            i["verdict"],
+            r["tx_bps"].as_f64().unwrap_or(0.0) / 1e6,
+            r["local_backlog_packets"],
+            r["local_sojourn_mean_us"],
+            r["rtt_inflation_p50"],
+        );
+    }
+    let v = b0_verdicts(&lines);
     check("local_queuing", &v, "local_queuing");
 }
 
