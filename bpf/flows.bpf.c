@@ -1329,3 +1329,6 @@ int sweep_moved(void *ctx)
 	bpf_loop(TS_MOVED_ENTRIES, sweep_one, &sw, 0);
 	return sw.full ? 1 : 0;
 }
+
+/* New UDP sockets, by owner (optional: a cgroup program). */
+#include "udpopen.bpf.h"

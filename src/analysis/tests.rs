@@ -28,6 +28,7 @@ impl Build {
         Build {
             snap: Snapshot {
                 folded: Default::default(),
+                udp_openers: None,
                 fragments_created: None,
                 seq,
                 mono_ns: (seq + 1) * secs * 1_000_000_000,

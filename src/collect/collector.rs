@@ -52,6 +52,10 @@ pub struct CollectorConfig {
     /// (`--no-linklocal` off): a part of the host-queue object's transmit
     /// program, loaded for it even without the host queue.
     pub linklocal: bool,
+    /// Count the UDP sockets that take a local port, by owner
+    /// (`--no-udp-openers` off): the new UDP flows a `conntrack_limit`
+    /// names beside the TCP ones (bpf/udpopen.bpf.h, optional).
+    pub udp_openers: bool,
     /// Flows kept, by owner (`--pod`, `--cgroup`, `--service`).
     pub workloads: WorkloadFilter,
     /// The kubelet's pod log directory (pod names).
@@ -105,6 +109,7 @@ impl Default for CollectorConfig {
             counter_files: Vec::new(),
             host_queue: true,
             linklocal: true,
+            udp_openers: true,
             workloads: WorkloadFilter::default(),
             pod_logs: PathBuf::from("/var/log/pods"),
             probe_sampling: DEFAULT_PROBE_SAMPLING,
@@ -234,6 +239,7 @@ impl Collector {
             config.probe_sampling,
             config.max_flows,
             config.peak_window_us,
+            config.udp_openers,
         )?;
         let parts = hostq::Parts {
             host_queue: config.host_queue,
@@ -393,6 +399,53 @@ impl Collector {
             i.linklocal = Some(LinkLocalSample::of(senders, read.unattributed));
         }
         Ok(())
+    }
+
+    /// The UDP sockets made in the observer's namespace since the last
+    /// read, by owner (bpf/udpopen.bpf.h): the task that made the socket is
+    /// the owner, its name as the kernel read it then (it
+    /// may have exited since: a `dig` per query), its cgroup from the
+    /// kernel, resolved to a workload as a flow's. Other namespaces'
+    /// (--all-netns) are left out, as for the link-local senders: the
+    /// interfaces reported are this namespace's. None when the program is
+    /// not attached.
+    fn udp_openers(&mut self, seq: u64) -> Result<Option<crate::model::udpopen::UdpOpenSample>> {
+        use crate::model::snapshot::Owner;
+        use crate::model::udpopen::{UdpOpenSample, UdpOpener};
+        let Some(read) = self.probes.read_udp_openers() else {
+            return Ok(None);
+        };
+        let read = read?;
+        // (pid, cgroup, family) -> opener
+        let mut by: BTreeMap<(u32, u64, u8), UdpOpener> = BTreeMap::new();
+        // The observer's own: its ioctl sockets (SIOCETHTOOL and the like),
+        // made and closed every interval without a datagram sent.
+        let me = std::process::id();
+        for c in read.counts {
+            if c.netns != self.own_netns || c.tgid == me {
+                continue;
+            }
+            let o = by
+                .entry((c.tgid, c.cgroup_id, c.family))
+                .or_insert_with(|| UdpOpener {
+                    owner: Owner {
+                        pid: c.tgid,
+                        comm: c.comm.clone(),
+                        thread: None,
+                        cgroup_id: c.cgroup_id,
+                        cgroup: None,
+                        workload: None,
+                    },
+                    family: c.family,
+                    sockets: 0,
+                });
+            o.sockets += c.sockets;
+        }
+        let mut openers: Vec<UdpOpener> = by.into_values().collect();
+        for o in &mut openers {
+            self.workloads.resolve_owner(&mut o.owner, seq);
+        }
+        Ok(Some(UdpOpenSample::of(openers, read.unattributed)))
     }
 
     /// What only a full dump makes up for, counted since start: close
@@ -589,6 +642,7 @@ impl Collector {
             }
         }
         self.linklocal_into(&mut interfaces, seq)?;
+        let udp_openers = self.udp_openers(seq)?;
         let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
         let mut programs = self
@@ -664,6 +718,7 @@ impl Collector {
             events: flow_events,
             health,
             fragments_created,
+            udp_openers,
         };
         self.prev_mono_ns = mono_ns;
         self.seq += 1;

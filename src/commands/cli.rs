@@ -167,6 +167,11 @@ pub struct ObserveArgs {
     #[arg(long)]
     pub no_linklocal: bool,
 
+    /// Do not count the UDP sockets that take a local port, by owner: a
+    /// conntrack_limit then names the owners of new TCP flows only.
+    #[arg(long)]
+    pub no_udp_openers: bool,
+
     /// Take each flow's per-segment figures (mean and max srtt, min cwnd,
     /// cwnd cuts, data waiting) from one incoming segment in N, drawn per
     /// segment (a power of two, 1 to 64). 1 reads every segment, at about

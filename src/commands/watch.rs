@@ -192,6 +192,7 @@ pub(crate) fn run_live(
         counter_files: observe.counters.clone(),
         host_queue: !observe.no_host_queue,
         linklocal: !observe.no_linklocal,
+        udp_openers: !observe.no_udp_openers,
         workloads,
         pod_logs: observe.pod_logs.clone(),
         probe_sampling: observe.probe_sampling,

@@ -10,4 +10,5 @@ pub(crate) mod json_splice;
 pub mod kafka;
 pub mod linklocal;
 pub mod snapshot;
+pub mod udpopen;
 pub(crate) mod workload;

@@ -59,6 +59,12 @@ pub struct Snapshot {
     /// counted (src/model/fold.rs). Absent when nothing was folded.
     #[serde(default, skip_serializing_if = "Folded::is_empty")]
     pub folded: Folded,
+    /// UDP sockets of the observed namespace that took a local port in the
+    /// interval, by owner (src/model/udpopen.rs): the new UDP flows the
+    /// connection tracking allowance counts. Absent when not measured (the
+    /// program not attached, recordings before format 1.16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_openers: Option<super::udpopen::UdpOpenSample>,
 }
 
 impl Snapshot {
@@ -81,6 +87,7 @@ impl Snapshot {
             health: Health::default(),
             fragments_created: None,
             folded: Folded::default(),
+            udp_openers: None,
         }
     }
 }

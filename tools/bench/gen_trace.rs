@@ -455,6 +455,7 @@ impl Generator {
             events,
             fragments_created: Some(0),
             folded: Default::default(),
+            udp_openers: None,
             health: Health {
                 programs: PROGRAMS
                     .iter()

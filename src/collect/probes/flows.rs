@@ -16,6 +16,7 @@ use libbpf_rs::{Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBufferB
 use super::event_reader::{EventReader, Pending};
 use super::flows_skel::types::{
     ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
+    uo_health_counter,
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, health_of, not_loaded, NotLoaded, ProgramSpec};
@@ -24,6 +25,7 @@ pub use super::load::{prog_stats, NetnsFilter, ProgStats};
 use super::netns_dump::{read_iter, OtherNamespaces};
 use super::percpu;
 use super::records::read_record;
+use super::udpopen::{UdpOpenRead, UdpOpenReader};
 use crate::model::snapshot::ProgramHealth;
 
 /// A raw event as the ring buffer delivered it.
@@ -89,6 +91,9 @@ pub(crate) struct FlowProbes {
     probe_sampling: u32,
     /// TS_H_CLOSES_DEFERRED when `closed_overflow` was last walked.
     deferred_walked: Cell<u64>,
+    /// The UDP socket count's link and reader (bpf/udpopen.bpf.h); None when
+    /// not asked for, not loaded or not attached.
+    udp_open: Option<(Link, UdpOpenReader)>,
 }
 
 /// Every program of flows.bpf.c. Required: the per-flow figures the verdicts
@@ -177,6 +182,19 @@ pub(crate) const FLOW_PROGRAMS: &[ProgramSpec] = &[
                idle flows",
     },
     ProgramSpec {
+        name: "on_udp_socket",
+        // cgroup/sock_create on the cgroup v2 root (bpf/udpopen.bpf.h): no
+        // tracepoint to look for; a kernel or policy that refuses it fails
+        // its load (dropped) or its attach (below).
+        tracepoint: None,
+        required: false,
+        args: (0, 0),
+        gives: "UDP sockets made, by owner (the new UDP flows the connection tracking \
+                allowance counts)",
+        lost: "UDP openers: a conntrack_limit names the owners of new TCP flows only and \
+               says UDP was not measured",
+    },
+    ProgramSpec {
         name: "dump_flows_tcp",
         tracepoint: None,
         required: true,
@@ -185,6 +203,10 @@ pub(crate) const FLOW_PROGRAMS: &[ProgramSpec] = &[
         lost: "",
     },
 ];
+
+/// The bit of `test_reject` that rejects `on_udp_socket` (bpf/udpopen.h,
+/// `UO_TEST_REJECT_BIT`: a define, not in the skeleton's types).
+const UO_TEST_REJECT_BIT: u32 = 31;
 
 /// The (program name, health counter) pairs: the events each program counts.
 /// `on_tcp_probe` is not here: its runs are the flows' `probe_events`.
@@ -223,6 +245,7 @@ impl FlowProbes {
         probe_sampling: u32,
         max_flows: u32,
         peak_window_us: u32,
+        udp_openers: bool,
     ) -> Result<Self> {
         load::check_kernel_floor(&load::kernel_release())?;
         let btf = Btf::from_vmlinux().ok();
@@ -233,6 +256,7 @@ impl FlowProbes {
             .chain([
                 ("dump_flows", ts_health_counter::TS_H_ITER_RECORDS.0),
                 ("sweep_moved", ts_health_counter::TS_H_SWEEP_RECORDS.0),
+                ("on_udp_socket", UO_TEST_REJECT_BIT),
             ])
             .collect();
         let (mut skel, mut dropped) =
@@ -272,11 +296,26 @@ impl FlowProbes {
                 open.progs.dump_flows.set_autoattach(false);
                 open.progs.dump_flows_tcp.set_autoattach(false);
                 open.progs.sweep_moved.set_autoattach(false);
+                // Attached by hand below, so that a refused attach leaves
+                // it out instead of failing the rest.
+                open.progs.on_udp_socket.set_autoattach(false);
+                open.progs.on_udp_socket.set_autoload(udp_openers);
                 plan.apply(open.open_object_mut());
                 Ok(open.load()?)
             })?;
         skel.attach()
             .context("attaching the BPF programs to their tracepoints")?;
+        let udp_open = if udp_openers && !dropped.contains_key("on_udp_socket") {
+            match attach_to_cgroup_root(&skel.progs.on_udp_socket) {
+                Ok(link) => Some((link, UdpOpenReader::default())),
+                Err(e) => {
+                    dropped.insert("on_udp_socket", NotLoaded::Rejected(format!("{e:#}")));
+                    None
+                }
+            }
+        } else {
+            None
+        };
 
         let dump = if !dropped.contains_key("dump_flows") {
             FlowDump::Map(
@@ -336,6 +375,7 @@ impl FlowProbes {
             dropped,
             probe_sampling,
             deferred_walked: Cell::new(0),
+            udp_open,
         };
         probes.seed().context("seeding pre-existing flows")?;
         if probes.sweep.is_some() {
@@ -540,6 +580,36 @@ impl FlowProbes {
         Ok(out)
     }
 
+    /// The UDP sockets made since the last read, by owner; None when the
+    /// program is not attached.
+    pub(crate) fn read_udp_openers(&mut self) -> Option<Result<UdpOpenRead>> {
+        let (_, reader) = self.udp_open.as_mut()?;
+        let full = self
+            .skel
+            .maps
+            .uo_health
+            .lookup_percpu(
+                &uo_health_counter::UO_H_MAP_FULL.0.to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .context("reading the UDP port count's health");
+        Some(full.and_then(|v| {
+            let full = percpu::sum_u64(v.unwrap_or_default().iter().map(Vec::as_slice));
+            reader.read(&self.skel.maps.uo_owners, full)
+        }))
+    }
+
+    /// The UDP socket count's events: sockets made in an observed namespace.
+    fn udp_sockets_made(&self) -> u64 {
+        self.skel
+            .maps
+            .uo_health
+            .lookup_percpu(&uo_health_counter::UO_H_PORTS.0.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .map_or(0, |v| percpu::sum_u64(v.iter().map(Vec::as_slice)))
+    }
+
     /// Optional programs this kernel lacks or rejected, with why.
     pub(crate) fn not_loaded(&self) -> Vec<(&'static ProgramSpec, &NotLoaded)> {
         not_loaded(FLOW_PROGRAMS, &self.dropped)
@@ -585,6 +655,11 @@ impl FlowProbes {
             "sweep_moved",
             counters.get(ts_health_counter::TS_H_SWEEP_RECORDS),
         )])
+        // Listed when asked for: attached, its sockets counted; else why not.
+        .chain(
+            (self.udp_open.is_some() || self.dropped.contains_key("on_udp_socket"))
+                .then(|| ("on_udp_socket", self.udp_sockets_made())),
+        )
         .map(|(name, events)| {
             health_of(
                 self.skel.object(),
@@ -669,6 +744,18 @@ impl Sweep {
         }
         anyhow::bail!("the moved-set sweep stopped on a full ring {SWEEP_MAX_RUNS} times in a row")
     }
+}
+
+/// Attaches the cgroup program `prog` to the root of the cgroup v2
+/// hierarchy (a link: gone when the observer is, beside any program
+/// already there), so that it runs for every process's sockets.
+fn attach_to_cgroup_root(prog: &libbpf_rs::ProgramMut<'_>) -> Result<Link> {
+    let mounts = std::fs::read_to_string("/proc/mounts").context("reading /proc/mounts")?;
+    let root = crate::collect::cgroups::cgroup2_mount(&mounts)
+        .context("no cgroup v2 hierarchy mounted (/proc/mounts)")?;
+    let dir = std::fs::File::open(&root).with_context(|| format!("opening {}", root.display()))?;
+    prog.attach_cgroup(dir.as_raw_fd())
+        .with_context(|| format!("attaching cgroup/sock_create to {}", root.display()))
 }
 
 /// A ring buffer over `map` whose messages `take` hands to `sink`, under its

@@ -18,3 +18,4 @@ pub mod load;
 pub(crate) mod netns_dump;
 pub(crate) mod percpu;
 pub(crate) mod records;
+pub(crate) mod udpopen;

@@ -9,7 +9,7 @@
 
 use std::mem::size_of;
 
-use super::flows_skel::types::{ts_close_event, ts_event, ts_flow_record};
+use super::flows_skel::types::{ts_close_event, ts_event, ts_flow_record, uo_key, uo_value};
 use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate, ll_key, ll_value};
 
 /// A kernel/user ABI struct made of integers and arrays of integers only.
@@ -20,7 +20,8 @@ use super::hostq_skel::types::{hq_drop_key, hq_if_key, hq_if_stats, hq_rate, ll_
 pub(crate) unsafe trait KernelRecord: Copy {}
 
 // SAFETY: each is a generated struct of integer fields and integer arrays
-// (bpf/flows.h, bpf/hostq.h, bpf/linklocal.h, the last two in hostq.bpf.o);
+// (bpf/flows.h, bpf/hostq.h, bpf/linklocal.h, the last two in hostq.bpf.o;
+// bpf/udpopen.h, in flows.bpf.o: its `comm` an array of C chars);
 // the ABI enums travel as plain integers.
 unsafe impl KernelRecord for ts_flow_record {}
 unsafe impl KernelRecord for ts_event {}
@@ -31,6 +32,8 @@ unsafe impl KernelRecord for hq_drop_key {}
 unsafe impl KernelRecord for hq_rate {}
 unsafe impl KernelRecord for ll_key {}
 unsafe impl KernelRecord for ll_value {}
+unsafe impl KernelRecord for uo_key {}
+unsafe impl KernelRecord for uo_value {}
 
 /// The record at the start of `bytes`, or None when they are too short.
 /// Extra bytes are ignored (a ring-buffer event may be a longer kind).

@@ -54,6 +54,7 @@ fn iface(name: &str, allowance: Option<AllowanceCounters>) -> InterfaceSample {
 fn snapshot(seq: u64) -> Snapshot {
     Snapshot {
         folded: Default::default(),
+        udp_openers: None,
         fragments_created: None,
         seq,
         mono_ns: 1_000_000_000 * (seq + 1),
