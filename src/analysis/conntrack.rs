@@ -4,8 +4,11 @@
 //! reach zero. A `conntrack_limit`'s first line says both
 //! (docs/verdicts.md, "Who fills the connection table").
 //!
-//! Only TCP flows are seen (the flow probes' sockets); UDP 5-tuples, which
-//! the hypervisor tracks too, are not counted here.
+//! TCP flows are the flow probes' sockets, on the interface; UDP 5-tuples,
+//! which the hypervisor tracks too, are the UDP sockets made in the
+//! observed namespace (`udp_openers`, bpf/udpopen.bpf.h): a socket is made
+//! before any route is chosen, so they are the namespace's, on every one
+//! of its interfaces. ICMP is not counted.
 
 use std::collections::BTreeMap;
 
@@ -29,20 +32,33 @@ const STALE_INTERVALS: usize = 10;
 pub struct ConnOpener {
     /// `comm/pid`, and the pod, container or service where known.
     pub owner: String,
+    /// `tcp` or `udp` (an owner opening both is listed once for each).
+    /// Absent (tcp) before UDP was counted.
+    #[serde(default = "tcp")]
+    pub proto: String,
     /// Flows it opened in the interval, per second.
     pub opened_per_s: f64,
     /// Of the flows opened on the interface in the interval, in %.
     pub share_pct: f64,
-    /// Its listed flows open at the interval's end.
+    /// Its listed flows open at the interval's end (TCP; 0 for UDP, whose
+    /// tracked flows outlive their sockets by the table's timeout).
     pub open: u64,
+}
+
+fn tcp() -> String {
+    "tcp".to_string()
 }
 
 /// The interface's flows by owner: who opens flows, and who holds them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConnOpeners {
-    /// Flows opened on the interface in the interval, per second (listed
-    /// and folded).
+    /// Flows opened on the interface in the interval, per second: TCP
+    /// (listed and folded) and UDP.
     pub opened_per_s: f64,
+    /// Of them, UDP sockets made in the namespace, per second; None when
+    /// not measured (the program not attached, recordings before 1.16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_per_s: Option<f64>,
     /// Most flows opened first, then most held open.
     pub owners: Vec<ConnOpener>,
 }
@@ -50,24 +66,26 @@ pub struct ConnOpeners {
 impl ConnOpeners {
     /// No flow opened or held: left out of the JSON.
     pub(crate) fn is_empty(&self) -> bool {
-        self.owners.is_empty() && self.opened_per_s == 0.0
+        self.owners.is_empty() && self.opened_per_s == 0.0 && self.udp_per_s.is_none()
     }
 }
 
-/// Who opened and holds the interface's flows in `snap`.
+/// Who opened and holds the interface's flows in `snap`: its TCP flows,
+/// and the UDP sockets made in the namespace.
 pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     let secs = snap.interval_secs();
     if secs <= 0.0 {
         return ConnOpeners::default();
     }
-    let mut by: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    // (owner, proto) -> (opened, open)
+    let mut by: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
     let mut opened = 0u64;
     for f in snap.flows.iter().filter(|f| flow_uses(f, iface)) {
         let name = f
             .owner
             .as_ref()
             .map_or_else(|| "owner unknown".to_string(), owner_name);
-        let e = by.entry(name).or_default();
+        let e = by.entry((name, "tcp")).or_default();
         if f.opened {
             e.0 += 1;
             opened += 1;
@@ -83,7 +101,16 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
         .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
         .map(|g| g.opened)
         .sum::<u64>();
-    let mut owners: Vec<(String, (u64, u64))> = by.into_iter().collect();
+    let udp = snap.udp_openers.as_ref().map(|u| {
+        for o in &u.openers {
+            by.entry((super::linklocal::sender_name(&o.owner), "udp"))
+                .or_default()
+                .0 += o.sockets;
+        }
+        u.sockets()
+    });
+    opened += udp.unwrap_or(0);
+    let mut owners: Vec<((String, &'static str), (u64, u64))> = by.into_iter().collect();
     owners.sort_by(|a, b| {
         (b.1 .0, b.1 .1)
             .cmp(&(a.1 .0, a.1 .1))
@@ -91,11 +118,13 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     });
     ConnOpeners {
         opened_per_s: opened as f64 / secs,
+        udp_per_s: udp.map(|u| u as f64 / secs),
         owners: owners
             .into_iter()
             .take(OPENERS_NAMED)
-            .map(|(owner, (o, open))| ConnOpener {
+            .map(|((owner, proto), (o, open))| ConnOpener {
                 owner,
+                proto: proto.to_string(),
                 opened_per_s: o as f64 / secs,
                 share_pct: if opened > 0 {
                     o as f64 * 100.0 / opened as f64
@@ -186,20 +215,41 @@ pub(crate) fn trend(prev: &[Snapshot], snap: &Snapshot, iface: &str) -> Option<C
 /// gauge's trend (or that it is missing or may be stale).
 pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> String {
     use crate::shared::units;
+    // With UDP measured each owner says which it opens; without, the list
+    // is TCP's alone, worded as before UDP was counted.
+    let udp_measured = openers.udp_per_s.is_some();
     let who = if openers.owners.is_empty() {
-        "no TCP flow seen".to_string()
+        if udp_measured {
+            "no TCP flow or UDP socket seen".to_string()
+        } else {
+            "no TCP flow seen".to_string()
+        }
     } else {
         openers
             .owners
             .iter()
             .map(|o| {
-                format!(
-                    "{} {} ({}/s opened, {} open)",
-                    o.owner,
-                    units::pct(o.share_pct),
-                    units::significant(o.opened_per_s, 3),
-                    o.open
-                )
+                let proto = if udp_measured {
+                    format!(" {}", o.proto)
+                } else {
+                    String::new()
+                };
+                if o.proto == "udp" {
+                    format!(
+                        "{}{proto} {} ({}/s opened)",
+                        o.owner,
+                        units::pct(o.share_pct),
+                        units::significant(o.opened_per_s, 3),
+                    )
+                } else {
+                    format!(
+                        "{}{proto} {} ({}/s opened, {} open)",
+                        o.owner,
+                        units::pct(o.share_pct),
+                        units::significant(o.opened_per_s, 3),
+                        o.open
+                    )
+                }
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -232,10 +282,19 @@ pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> Str
             ),
         },
     };
-    format!(
-        "; new TCP flows {}/s, by owner: {who}; {gauge}",
-        units::significant(openers.opened_per_s, 3)
-    )
+    let total = match openers.udp_per_s {
+        Some(udp) => format!(
+            "new flows {}/s (TCP {}/s, UDP {}/s)",
+            units::significant(openers.opened_per_s, 3),
+            units::significant(openers.opened_per_s - udp, 3),
+            units::significant(udp, 3)
+        ),
+        None => format!(
+            "new TCP flows {}/s (UDP not measured)",
+            units::significant(openers.opened_per_s, 3)
+        ),
+    };
+    format!("; {total}, by owner: {who}; {gauge}")
 }
 
 #[cfg(test)]

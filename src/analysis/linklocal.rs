@@ -99,7 +99,7 @@ pub(crate) fn counts(snap: &Snapshot, iface: &InterfaceSample) -> Option<LinkLoc
 /// when its socket's process was not found (pid 0: the socket was closed
 /// before the read, as a resolver's socket per query is), the socket's
 /// cgroup: the workload it names, else its path.
-fn sender_name(o: &Owner) -> String {
+pub(crate) fn sender_name(o: &Owner) -> String {
     if o.pid != 0 {
         return owner_name(o);
     }

@@ -693,7 +693,7 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
     assert!((t.zero_in_s.unwrap() - 45.0).abs() < 1e-6, "{t:?}");
     let note = &v.evidence[0].note;
     assert!(
-        note.contains("new TCP flows 40/s, by owner: churner/500 (default/storm) 100% (40/s opened, 10 open), steady/600 (default/steady) 0% (0/s opened, 3 open)"),
+        note.contains("new TCP flows 40/s (UDP not measured), by owner: churner/500 (default/storm) 100% (40/s opened, 10 open), steady/600 (default/steady) 0% (0/s opened, 3 open)"),
         "{note}"
     );
     assert!(
@@ -728,6 +728,74 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
         "{}",
         v.evidence[0].note
     );
+}
+
+/// Issue 45, item 2, UDP: a DNS retry storm (a socket per query) is named
+/// first among the openers, beside the TCP churner, with the share of all
+/// new flows; unattributed sockets (the kernel's owner map full) count in
+/// the total and in no owner.
+#[test]
+fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
+    use crate::model::udpopen::{UdpOpenSample, UdpOpener};
+    let th = Thresholds::default();
+    let mut s = churn_interval(0, Some(500));
+    let owner = |pid: u32, comm: &str| crate::model::snapshot::Owner {
+        pid,
+        comm: comm.into(),
+        thread: None,
+        cgroup_id: 7,
+        cgroup: None,
+        workload: None,
+    };
+    s.udp_openers = Some(UdpOpenSample::of(
+        vec![
+            UdpOpener {
+                owner: owner(4412, "dns_loop.py"),
+                family: 4,
+                sockets: 480,
+            },
+            UdpOpener {
+                owner: owner(4413, "chronyd"),
+                family: 4,
+                sockets: 1,
+            },
+        ],
+        9,
+    ));
+    let v = analyze(&[], &s, &th).interfaces[0].clone();
+    assert_eq!(v.verdict, Verdict::ConntrackLimit, "{:#?}", v.evidence);
+    let o = &v.rates.conntrack_openers;
+    // 40 TCP + 480 + 1 + 9 unattributed UDP.
+    assert_eq!((o.opened_per_s, o.udp_per_s), (530.0, Some(490.0)));
+    assert_eq!(
+        (o.owners[0].owner.as_str(), o.owners[0].proto.as_str()),
+        ("dns_loop.py/4412", "udp")
+    );
+    assert_eq!(o.owners[0].opened_per_s, 480.0);
+    assert_eq!(o.owners[1].owner, "churner/500 (default/storm)");
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains("new flows 530/s (TCP 40/s, UDP 490/s), by owner: dns_loop.py/4412 udp 90.6% (480/s opened), churner/500 (default/storm) tcp 7.55% (40/s opened, 10 open), chronyd/4413 udp 0.189% (1/s opened)"),
+        "{note}"
+    );
+    // Measured, none made: said so, the TCP list alone.
+    s.udp_openers = Some(UdpOpenSample::default());
+    let v = analyze(&[], &s, &th).interfaces[0].clone();
+    assert!(
+        v.evidence[0]
+            .note
+            .contains("new flows 40/s (TCP 40/s, UDP 0/s), by owner: churner/500 (default/storm) tcp 100%"),
+        "{}",
+        v.evidence[0].note
+    );
+    // The JSON keeps each opener's protocol; one without (older) reads tcp.
+    let j = serde_json::to_value(&v.rates.conntrack_openers).unwrap();
+    assert_eq!(j["udp_per_s"], 0.0);
+    assert_eq!(j["owners"][0]["proto"], "tcp");
+    let mut old = j["owners"][0].clone();
+    old.as_object_mut().unwrap().remove("proto");
+    let back: super::conntrack::ConnOpener = serde_json::from_value(old).unwrap();
+    assert_eq!(back.proto, "tcp");
 }
 
 #[test]

@@ -36,10 +36,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// 1.13 a flow's `kafka` (its Kafka role, group and client id) and
 /// health's `kafka` (the Kafka lookup's own counters); 1.14 the header's
 /// `host_id` (which host, for a cluster report over several); 1.15 a
-/// flow's `segs_in` and an interface's `linklocal`.
+/// flow's `segs_in` and an interface's `linklocal`; 1.16 a snapshot's
+/// `udp_openers` (UDP sockets made, by owner).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 15,
+    minor: 16,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -273,7 +273,7 @@ fn conntrack_limit_is_judged_conntrack_limit() {
     // accepts every connection, so its process is named.
     for i in v.iter().filter(|i| i.verdict == "conntrack_limit") {
         assert!(
-            i.note.contains("new TCP flows") && i.note.contains("python3/"),
+            i.note.contains(" tcp ") && i.note.contains("python3/"),
             "{}",
             i.note
         );
