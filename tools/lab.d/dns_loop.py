@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A workload resolving a name in a loop (the lab's link-local scenario).
 
-    dns_loop.py ADDR PPS SECONDS [SOURCE_PORT]
+    dns_loop.py ADDR PPS SECONDS [SOURCE_PORT | new]
 
 Sends DNS queries for one name to ADDR:53 at PPS a second for SECONDS from a
 connected UDP socket (as glibc's resolver does), reading any replies without
 waiting for them, and prints the queries sent. PPS is kept by sending the ones
-due every 5 ms.
+due every 5 ms. With `new` (a retry storm, the conntrack case), each query
+goes from a new socket, connected, sent on and closed: a new source port, so a
+new tracked flow, per query, as glibc's resolver makes one socket per lookup.
 """
 import socket
 import struct
@@ -21,8 +23,9 @@ def query(qid, name=b"\x07example\x03com\x00"):
 
 def main(argv):
     addr, pps, secs = argv[0], float(argv[1]), float(argv[2])
+    new = len(argv) > 3 and argv[3] == "new"
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    if len(argv) > 3:
+    if len(argv) > 3 and not new:
         s.bind(("0.0.0.0", int(argv[3])))
     s.connect((addr, 53))
     s.setblocking(False)
@@ -34,6 +37,11 @@ def main(argv):
             break
         due = int(now * pps) + 1
         while sent < due:
+            if new:
+                s.close()
+                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                s.connect((addr, 53))
+                s.setblocking(False)
             try:
                 s.send(query(sent))
                 sent += 1
