@@ -782,9 +782,9 @@ fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
     s.udp_openers = Some(UdpOpenSample::default());
     let v = analyze(&[], &s, &th).interfaces[0].clone();
     assert!(
-        v.evidence[0]
-            .note
-            .contains("new flows 40/s (TCP 40/s, UDP 0/s), by owner: churner/500 (default/storm) tcp 100%"),
+        v.evidence[0].note.contains(
+            "new flows 40/s (TCP 40/s, UDP 0/s), by owner: churner/500 (default/storm) tcp 100%"
+        ),
         "{}",
         v.evidence[0].note
     );

@@ -58,7 +58,9 @@ impl UdpOpenSample {
     /// Sockets made in the interval: every owner's, listed and folded, and
     /// the unattributed ones.
     pub fn sockets(&self) -> u64 {
-        self.openers.iter().map(|o| o.sockets).sum::<u64>() + self.folded_sockets + self.unattributed
+        self.openers.iter().map(|o| o.sockets).sum::<u64>()
+            + self.folded_sockets
+            + self.unattributed
     }
 
     /// Lists `openers` most sockets first, at most [`UDP_OPENERS_LISTED`],

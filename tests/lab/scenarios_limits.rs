@@ -535,7 +535,12 @@ fn conntrack_limit_names_the_udp_retry_storm_first() {
     let child = std::process::Command::new("ip")
         .args(["netns", "exec", &lab.broker(), "python3"])
         .arg(script)
-        .args([&lab.client_ip, &rate.to_string(), &send_secs.to_string(), "new"])
+        .args([
+            &lab.client_ip,
+            &rate.to_string(),
+            &send_secs.to_string(),
+            "new",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -571,12 +576,13 @@ fn conntrack_limit_names_the_udp_retry_storm_first() {
             (ours - measured).abs() <= 0.05 * measured,
             "the workload's sockets {ours}/s, it sent {measured}/s: {o}"
         );
-        assert!(
-            note.contains(&format!("python3/{pid} udp ")),
-            "{note}"
-        );
+        assert!(note.contains(&format!("python3/{pid} udp ")), "{note}");
     }
     let names: Vec<&str> = judged.iter().map(String::as_str).collect();
-    check("conntrack_limit (UDP)", &b0_intervals(&lines), "conntrack_limit");
+    check(
+        "conntrack_limit (UDP)",
+        &b0_intervals(&lines),
+        "conntrack_limit",
+    );
     eprintln!("udp storm: {names:?}, the workload sent {sent} in {send_secs} s ({measured}/s)");
 }

@@ -15,8 +15,7 @@ use libbpf_rs::{Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBufferB
 
 use super::event_reader::{EventReader, Pending};
 use super::flows_skel::types::{
-    ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter,
-    uo_health_counter,
+    ts_close_event, ts_event, ts_event_kind, ts_flow_record, ts_health_counter, uo_health_counter,
 };
 use super::flows_skel::{FlowsSkel, FlowsSkelBuilder};
 use super::load::{self, health_of, not_loaded, NotLoaded, ProgramSpec};
@@ -604,7 +603,10 @@ impl FlowProbes {
         self.skel
             .maps
             .uo_health
-            .lookup_percpu(&uo_health_counter::UO_H_PORTS.0.to_ne_bytes(), MapFlags::ANY)
+            .lookup_percpu(
+                &uo_health_counter::UO_H_PORTS.0.to_ne_bytes(),
+                MapFlags::ANY,
+            )
             .ok()
             .flatten()
             .map_or(0, |v| percpu::sum_u64(v.iter().map(Vec::as_slice)))
