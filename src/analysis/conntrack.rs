@@ -70,6 +70,10 @@ impl ConnOpeners {
     }
 }
 
+/// An opener: its owner's name and the protocol (`tcp`, `udp`); mapped to
+/// the flows it opened and holds open.
+type OpenerKey = (String, &'static str);
+
 /// Who opened and holds the interface's flows in `snap`: its TCP flows,
 /// and the UDP sockets made in the namespace.
 pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
@@ -77,8 +81,7 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     if secs <= 0.0 {
         return ConnOpeners::default();
     }
-    // (owner, proto) -> (opened, open)
-    let mut by: BTreeMap<(String, &'static str), (u64, u64)> = BTreeMap::new();
+    let mut by: BTreeMap<OpenerKey, (u64, u64)> = BTreeMap::new();
     let mut opened = 0u64;
     for f in snap.flows.iter().filter(|f| flow_uses(f, iface)) {
         let name = f
@@ -110,7 +113,7 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
         u.sockets()
     });
     opened += udp.unwrap_or(0);
-    let mut owners: Vec<((String, &'static str), (u64, u64))> = by.into_iter().collect();
+    let mut owners: Vec<(OpenerKey, (u64, u64))> = by.into_iter().collect();
     owners.sort_by(|a, b| {
         (b.1 .0, b.1 .1)
             .cmp(&(a.1 .0, a.1 .1))
