@@ -66,7 +66,7 @@ pub struct ConnOpeners {
 impl ConnOpeners {
     /// No flow opened or held: left out of the JSON.
     pub(crate) fn is_empty(&self) -> bool {
-        self.owners.is_empty() && self.opened_per_s == 0.0 && self.udp_per_s.is_none()
+        self.owners.is_empty() && self.opened_per_s == 0.0
     }
 }
 
