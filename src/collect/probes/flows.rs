@@ -752,12 +752,45 @@ impl Sweep {
 /// hierarchy (a link: gone when the observer is, beside any program
 /// already there), so that it runs for every process's sockets.
 fn attach_to_cgroup_root(prog: &libbpf_rs::ProgramMut<'_>) -> Result<Link> {
-    let mounts = std::fs::read_to_string("/proc/mounts").context("reading /proc/mounts")?;
-    let root = crate::collect::cgroups::cgroup2_mount(&mounts)
-        .context("no cgroup v2 hierarchy mounted (/proc/mounts)")?;
-    let dir = std::fs::File::open(&root).with_context(|| format!("opening {}", root.display()))?;
+    let dir = open_cgroup_root()?;
     prog.attach_cgroup(dir.as_raw_fd())
-        .with_context(|| format!("attaching cgroup/sock_create to {}", root.display()))
+        .context("attaching cgroup/sock_create to the cgroup v2 root")
+}
+
+/// The root of the cgroup v2 hierarchy, opened: where /proc/mounts says it
+/// is mounted; else (`ip netns exec` remounts /sys in a mount namespace of
+/// its own, hiding /sys/fs/cgroup) mounted for the moment on a private
+/// directory, opened and detached again: the open directory is all the
+/// attach needs, and nothing stays mounted.
+fn open_cgroup_root() -> Result<std::fs::File> {
+    let mounts = std::fs::read_to_string("/proc/mounts").context("reading /proc/mounts")?;
+    if let Some(root) = crate::collect::cgroups::cgroup2_mount(&mounts) {
+        return std::fs::File::open(&root).with_context(|| format!("opening {}", root.display()));
+    }
+    let tmp = std::env::temp_dir().join(format!("throttlescope-cgroup2-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let path = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes())?;
+    let fstype = c"cgroup2";
+    // SAFETY: NUL-terminated strings that outlive the calls; no data.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            path.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let _ = std::fs::remove_dir(&tmp);
+        return Err(e).context("no cgroup v2 hierarchy in /proc/mounts, and mounting one failed");
+    }
+    let dir = std::fs::File::open(&tmp);
+    // SAFETY: as above.
+    unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+    let _ = std::fs::remove_dir(&tmp);
+    dir.with_context(|| format!("opening the cgroup v2 root mounted on {}", tmp.display()))
 }
 
 /// A ring buffer over `map` whose messages `take` hands to `sink`, under its
