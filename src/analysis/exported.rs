@@ -12,7 +12,7 @@ use super::exported_kafka::KafkaExported;
 use super::headroom::Headroom;
 use super::{IntervalAnalysis, Verdict};
 use crate::model::snapshot::{
-    AllowanceCounters, LinkCounters, OtlpHealth, ProgramHealth, Snapshot,
+    AllowanceCounters, KafkaHealth, LinkCounters, OtlpHealth, ProgramHealth, Snapshot,
 };
 
 /// The allowance kinds of the exceeded shares, in the order of
@@ -106,6 +106,9 @@ pub struct Exported {
     /// Per device, Kafka role and group (bounded): the traffic's sums
     /// (exported_kafka.rs); empty when no flow has a Kafka identity.
     pub kafka: KafkaExported,
+    /// The Kafka lookup's own counters (`health.kafka`); `None` when no
+    /// lookup runs (`--kafka off`, or none found).
+    pub kafka_lookup: Option<KafkaHealth>,
 }
 
 impl Exported {
@@ -187,6 +190,7 @@ impl Exported {
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;
         self.otlp = h.otlp;
+        self.kafka_lookup.clone_from(&h.kafka);
         self.idle_flows = snap.idle_flows;
         self.missing_interfaces.clone_from(&h.missing_interfaces);
         self.headroom.clone_from(&analysis.headroom);

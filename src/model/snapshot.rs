@@ -811,6 +811,11 @@ pub struct KafkaHealth {
     /// The last lookup's duration, in ms.
     #[serde(default)]
     pub last_lookup_ms: u64,
+    /// The broker this host runs, by id, as the last lookup that worked
+    /// found it (src/model/kafka.rs, `local_broker`): None on a client's
+    /// host, or before a lookup worked. Absent in recordings before 1.17.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_broker: Option<i32>,
 }
 
 fn every_segment() -> u32 {

@@ -37,10 +37,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// health's `kafka` (the Kafka lookup's own counters); 1.14 the header's
 /// `host_id` (which host, for a cluster report over several); 1.15 a
 /// flow's `segs_in` and an interface's `linklocal`; 1.16 a snapshot's
-/// `udp_openers` (UDP sockets made, by owner).
+/// `udp_openers` (UDP sockets made, by owner); 1.17 health's
+/// `kafka.local_broker` (the broker this host runs).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 16,
+    minor: 17,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -423,6 +423,10 @@ pub struct HealthSummary {
     /// pushed to a collector (`--otlp`, trace format 1.12); absent else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp: Option<OtlpSummary>,
+    /// The Kafka lookup over the span (`--kafka`, trace format 1.13);
+    /// absent when no interval of the span carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaLookupSummary>,
     /// Episodes the tracker forgot (more than it keeps).
     pub episodes_forgotten: u64,
     /// Reader warnings: skipped lines, cut tails, missing segments/intervals.
@@ -441,6 +445,26 @@ pub struct OtlpSummary {
     pub failures: u64,
     /// The most batches waiting at an interval's end.
     pub max_queued: u64,
+}
+
+/// The Kafka lookup (`health.kafka`) over the span: lookups that worked
+/// and failed (their growth), and as the span's last interval left it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KafkaLookupSummary {
+    /// The broker asked.
+    pub target: String,
+    pub lookups_ok: u64,
+    pub lookups_failed: u64,
+    /// The latest failure, when the span's last lookup failed (or worked
+    /// in part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Age of the directory the last interval's flows were named with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_age_ms: Option<u64>,
+    /// The broker this host runs, by id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_broker: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

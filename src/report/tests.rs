@@ -359,6 +359,53 @@ fn otlp_delivery_is_part_of_the_health() {
     );
 }
 
+/// The Kafka lookup (`health.kafka`, with `--kafka`): its lookups that
+/// worked and failed grow over the span, and the text and HTML reports
+/// say them with the broker this host runs and the last failure; a
+/// recording without a lookup says nothing of Kafka.
+#[test]
+fn the_kafka_lookup_is_part_of_the_health() {
+    use crate::model::snapshot::KafkaHealth;
+    let mut snaps: Vec<Snapshot> = (0..4).map(|i| snap(i, (300, 0), (0, 0), 10)).collect();
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    assert_eq!(r.health.kafka, None);
+    assert!(!crate::report::text::render(&r).contains("Kafka lookups"));
+    // (ok, failed, last error) at each interval's end.
+    for (s, (ok, failed, err)) in snaps.iter_mut().zip([
+        (1, 0, None),
+        (2, 0, None),
+        (2, 3, Some("connection refused")),
+        (2, 5, Some("connection refused <b>")),
+    ]) {
+        s.health.kafka = Some(KafkaHealth {
+            target: "10.0.0.5:9092".into(),
+            lookups_ok: ok,
+            lookups_failed: failed,
+            last_error: err.map(String::from),
+            directory_age_ms: Some(31_000),
+            local_broker: Some(2),
+            ..Default::default()
+        });
+    }
+    let r = build(&snaps, ReportFilters::default(), Thresholds::default()).unwrap();
+    let k = r.health.kafka.clone().expect("a Kafka lookup summary");
+    assert_eq!((k.lookups_ok, k.lookups_failed), (2, 5));
+    let text = crate::report::text::render(&r);
+    assert!(
+        text.contains(
+            "Kafka lookups of 10.0.0.5:9092: 2 ok, 5 failed; broker 2 runs here; \
+             directory 31.0 s old at the end; last: connection refused <b>"
+        ),
+        "{text}"
+    );
+    let html = crate::report::html::render(&r);
+    assert!(
+        html.contains("<tr><th>Kafka lookups failed</th><td class=\"num\">5</td></tr>")
+            && html.contains("connection refused &lt;b&gt;"),
+        "{html}"
+    );
+}
+
 #[test]
 fn since_and_until_pick_intervals_by_their_middle() {
     let snaps = burst_then_enforcement();

@@ -601,6 +601,9 @@ fn health(out: &mut String, r: &Report) {
             o.sent, o.dropped, o.failures, o.max_queued
         );
     }
+    if let Some(k) = &h.kafka {
+        let _ = writeln!(out, "  {}", kafka_lookup_line(k));
+    }
     if h.folded_flows > 0 {
         let _ = writeln!(
             out,
@@ -643,4 +646,33 @@ fn health(out: &mut String, r: &Report) {
             let _ = writeln!(out, "    {w}");
         }
     }
+}
+
+/// The Kafka lookup over the span, in one line: what was asked, how often
+/// it worked and failed, the broker this host runs, and the last failure.
+pub(crate) fn kafka_lookup_line(k: &crate::report::model::KafkaLookupSummary) -> String {
+    let mut s = format!(
+        "Kafka lookups of {}: {} ok, {} failed",
+        crate::shared::terminal_text::inert(&k.target),
+        k.lookups_ok,
+        k.lookups_failed
+    );
+    match k.local_broker {
+        Some(id) => s.push_str(&format!("; broker {id} runs here")),
+        None if k.directory_age_ms.is_some() => s.push_str("; no broker of the cluster runs here"),
+        None => {}
+    }
+    if let Some(ms) = k.directory_age_ms {
+        s.push_str(&format!(
+            "; directory {:.1} s old at the end",
+            ms as f64 / 1000.0
+        ));
+    }
+    if let Some(e) = &k.last_error {
+        s.push_str(&format!(
+            "; last: {}",
+            crate::shared::terminal_text::inert(e)
+        ));
+    }
+    s
 }

@@ -187,6 +187,7 @@ fn run(
                 h.bytes_sent = cost.bytes_sent;
                 h.bytes_received = cost.bytes_received;
                 h.last_lookup_ms = started.elapsed().as_millis() as u64;
+                h.local_broker = dir.local_broker;
                 s.latest = Some((Arc::new(KafkaIndex::new(dir)), Instant::now()));
             }
             Err(e) => fail(&shared, say, &mut said, format!("{e:#}"), &cost, started),

@@ -8,7 +8,7 @@ use crate::analysis::trust::UNTRUSTED_SIGNAL;
 use crate::analysis::IntervalAnalysis;
 use crate::model::snapshot::Snapshot;
 use crate::report::filters::ReportFilters;
-use crate::report::model::{HealthSummary, OtlpSummary, ProgramSummary};
+use crate::report::model::{HealthSummary, KafkaLookupSummary, OtlpSummary, ProgramSummary};
 
 /// A cumulative counter of the snapshot's health block, turned into its
 /// growth over the report's span.
@@ -62,6 +62,11 @@ pub(super) struct HealthAcc {
     otlp: [Cumulative; 3],
     otlp_max_queued: u64,
     otlp_seen: bool,
+    /// The Kafka lookup's counters (ok, failed), and what the span's last
+    /// interval with a lookup said (target, latest error, local broker,
+    /// directory age), when any interval carried them.
+    kafka: [Cumulative; 2],
+    kafka_last: Option<crate::model::snapshot::KafkaHealth>,
     probe_sampling: u32,
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
@@ -83,6 +88,7 @@ impl HealthAcc {
             .chain(self.allowance_zeroed.values_mut())
             .chain(self.allowance_failures.values_mut())
             .chain(self.otlp.iter_mut())
+            .chain(self.kafka.iter_mut())
             .chain([
                 &mut self.ringbuf_drops,
                 &mut self.closes_lost,
@@ -157,6 +163,14 @@ impl HealthAcc {
                 self.otlp_max_queued = self.otlp_max_queued.max(o.queued);
             }
         }
+        if let Some(k) = &h.kafka {
+            for (c, v) in self.kafka.iter_mut().zip([k.lookups_ok, k.lookups_failed]) {
+                c.observe(v, from_zero, count);
+            }
+            if count {
+                self.kafka_last = Some(k.clone());
+            }
+        }
         if count {
             self.probe_sampling = self.probe_sampling.max(h.probe_sampling);
         }
@@ -228,6 +242,14 @@ impl HealthAcc {
                 dropped: self.otlp[1].total,
                 failures: self.otlp[2].total,
                 max_queued: self.otlp_max_queued,
+            }),
+            kafka: self.kafka_last.as_ref().map(|k| KafkaLookupSummary {
+                target: k.target.clone(),
+                lookups_ok: self.kafka[0].total,
+                lookups_failed: self.kafka[1].total,
+                last_error: k.last_error.clone(),
+                directory_age_ms: k.directory_age_ms,
+                local_broker: k.local_broker,
             }),
             probe_sampling: self.probe_sampling,
             allowance_resets: totals(&self.allowance_resets),

@@ -407,6 +407,23 @@ pub(crate) fn health(out: &mut String, report: &Report) {
             o.sent, o.dropped, o.failures, o.max_queued
         );
     }
+    if let Some(k) = &h.kafka {
+        let _ = writeln!(
+            out,
+            "<table class=\"health kafka\">\n\
+             <tr><th>Kafka lookups of</th><td>{}</td></tr>\n\
+             <tr><th>Kafka lookups ok</th><td class=\"num\">{}</td></tr>\n\
+             <tr><th>Kafka lookups failed</th><td class=\"num\">{}</td></tr>\n\
+             <tr><th>Kafka broker here</th><td>{}</td></tr>\n\
+             <tr><th>Kafka last failure</th><td>{}</td></tr>\n</table>",
+            Esc(&k.target),
+            k.lookups_ok,
+            k.lookups_failed,
+            k.local_broker
+                .map_or_else(|| "none".to_string(), |id| id.to_string()),
+            Esc(k.last_error.as_deref().unwrap_or("none")),
+        );
+    }
     let _ = writeln!(out, "<h3>Read warnings ({})</h3>", h.read_warnings.len());
     if h.read_warnings.is_empty() {
         out.push_str("<p class=\"note\">none</p>\n");

@@ -361,6 +361,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     out.extend(health_families(state));
     out.extend(endpoint_families(state));
     out.extend(otlp_families(state));
+    out.extend(kafka_lookup_families(state));
     out
 }
 
@@ -791,6 +792,65 @@ fn otlp_families(state: &ExporterState) -> Vec<Family> {
     );
     queued.int(Vec::new(), o.queued);
     vec![sent, dropped, failures, queued]
+}
+
+/// The Kafka lookup (`--kafka`, src/collect/kafka/): whether it works, how
+/// old the directory the flows are named with is, and what it cost the
+/// cluster; and the broker this host runs, as an info series to join on.
+fn kafka_lookup_families(state: &ExporterState) -> Vec<Family> {
+    let Some(k) = &state.kafka_lookup else {
+        return Vec::new();
+    };
+    let target = || vec![("target", k.target.clone())];
+    let with = |name: &'static str, v: &str| {
+        let mut l = target();
+        l.push((name, v.to_string()));
+        l
+    };
+    let mut lookups = Family::new(
+        "throttlescope_kafka_lookups",
+        "Kafka lookups of the broker asked (target), by result: ok, or failed (refused, timed out, a TLS or SASL listener, an old broker, a response past the bounds; the flows then keep the last directory, or their addresses), since start.",
+        Kind::Counter,
+    );
+    lookups.int(with("result", "ok"), k.lookups_ok);
+    lookups.int(with("result", "failed"), k.lookups_failed);
+    let mut age = Family::new(
+        "throttlescope_kafka_directory_age_seconds",
+        "Age of the Kafka directory (brokers, groups, members) the flows are named with; absent before a lookup worked.",
+        Kind::Gauge,
+    );
+    if let Some(ms) = k.directory_age_ms {
+        age.float(target(), ms as f64 / 1000.0);
+    }
+    let mut missing = Family::new(
+        "throttlescope_kafka_directory_missing",
+        "In the last directory: consumer groups not described (an error, past the bounds) and brokers whose groups could not be listed; their flows are not named.",
+        Kind::Gauge,
+    );
+    missing.int(with("what", "groups"), k.groups_not_described);
+    missing.int(with("what", "brokers"), k.brokers_not_asked);
+    let mut requests = Family::new(
+        "throttlescope_kafka_lookup_requests",
+        "Requests the Kafka lookups sent to the cluster, since start.",
+        Kind::Counter,
+    );
+    requests.int(target(), k.requests);
+    let mut bytes = Family::new(
+        "throttlescope_kafka_lookup_bytes",
+        "Bytes the Kafka lookups sent to and received from the cluster, by direction, since start.",
+        Kind::Counter,
+    );
+    bytes.int(with("direction", "tx"), k.bytes_sent);
+    bytes.int(with("direction", "rx"), k.bytes_received);
+    let mut broker = Family::new(
+        "throttlescope_kafka_broker_info",
+        "1 for the Kafka broker this host runs (broker_id, as the cluster's metadata names it); absent on a client's host or before a lookup worked.",
+        Kind::Gauge,
+    );
+    if let Some(id) = k.local_broker {
+        broker.int(with("broker_id", &id.to_string()), 1);
+    }
+    vec![lookups, age, missing, requests, bytes, broker]
 }
 
 /// Reads the shared state on each encode.

@@ -675,6 +675,66 @@ fn kafka_roles_and_groups_as_labelled_series() {
     assert!(!encode_state(st).contains("kafka"));
 }
 
+/// Issue 44: the Kafka lookup's health reaches the fleet: lookups by
+/// result, the directory's age, what it misses, its cost, and the broker
+/// this host runs as an info series; nothing before a lookup is known.
+#[test]
+fn the_kafka_lookups_health_and_the_local_broker_are_series() {
+    use crate::model::snapshot::KafkaHealth;
+    let mut st = ExporterState::new(20);
+    let mut snap = snapshot(0);
+    snap.health.kafka = Some(KafkaHealth {
+        target: "10.0.0.5:9092".into(),
+        lookups_ok: 7,
+        lookups_failed: 2,
+        directory_age_ms: Some(12_500),
+        groups_not_described: 3,
+        brokers_not_asked: 1,
+        requests: 40,
+        bytes_sent: 1_321,
+        bytes_received: 6_249,
+        local_broker: Some(2),
+        ..Default::default()
+    });
+    st.apply(&snap, &analysis(0, Vec::new()));
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        "# TYPE throttlescope_kafka_lookups counter",
+        r#"throttlescope_kafka_lookups_total{target="10.0.0.5:9092",result="ok"} 7"#,
+        r#"throttlescope_kafka_lookups_total{target="10.0.0.5:9092",result="failed"} 2"#,
+        r#"throttlescope_kafka_directory_age_seconds{target="10.0.0.5:9092"} 12.5"#,
+        r#"throttlescope_kafka_directory_missing{target="10.0.0.5:9092",what="groups"} 3"#,
+        r#"throttlescope_kafka_directory_missing{target="10.0.0.5:9092",what="brokers"} 1"#,
+        r#"throttlescope_kafka_lookup_requests_total{target="10.0.0.5:9092"} 40"#,
+        r#"throttlescope_kafka_lookup_bytes_total{target="10.0.0.5:9092",direction="tx"} 1321"#,
+        r#"throttlescope_kafka_lookup_bytes_total{target="10.0.0.5:9092",direction="rx"} 6249"#,
+        r#"throttlescope_kafka_broker_info{target="10.0.0.5:9092",broker_id="2"} 1"#,
+    ] {
+        assert!(l.contains(&want), "missing {want}\n{text}");
+    }
+    // Failing from the start: counted, no age and no broker yet.
+    let mut st = ExporterState::new(20);
+    snap.health.kafka = Some(KafkaHealth {
+        target: "10.0.0.5:9092".into(),
+        lookups_failed: 4,
+        last_error: Some("connection refused".into()),
+        ..Default::default()
+    });
+    st.apply(&snap, &analysis(0, Vec::new()));
+    let text = encode_state(st);
+    assert!(
+        lines(&text).contains(
+            &r#"throttlescope_kafka_lookups_total{target="10.0.0.5:9092",result="failed"} 4"#
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("directory_age") && !text.contains("broker_info"),
+        "{text}"
+    );
+}
+
 /// The bound: 500 consumer groups on one device give at most
 /// KAFKA_TOP_GROUPS named `kafka_group` values plus `~other`, the folded
 /// groups counted, every byte in some series.

@@ -338,6 +338,7 @@ pub fn metrics_request(
     }
 
     kafka(&mut m, state);
+    kafka_lookup(&mut m, state);
     flows(&mut m, state.top_flows, snap, analysis);
 
     m.gauge(
@@ -363,6 +364,10 @@ pub fn metrics_request(
 /// The role's attribute, and the consumer group's (OpenTelemetry's
 /// messaging convention) where the series has one.
 pub const KAFKA_ROLE: &str = "throttlescope.kafka.role";
+/// The broker the Kafka lookup asks (`HOST:PORT`).
+pub const KAFKA_TARGET: &str = "server.address";
+pub const KAFKA_LOOKUP_RESULT: &str = "throttlescope.kafka.lookup.result";
+pub const KAFKA_BROKER_ID: &str = "throttlescope.kafka.broker.id";
 pub const KAFKA_GROUP: &str = "messaging.consumer.group.name";
 
 /// Who used the allowance, by Kafka role and consumer group: the Prometheus
@@ -519,6 +524,55 @@ fn flows(m: &mut Metrics, top: usize, snap: &Snapshot, analysis: &IntervalAnalys
         let points = series.remove(name).unwrap_or_default();
         m.gauge(name, unit, desc, points);
     }
+}
+
+/// The Kafka lookup's health, as the Prometheus exporter's
+/// `throttlescope_kafka_lookups` and the rest have it; the broker this host
+/// runs as a gauge of 1 with its id.
+fn kafka_lookup(m: &mut Metrics, state: &Exported) {
+    let Some(k) = &state.kafka_lookup else {
+        return;
+    };
+    let target = || vec![kv_str(KAFKA_TARGET, k.target.clone())];
+    let with = |key: &'static str, v: String| {
+        let mut a = target();
+        a.push(kv_str(key, v));
+        a
+    };
+    m.counter(
+        "throttlescope.kafka.lookups",
+        "{lookup}",
+        "Kafka lookups of the broker asked, by result (ok, failed), since start.",
+        vec![
+            (with(KAFKA_LOOKUP_RESULT, "ok".into()), k.lookups_ok),
+            (with(KAFKA_LOOKUP_RESULT, "failed".into()), k.lookups_failed),
+        ],
+    );
+    m.gauge(
+        "throttlescope.kafka.directory.age",
+        "s",
+        "Age of the Kafka directory the flows are named with (absent before a lookup worked).",
+        k.directory_age_ms
+            .map(|ms| vec![(target(), ms as f64 / 1000.0)])
+            .unwrap_or_default(),
+    );
+    m.counter(
+        "throttlescope.kafka.lookup.io",
+        "By",
+        "Bytes the Kafka lookups sent to and received from the cluster, by direction, since start.",
+        vec![
+            (with(DIRECTION, "transmit".into()), k.bytes_sent),
+            (with(DIRECTION, "receive".into()), k.bytes_received),
+        ],
+    );
+    m.gauge(
+        "throttlescope.kafka.broker",
+        "1",
+        "1 for the Kafka broker this host runs, by id (absent on a client's host or before a lookup worked).",
+        k.local_broker
+            .map(|id| vec![(with(KAFKA_BROKER_ID, id.to_string()), 1.0)])
+            .unwrap_or_default(),
+    );
 }
 
 /// A held verdict as the log records remember it, per interface.

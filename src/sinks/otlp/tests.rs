@@ -315,6 +315,77 @@ fn kafka_roles_and_groups_with_the_same_bound() {
     );
 }
 
+/// Issue 44: the Kafka lookup's health and the local broker, as the
+/// Prometheus exporter has them.
+#[test]
+fn the_kafka_lookups_health_and_the_local_broker() {
+    use crate::model::snapshot::KafkaHealth;
+    let mut snap = snapshot(4);
+    snap.health.kafka = Some(KafkaHealth {
+        target: "10.0.0.5:9092".into(),
+        lookups_ok: 7,
+        lookups_failed: 2,
+        directory_age_ms: Some(12_500),
+        bytes_sent: 1_321,
+        bytes_received: 6_249,
+        local_broker: Some(2),
+        ..Default::default()
+    });
+    let a = analyze(&[], &snap, &Thresholds::default());
+    let mut state = ExporterState::new(20);
+    state.apply(&snap, &a);
+    let req = encode::metrics_request(&ec2(), &state, &snap, &a, 1_761_999_000_000);
+    let req = ExportMetricsServiceRequest::decode(req.encode_to_vec().as_slice()).unwrap();
+    let metrics = &req.resource_metrics[0].scope_metrics[0].metrics;
+    let find = |name: &str| {
+        metrics
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let Some(metric::Data::Sum(lookups)) = &find("throttlescope.kafka.lookups").data else {
+        panic!()
+    };
+    let by_result: Vec<(Option<String>, Option<number_data_point::Value>)> = lookups
+        .data_points
+        .iter()
+        .map(|p| {
+            (
+                s(&p.attributes, encode::KAFKA_LOOKUP_RESULT),
+                p.value.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_result,
+        vec![
+            (Some("ok".into()), Some(number_data_point::Value::AsInt(7))),
+            (
+                Some("failed".into()),
+                Some(number_data_point::Value::AsInt(2))
+            ),
+        ]
+    );
+    let Some(metric::Data::Gauge(age)) = &find("throttlescope.kafka.directory.age").data else {
+        panic!()
+    };
+    assert_eq!(
+        age.data_points[0].value,
+        Some(number_data_point::Value::AsDouble(12.5))
+    );
+    let Some(metric::Data::Gauge(b)) = &find("throttlescope.kafka.broker").data else {
+        panic!()
+    };
+    assert_eq!(
+        s(&b.data_points[0].attributes, encode::KAFKA_BROKER_ID).as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        s(&b.data_points[0].attributes, encode::KAFKA_TARGET).as_deref(),
+        Some("10.0.0.5:9092")
+    );
+}
+
 /// Issue 45, item 4: the packets sent to the link-local services (UDP
 /// counted in the kernel), a cumulative sum and the last interval's rate,
 /// one point per interface; absent where not measured.

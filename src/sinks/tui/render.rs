@@ -266,6 +266,20 @@ pub(crate) fn health_text(h: &Health) -> String {
             o.sent, o.dropped, o.failures, o.queued
         ));
     }
+    if let Some(k) = &h.kafka {
+        // Always shown with --kafka: the lookup's stderr lines are held
+        // back while this view owns the terminal.
+        text.push_str(&format!(
+            " | Kafka lookups ok {} failed {}",
+            k.lookups_ok, k.lookups_failed
+        ));
+        if let Some(e) = &k.last_error {
+            text.push_str(&format!(
+                " (last: {})",
+                crate::shared::terminal_text::inert(e)
+            ));
+        }
+    }
     if let Some(s) = h.probe_sampling_text() {
         text.push_str(&format!(" | segments sampled {s}"));
     }
@@ -295,6 +309,7 @@ pub(crate) fn health_ok(h: &Health) -> bool {
         && h.allowance_untrusted_reads == 0
         && h.late_intervals == 0
         && h.otlp.is_none_or(|o| o.dropped == 0 && o.failures == 0)
+        && h.kafka.as_ref().is_none_or(|k| k.last_error.is_none())
 }
 
 /// The instance's headroom row: the full line when it fits `width`, else a

@@ -212,6 +212,35 @@ fn full_screen_health_shows_the_otlp_delivery() {
     assert!(super::render::health_ok(&snap.health));
 }
 
+/// With `--kafka` the health line carries the lookup's counts and its last
+/// failure (its stderr lines are held back under this view); a failing
+/// lookup makes it not healthy.
+#[test]
+fn full_screen_health_shows_the_kafka_lookup() {
+    let th = Thresholds::default();
+    let mut m = Model::default();
+    let mut snap = shaped(0);
+    snap.health.kafka = Some(crate::model::snapshot::KafkaHealth {
+        target: "10.0.0.5:9092".into(),
+        lookups_ok: 4,
+        lookups_failed: 2,
+        last_error: Some("connection refused".into()),
+        ..Default::default()
+    });
+    let a = analyze(&[], &snap, &th);
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 220, 40);
+    let screen = lines.join("\n");
+    let health = find(&lines, "health:").expect(&screen);
+    assert!(
+        lines[health].contains("Kafka lookups ok 4 failed 2 (last: connection refused)"),
+        "{screen}"
+    );
+    assert!(!super::render::health_ok(&snap.health));
+    snap.health.kafka.as_mut().unwrap().last_error = None;
+    assert!(super::render::health_ok(&snap.health));
+}
+
 #[test]
 fn full_screen_shows_interface_verdict_and_flows() {
     let (m, a) = model(4);
