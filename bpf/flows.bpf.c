@@ -1141,8 +1141,15 @@ static __always_inline void dump_one(struct seq_file *seq, struct sock *sk, stru
 	interval_extremes(rec, gen);
 	bpf_seq_write(seq, rec, sizeof(*rec));
 	health_inc(health, TS_H_ITER_RECORDS);
+	/* Busy: stamped as moved in this generation, and with the moved set in
+	 * use, put in it, as an event would. A stamp alone made the flow's
+	 * events of this generation find it stamped and skip the set (the
+	 * stamp is their "already a member"): after a full dump (the first
+	 * one, and one every FULL_DUMP_EVERY intervals) a busy flow missed the
+	 * next interval's sweep, and the interval after listed it with both
+	 * intervals' bytes. */
 	if (busy)
-		st->moved_gen = gen;
+		mark_moved(sk, st);
 }
 
 /* Run every interval: one ts_flow_record per tracked socket, every netns. */
