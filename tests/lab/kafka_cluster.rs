@@ -148,7 +148,8 @@ impl Cluster {
                 let out = h.join().expect("watch thread");
                 let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
                 // For a look afterwards (tools/bench/kafka-cluster keeps them).
-                if let Some(dir) = std::env::var_os("KAFKA_CLUSTER_KEEP") {
+                if let Some(dir) = std::env::var_os("KAFKA_CLUSTER_KEEP").filter(|d| !d.is_empty())
+                {
                     let n = self
                         .observed
                         .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
