@@ -18,7 +18,7 @@
 //!     the quorum); each broker's replication bytes out and in within 5% of
 //!     its ReplicationBytesOutPerSec and ReplicationBytesInPerSec, after the
 //!     protocol overhead (`REPLICATION_OVERHEAD`).
-//! (b) consumer-bound: broker 2's outbound shaped while group lab-orders
+//! (b) consumer-bound: broker 2's outbound shaped (40 Mbit/s) while group lab-orders
 //!     reads at 240 Mbit/s and lab-audit at 12: consumers of group
 //!     lab-orders named in >= 90% of broker 2's held intervals, each group's
 //!     flows by its own group and client id (as Kafka's admin client lists).
@@ -618,7 +618,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
     // (b) Consumer-bound: broker 2's outbound; producers light.
     c.tool(&["cluster", "stop-load"]);
     c.shape(1, &["none"]);
-    c.shape(2, &["hv_queuing", "--rate", "60mbit"]);
+    c.shape(2, &["hv_queuing", "--rate", "40mbit"]);
     c.tool(&[
         "cluster",
         "produce",
