@@ -114,24 +114,40 @@ struct Entry {
     microburst: Option<String>,
     /// Who used the allowance, as the interval's first line says it after
     /// its deciding figure, for the verdicts that name them (pps,
-    /// conntrack, link-local: docs/verdicts.md).
+    /// conntrack, link-local: docs/verdicts.md), and its Kafka role line
+    /// (`who_used`).
     who: Option<String>,
 }
 
-/// The part of `v`'s first line that names who used the allowance (after
-/// the deciding figure, before any microburst, which the held note adds
-/// on its own), for the verdicts that name them.
+/// Who used the allowance in `v`: the part of its first line that names
+/// them (after the deciding figure, before any microburst, which the held
+/// note adds on its own), for the verdicts that name them, and the Kafka
+/// role that carried most of the deciding direction's bytes (its
+/// `kafka_role_pct` line, kafka_roles.rs), for the hypervisor verdicts
+/// that have one. A held verdict's note names them from the latest
+/// interval of its verdict, so an interval held on without its own (the
+/// counters still for a moment) still says who used the allowance.
 fn who_used(v: &InterfaceVerdict) -> Option<String> {
-    if !matches!(
+    let own = matches!(
         v.verdict,
         Verdict::PpsLimit | Verdict::ConntrackLimit | Verdict::LinklocalLimit
-    ) {
-        return None;
+    )
+    .then(|| {
+        let note = &v.evidence.first()?.note;
+        let (_, rest) = note.split_once("; ")?;
+        let rest = rest.split("; in microbursts: ").next().unwrap_or(rest);
+        Some(rest.to_string())
+    })
+    .flatten();
+    let kafka = v
+        .evidence
+        .iter()
+        .find(|e| Signal::KafkaRolePct.is(e))
+        .map(|e| e.note.clone());
+    match (own, kafka) {
+        (Some(own), Some(kafka)) => Some(format!("{own}; {kafka}")),
+        (own, kafka) => own.or(kafka),
     }
-    let note = &v.evidence.first()?.note;
-    let (_, rest) = note.split_once("; ")?;
-    let rest = rest.split("; in microbursts: ").next().unwrap_or(rest);
-    Some(rest.to_string())
 }
 
 /// Where a held verdict is dated from: an interval and its start.

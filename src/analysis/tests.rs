@@ -2839,6 +2839,59 @@ fn a_hypervisor_verdict_names_the_kafka_role_that_used_the_allowance() {
         .all(|e| e.signal != "kafka_role_pct"));
 }
 
+/// The held verdict says who used the allowance by Kafka role too, from
+/// the latest interval of its verdict: on the three-broker lab
+/// (tests/lab/kafka_cluster.rs, consumer-bound), an interval whose own
+/// counters stood still for a moment was held hypervisor_queuing with no
+/// role named anywhere, the held note being only the window's figures.
+#[test]
+fn a_held_hypervisor_verdict_names_the_kafka_role_that_used_the_allowance() {
+    use crate::model::kafka::KafkaRole;
+    let named = |mut s: Snapshot| {
+        for (i, f) in s.flows.iter_mut().enumerate() {
+            f.kafka = if i < 12 {
+                kafka(KafkaRole::Consume, None, Some("orders"))
+            } else {
+                kafka(KafkaRole::ReplicationToFollower, Some(3), None)
+            };
+        }
+        s
+    };
+    let mut judge = Judge::new(Thresholds::default());
+    let mut last = None;
+    for seq in 0..5 {
+        last = Some(judge.judge(&named(m5_enforced(seq))).interfaces[0].clone());
+    }
+    let v = last.unwrap();
+    assert_eq!(
+        v.held.verdict,
+        Verdict::HypervisorQueuing,
+        "{}",
+        v.held.note
+    );
+    let line = "consumers (group orders 100% of theirs) carried 75.0% of tx";
+    assert!(v.held.note.contains(line), "{}", v.held.note);
+    // The counters still for an interval: its own verdict is no hypervisor
+    // one, the held one is, and still names who used the allowance.
+    let calm = named(
+        Build::new(5, 60)
+            .tx_bulk(1.57e9, 16)
+            .bw_out_pct(0.0)
+            .flows(16, 0.0038, 1.8)
+            .done(),
+    );
+    let v = judge.judge(&calm).interfaces[0].clone();
+    assert_ne!(v.verdict, Verdict::HypervisorQueuing);
+    assert!(v.evidence.iter().all(|e| e.signal != "kafka_role_pct"));
+    assert_eq!(
+        v.held.verdict,
+        Verdict::HypervisorQueuing,
+        "{}",
+        v.held.note
+    );
+    assert!(v.held.note.contains(line), "{}", v.held.note);
+}
+
 /// Under a bw_in verdict the received bytes decide: the producers.
 #[test]
 fn under_bw_in_the_kafka_role_is_judged_by_bytes_received() {

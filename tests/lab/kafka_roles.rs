@@ -402,15 +402,15 @@ fn consumer_groups_members(out: &str) -> Vec<(String, String, String)> {
 
 /// One reading of `tools/lab kafka-jmx`: its time (ms since the epoch)
 /// and each `OBJECT:ATTRIBUTE`'s value.
-struct Reading {
-    ms: f64,
-    values: Vec<(String, f64)>,
+pub(crate) struct Reading {
+    pub(crate) ms: f64,
+    pub(crate) values: Vec<(String, f64)>,
 }
 
 /// Whether `key` (JmxTool's `DOMAIN:K=V,...:ATTRIBUTE`) is `attribute` of
 /// an object having every `K=V` of `props`, and a topic only if one of
 /// them names it (BrokerTopicMetrics' all-topics object has none).
-fn is(key: &str, props: &[&str], attribute: &str) -> bool {
+pub(crate) fn is(key: &str, props: &[&str], attribute: &str) -> bool {
     let Some((object, attr)) = key.rsplit_once(':') else {
         return false;
     };
@@ -427,7 +427,7 @@ fn is(key: &str, props: &[&str], attribute: &str) -> bool {
 
 /// JmxTool's CSV readings, every 100 ms, in the broker's namespace, from
 /// `start` to `stop`.
-struct JmxPoller {
+pub(crate) struct JmxPoller {
     child: Option<std::process::Child>,
     path: std::path::PathBuf,
     err: std::path::PathBuf,
@@ -435,17 +435,18 @@ struct JmxPoller {
 
 impl JmxPoller {
     fn start(lab: &Lab, path: &std::path::Path) -> JmxPoller {
+        JmxPoller::start_with(
+            &["--every", "100", "--for", "90", "--prefix", &lab.prefix],
+            path,
+        )
+    }
+
+    /// `tools/lab kafka-jmx ARGS` (e.g. `--broker N` of the cluster).
+    pub(crate) fn start_with(args: &[&str], path: &std::path::Path) -> JmxPoller {
         let err = path.with_extension("stderr");
         let child = std::process::Command::new(crate::support::repo_root().join("tools/lab"))
-            .args([
-                "kafka-jmx",
-                "--every",
-                "100",
-                "--for",
-                "90",
-                "--prefix",
-                &lab.prefix,
-            ])
+            .arg("kafka-jmx")
+            .args(args)
             .stdout(std::fs::File::create(path).unwrap())
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
@@ -496,7 +497,7 @@ impl JmxPoller {
     /// Stops JmxTool (a TERM, which timeout passes on) once it has a
     /// complete reading taken after this call, and returns every complete
     /// reading: the last ones span what ended before the call.
-    fn stop(mut self) -> Vec<Reading> {
+    pub(crate) fn stop(mut self) -> Vec<Reading> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -536,7 +537,7 @@ impl Drop for JmxPoller {
 /// The sum of the values whose key `pick` takes, at `ms`, linearly between
 /// the readings around it (a counter absent from a reading, not created
 /// yet, is 0 there).
-fn counter_at(readings: &[Reading], ms: f64, pick: &dyn Fn(&str) -> bool) -> f64 {
+pub(crate) fn counter_at(readings: &[Reading], ms: f64, pick: &dyn Fn(&str) -> bool) -> f64 {
     let sum = |r: &Reading| -> f64 {
         r.values
             .iter()

@@ -26,6 +26,7 @@ mod hangup;
 mod headroom;
 mod hostq;
 mod kafka;
+mod kafka_cluster;
 mod kafka_roles;
 mod linklocal;
 mod metrics;

@@ -13,9 +13,9 @@
 //! - show what the client host saw then: its flows to the broker, whose
 //!   RTT inflation was higher and rate lower than at the other times.
 //!
-//! The three-broker lab (issue 44, item 3) is not in the lab yet: this is
-//! the two-host case the lab has, recorded for real. Needs the Kafka jars
-//! that tools/setup fetches.
+//! The two-host case, recorded for real (the three-broker lab, issue 44
+//! item 3, is tests/lab/kafka_cluster.rs). Needs the Kafka jars that
+//! tools/setup fetches.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -5,12 +5,17 @@
 //   preload BOOTSTRAP TOPIC PARTITIONS MBYTES
 //       creates TOPIC (PARTITIONS partitions, replication 1) if missing and produces MBYTES
 //       MiB of 1,000-byte records into it (acks=1, no compression), then prints one line.
+//   create BOOTSTRAP TOPIC PARTITIONS BROKERS
+//       creates TOPIC on a cluster of brokers 1..BROKERS (the three-broker lab): PARTITIONS
+//       partitions, every one on every broker (replication factor BROKERS), partition i led by
+//       broker 1 + i mod BROKERS (its first replica, the preferred leader), min.insync.replicas 2.
 //   consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS RATE_MBIT OUT_JSON
 //       CONSUMERS threads, each its own KafkaConsumer assigned every partition (no group,
 //       no commits), read TOPIC from the beginning to the end offsets taken at the start
 //       of the pass, then seek to the beginning again, until SECS have passed: the broker
 //       sends bulk data to them, the direction the hypervisor shapes. PRODUCERS threads
-//       each add a light load (1,000 records of 1,000 bytes a second). RATE_MBIT > 0 paces
+//       each add a light load (1,000 records of 1,000 bytes a second; -Dlab.produce.mbit=M:
+//       M Mbit/s of records each; -Dlab.acks=all: acks=all, as the cluster's producers). RATE_MBIT > 0 paces
 //       the consumers to that many Mbit/s of records in all (0: as fast as they can). Writes
 //       totals and per-second consumed Mbit/s to OUT_JSON.
 //
@@ -47,6 +52,8 @@ public final class LabLoad {
     public static void main(String[] args) throws Exception {
         if (args.length == 5 && args[0].equals("preload")) {
             preload(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]));
+        } else if (args.length == 5 && args[0].equals("create")) {
+            create(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
         } else if (args.length == 2 && args[0].equals("groups")) {
             groups(args[1]);
         } else if (args.length == 8 && args[0].equals("consume")) {
@@ -54,6 +61,7 @@ public final class LabLoad {
                     Double.parseDouble(args[5]), Double.parseDouble(args[6]), Path.of(args[7]));
         } else {
             System.err.println("usage: LabLoad preload BOOTSTRAP TOPIC PARTITIONS MBYTES\n"
+                    + "       LabLoad create BOOTSTRAP TOPIC PARTITIONS BROKERS\n"
                     + "       LabLoad consume BOOTSTRAP TOPIC CONSUMERS PRODUCERS SECS RATE_MBIT OUT_JSON");
             System.exit(2);
         }
@@ -64,7 +72,7 @@ public final class LabLoad {
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-        p.put(ProducerConfig.ACKS_CONFIG, "1");
+        p.put(ProducerConfig.ACKS_CONFIG, System.getProperty("lab.acks", "1"));
         p.put(ProducerConfig.LINGER_MS_CONFIG, "10");
         p.put(ProducerConfig.BATCH_SIZE_CONFIG, "262144");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
@@ -93,6 +101,24 @@ public final class LabLoad {
         double secs = (System.nanoTime() - t0) / 1e9;
         System.out.printf("preloaded %d records (%d MiB) into %s (%d partitions) in %.1f s%n",
                 records, mbytes, topic, partitions, secs);
+    }
+
+    static void create(String bootstrap, String topic, int partitions, int brokers) throws Exception {
+        Map<Integer, List<Integer>> assignment = new java.util.HashMap<>();
+        for (int i = 0; i < partitions; i++) {
+            List<Integer> replicas = new ArrayList<>();
+            for (int r = 0; r < brokers; r++) replicas.add(1 + (i + r) % brokers);
+            assignment.put(i, replicas);
+        }
+        Properties a = new Properties();
+        a.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(a)) {
+            NewTopic t = new NewTopic(topic, assignment).configs(Map.of("min.insync.replicas", "2"));
+            admin.createTopics(List.of(t)).all().get();
+        } catch (ExecutionException e) {
+            if (!(e.getCause() instanceof TopicExistsException)) throw e;
+        }
+        System.out.printf("topic %s: %d partitions, replicas %s%n", topic, partitions, assignment);
     }
 
     static void consume(String bootstrap, String topic, int consumers, int producers, double secs,
@@ -268,14 +294,20 @@ public final class LabLoad {
 
     static void produceLoop(String bootstrap, String topic, long deadline, AtomicLong produced) {
         byte[] value = new byte[RECORD_BYTES];
+        // Records every 100 ms: 100 (1 MB/s) unless -Dlab.produce.mbit says otherwise.
+        double mbit = Double.parseDouble(System.getProperty("lab.produce.mbit", "8"));
+        int batch = Math.max(1, (int) Math.round(mbit * 1e6 / 8 / RECORD_BYTES / 10));
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(producerProps(bootstrap))) {
             long next = System.nanoTime();
             while (System.nanoTime() < deadline) {
-                // 1,000 records a second, sent 100 at a time every 100 ms.
-                for (int i = 0; i < 100; i++) producer.send(new ProducerRecord<>(topic, value));
-                produced.addAndGet(100L * RECORD_BYTES);
+                for (int i = 0; i < batch; i++) producer.send(new ProducerRecord<>(topic, value));
+                produced.addAndGet((long) batch * RECORD_BYTES);
                 next += 100_000_000L;
-                long sleep = next - System.nanoTime();
+                long now = System.nanoTime();
+                // Behind (send blocked while the brokers held the batches back): no catch-up
+                // burst of more than 100 ms of records.
+                if (next < now - 100_000_000L) next = now - 100_000_000L;
+                long sleep = next - now;
                 if (sleep > 0) Thread.sleep(sleep / 1_000_000);
             }
         } catch (InterruptedException | RuntimeException e) {
