@@ -281,14 +281,16 @@ static __always_inline void mark_moved(struct sock *sk, struct ts_flow_state *st
 	if (!moved_gate)
 		return;
 	update_ifindex(sk, st, true);
-	err = bpf_map_update_elem(&moved_flows, &st->cookie, &member, BPF_NOEXIST);
+	/* The key from the stack: in the map iterator (dump_one) `st` is the
+	 * iterator's value buffer, which 6.1's verifier refuses as a key. */
+	m.cookie = st->cookie;
+	err = bpf_map_update_elem(&moved_flows, &m.cookie, &member, BPF_NOEXIST);
 	if (err == -17 /* EEXIST: a member already */)
 		return;
 	if (err) {
 		health_add(TS_H_MOVED_FULL, 1);
 		return;
 	}
-	m.cookie = st->cookie;
 	m.sk = (__u64)sk;
 	m.st = (__u64)st;
 	moved_enqueue(&m);

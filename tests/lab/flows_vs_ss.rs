@@ -324,9 +324,9 @@ fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
 /// them in the moved set, so their events of that generation skipped the
 /// set and the first sweep left them out (the second listed them with both
 /// intervals' bytes). Each of the first two intervals: every flow listed,
-/// and their bytes sent, payload, between 85% and 100% of what b0's own
-/// counters say it sent (headers apart; the link counts the ACKs' other
-/// direction not at all).
+/// and their bytes sent, payload, between 85% and 105% of what b0's own
+/// counters say it sent (headers, ~4% of a full segment, apart; at ~4 GB/s
+/// the flows and the link are read a few ms apart, ~1%).
 #[test]
 fn busy_flows_open_before_the_start_are_in_the_first_interval() {
     let lab = Lab::up("busy");
@@ -383,7 +383,7 @@ fn busy_flows_open_before_the_start_are_in_the_first_interval() {
             flows.keys().collect::<Vec<_>>()
         );
         assert!(
-            sent as f64 >= link as f64 * 0.85 && sent <= link,
+            sent as f64 >= link as f64 * 0.85 && sent as f64 <= link as f64 * 1.05,
             "interval {i}: the flows sent {sent} bytes, the link {link}"
         );
     }
