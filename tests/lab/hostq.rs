@@ -477,6 +477,31 @@ fn tiny_limit_drops_without_offloads() {
     assert!(s.peak_backlog_bytes > 0 && s.peak_backlog_bytes <= 6 * 1024);
 }
 
+/// iperf3 from the pair's sender for `secs` seconds with `parallel` flows,
+/// on a thread of its own (the caller reads the probes meanwhile).
+fn iperf_client(
+    pair: &Pair,
+    secs: u32,
+    parallel: u32,
+) -> std::thread::JoinHandle<std::process::Output> {
+    let sender = pair.sender.clone();
+    let (secs, parallel) = (secs.to_string(), parallel.to_string());
+    std::thread::spawn(move || {
+        crate::support::run(Command::new("ip").args([
+            "netns",
+            "exec",
+            &sender,
+            "iperf3",
+            "-c",
+            RECEIVER_IP,
+            "-t",
+            &secs,
+            "-P",
+            &parallel,
+        ]))
+    })
+}
+
 /// A multi-queue device (an ENA interface has one qdisc per transmit queue
 /// under mq): the interface's backlog is the sum of its queues', as `tc`
 /// gives it for mq. Four queues, each with its own TBF, and 16 flows
@@ -520,23 +545,7 @@ fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
                     .expect("attach");
             let mut names = IfIndexNames::new().expect("a socket for interface names");
             probes.read(&mut names, 1).expect("baseline read");
-            let client = std::thread::spawn({
-                let sender = pair.sender.clone();
-                move || {
-                    crate::support::run(Command::new("ip").args([
-                        "netns",
-                        "exec",
-                        &sender,
-                        "iperf3",
-                        "-c",
-                        RECEIVER_IP,
-                        "-t",
-                        "7",
-                        "-P",
-                        "16",
-                    ]))
-                }
-            });
+            let client = iperf_client(pair, 7, 16);
             // Two seconds for the queues to fill, then four intervals: in
             // each, tc's backlog read a few times, then the probes.
             std::thread::sleep(Duration::from_secs(2));
@@ -669,23 +678,7 @@ fn a_root_qdisc_over_several_queues_is_one_queue() {
                     .expect("attach");
             let mut names = IfIndexNames::new().expect("a socket for interface names");
             probes.read(&mut names, 1).expect("baseline read");
-            let client = std::thread::spawn({
-                let sender = pair.sender.clone();
-                move || {
-                    crate::support::run(Command::new("ip").args([
-                        "netns",
-                        "exec",
-                        &sender,
-                        "iperf3",
-                        "-c",
-                        RECEIVER_IP,
-                        "-t",
-                        "6",
-                        "-P",
-                        "4",
-                    ]))
-                }
-            });
+            let client = iperf_client(pair, 6, 4);
             // A second for the queue to build, then four intervals.
             std::thread::sleep(Duration::from_secs(1));
             probes.read(&mut names, 2).expect("read");
