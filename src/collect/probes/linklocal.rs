@@ -4,12 +4,12 @@
 //! link-local services, by sending socket. The collector names each socket's
 //! process (src/model/linklocal.rs).
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
+use super::growth::{Cumulative, GrowthByKey};
 use super::hostq_skel::types::{ll_key, ll_value};
 use super::records::read_record;
 use crate::model::linklocal::LinkLocalService;
@@ -26,6 +26,19 @@ const IDLE_READS: u64 = 1;
 struct Counts {
     packets: u64,
     bytes: u64,
+}
+
+impl Cumulative for Counts {
+    fn since(&self, before: &Self) -> Self {
+        Counts {
+            packets: self.packets.saturating_sub(before.packets),
+            bytes: self.bytes.saturating_sub(before.bytes),
+        }
+    }
+    /// A datagram sent: bytes alone never grow.
+    fn moved(&self) -> bool {
+        self.packets > 0
+    }
 }
 
 /// One socket's datagrams to one service through one interface in the
@@ -45,13 +58,12 @@ pub(crate) struct LinkLocalCount {
 }
 
 /// The reader's state: each socket's counters at the previous read.
-#[derive(Default)]
-pub(crate) struct LinkLocalReader {
-    /// Per socket (the key's bytes): its counters at the previous read and
-    /// the read they last moved at.
-    prev: HashMap<Vec<u8>, (Counts, u64)>,
-    prev_unattributed: u64,
-    reads: u64,
+pub(crate) struct LinkLocalReader(GrowthByKey<Counts>);
+
+impl Default for LinkLocalReader {
+    fn default() -> Self {
+        LinkLocalReader(GrowthByKey::new(IDLE_READS))
+    }
 }
 
 /// The interval's datagrams, as read from the kernel: growth since the
@@ -68,7 +80,7 @@ impl LinkLocalReader {
     /// LL_H_MAP_FULL, cumulative. Sockets idle for `IDLE_READS` reads are
     /// deleted from the map.
     pub(crate) fn read(&mut self, map: &impl MapCore, map_full: u64) -> Result<LinkLocalRead> {
-        self.reads += 1;
+        self.0.start_read();
         let mut counts = Vec::new();
         let mut idle = Vec::new();
         let keys: Vec<Vec<u8>> = map.keys().collect();
@@ -87,40 +99,25 @@ impl LinkLocalReader {
                 now.packets += v.packets;
                 now.bytes += v.bytes;
             }
-            let (before, moved_at) = self.prev.get(&key_bytes).copied().unwrap_or_default();
-            let grew = Counts {
-                packets: now.packets.saturating_sub(before.packets),
-                bytes: now.bytes.saturating_sub(before.bytes),
-            };
-            let moved_at = if grew.packets > 0 {
-                self.reads
-            } else {
-                moved_at
-            };
-            if self.reads.saturating_sub(moved_at) >= IDLE_READS {
-                idle.push((key_bytes.clone(), key, now));
+            let (grew, is_idle) = self.0.note(key_bytes.clone(), now);
+            if is_idle {
+                idle.push((key_bytes, key, now));
             }
-            self.prev.insert(key_bytes, (now, moved_at));
-            if grew.packets > 0 {
+            if grew.moved() {
                 counts.push(count_of(&key, grew));
             }
         }
         for (key_bytes, key, seen) in idle {
-            self.prev.remove(&key_bytes);
+            self.0.forget(&key_bytes);
             // Deleted with what it holds: a datagram counted since it was
             // read above is reported now, not lost with the entry (one sent
             // after the delete makes a new entry, from 0).
-            let last = take_percpu(map, &key_bytes)?;
-            let grew = Counts {
-                packets: last.packets.saturating_sub(seen.packets),
-                bytes: last.bytes.saturating_sub(seen.bytes),
-            };
-            if grew.packets > 0 {
+            let grew = take_percpu(map, &key_bytes)?.since(&seen);
+            if grew.moved() {
                 counts.push(count_of(&key, grew));
             }
         }
-        let unattributed = map_full.saturating_sub(self.prev_unattributed);
-        self.prev_unattributed = map_full;
+        let unattributed = self.0.unattributed(map_full);
         Ok(LinkLocalRead {
             counts,
             unattributed,

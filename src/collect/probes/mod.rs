@@ -12,6 +12,7 @@ pub(crate) mod hostq_skel {
 
 pub(crate) mod event_reader;
 pub mod flows;
+pub(crate) mod growth;
 pub mod hostq;
 pub(crate) mod linklocal;
 pub mod load;

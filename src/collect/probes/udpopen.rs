@@ -3,12 +3,11 @@
 //! interval's UDP sockets made, by owner. The collector
 //! names each owner's cgroup and workload (src/model/udpopen.rs).
 
-use std::collections::HashMap;
-
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::flows_skel::types::{uo_key, uo_value};
+use super::growth::GrowthByKey;
 use super::records::read_record;
 
 /// Reads after which an owner whose count did not move is deleted from the
@@ -31,13 +30,12 @@ pub(crate) struct UdpOpenCount {
 }
 
 /// The reader's state: each owner's count at the previous read.
-#[derive(Default)]
-pub(crate) struct UdpOpenReader {
-    /// Per owner (the key's bytes): its count at the previous read and the
-    /// read it last moved at.
-    prev: HashMap<Vec<u8>, (u64, u64)>,
-    prev_unattributed: u64,
-    reads: u64,
+pub(crate) struct UdpOpenReader(GrowthByKey<u64>);
+
+impl Default for UdpOpenReader {
+    fn default() -> Self {
+        UdpOpenReader(GrowthByKey::new(IDLE_READS))
+    }
 }
 
 /// The interval's sockets, as read from the kernel: growth since the
@@ -54,7 +52,7 @@ impl UdpOpenReader {
     /// UO_H_MAP_FULL, cumulative. Owners idle for `IDLE_READS` reads are
     /// deleted from the map.
     pub(crate) fn read(&mut self, map: &impl MapCore, map_full: u64) -> Result<UdpOpenRead> {
-        self.reads += 1;
+        self.0.start_read();
         let mut counts = Vec::new();
         let mut idle = Vec::new();
         let keys: Vec<Vec<u8>> = map.keys().collect();
@@ -71,19 +69,16 @@ impl UdpOpenReader {
             let Some(v) = read_record::<uo_value>(&value) else {
                 continue;
             };
-            let (before, moved_at) = self.prev.get(&key_bytes).copied().unwrap_or_default();
-            let grew = v.ports.saturating_sub(before);
-            let moved_at = if grew > 0 { self.reads } else { moved_at };
-            if self.reads.saturating_sub(moved_at) >= IDLE_READS {
-                idle.push((key_bytes.clone(), key, v));
+            let (grew, is_idle) = self.0.note(key_bytes.clone(), v.ports);
+            if is_idle {
+                idle.push((key_bytes, key, v));
             }
-            self.prev.insert(key_bytes, (v.ports, moved_at));
             if grew > 0 {
                 counts.push(count_of(&key, &v, grew));
             }
         }
         for (key_bytes, key, seen) in idle {
-            self.prev.remove(&key_bytes);
+            self.0.forget(&key_bytes);
             // Deleted with what it holds: a socket counted since the read
             // above is reported now, not lost with the entry (one made
             // after the delete makes a new entry, from 0).
@@ -98,8 +93,7 @@ impl UdpOpenReader {
                 }
             }
         }
-        let unattributed = map_full.saturating_sub(self.prev_unattributed);
-        self.prev_unattributed = map_full;
+        let unattributed = self.0.unattributed(map_full);
         Ok(UdpOpenRead {
             counts,
             unattributed,
