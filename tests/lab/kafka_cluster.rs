@@ -636,7 +636,10 @@ fn cluster_report_over_three_recordings(c: &Cluster, dir: &std::path::Path) {
             .find(|o| o["host"].as_u64() == Some(h as u64))
             .unwrap_or_else(|| panic!("broker {n}'s view of the episode: {e}"));
         eprintln!("cluster report: broker {n} saw {other}");
-        assert!(other["secs"].as_f64().unwrap_or(0.0) >= 8.0, "{other}");
+        // Its intervals whose middles fall in the episode: the episode's
+        // span within an interval either way (measured lengths).
+        let seen = other["secs"].as_f64().unwrap_or(0.0);
+        assert!(seen >= secs as f64 - 1.5, "{seen} s of {secs} s: {other}");
     }
     let page = dir.join("cluster.html");
     let mut a = args.clone();
