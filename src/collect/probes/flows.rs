@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{Context, Result};
 use libbpf_rs::btf::Btf;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{Iter, IterOpts, Link, MapCore, MapFlags, OpenObject, RingBufferBuilder};
+use libbpf_rs::{Iter, IterOpts, Link, MapCore, OpenObject, RingBufferBuilder};
 
 use super::event_reader::{EventReader, Pending};
 use super::flows_skel::types::{
@@ -478,14 +478,7 @@ impl FlowProbes {
     /// One slot of the `health` array summed over CPUs: a read of the map
     /// for that slot only.
     pub(crate) fn counter(&self, c: ts_health_counter) -> Result<u64> {
-        let per_cpu = self
-            .skel
-            .maps
-            .health
-            .lookup_percpu(&c.0.to_ne_bytes(), MapFlags::ANY)
-            .context("reading the health counters")?
-            .unwrap_or_default();
-        Ok(percpu::sum_u64(per_cpu.iter().map(Vec::as_slice)))
+        percpu::counter(&self.skel.maps.health, c.0).context("reading the health counters")
     }
 
     /// How each interval's flows are read, for `doctor` and the docs' table.
@@ -583,33 +576,17 @@ impl FlowProbes {
     /// program is not attached.
     pub(crate) fn read_udp_openers(&mut self) -> Option<Result<UdpOpenRead>> {
         let (_, reader) = self.udp_open.as_mut()?;
-        let full = self
-            .skel
-            .maps
-            .uo_health
-            .lookup_percpu(
-                &uo_health_counter::UO_H_MAP_FULL.0.to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .context("reading the UDP port count's health");
-        Some(full.and_then(|v| {
-            let full = percpu::sum_u64(v.unwrap_or_default().iter().map(Vec::as_slice));
-            reader.read(&self.skel.maps.uo_owners, full)
-        }))
+        let full = percpu::counter(
+            &self.skel.maps.uo_health,
+            uo_health_counter::UO_H_MAP_FULL.0,
+        )
+        .context("reading the UDP port count's health");
+        Some(full.and_then(|full| reader.read(&self.skel.maps.uo_owners, full)))
     }
 
     /// The UDP socket count's events: sockets made in an observed namespace.
     fn udp_sockets_made(&self) -> u64 {
-        self.skel
-            .maps
-            .uo_health
-            .lookup_percpu(
-                &uo_health_counter::UO_H_PORTS.0.to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .ok()
-            .flatten()
-            .map_or(0, |v| percpu::sum_u64(v.iter().map(Vec::as_slice)))
+        percpu::counter(&self.skel.maps.uo_health, uo_health_counter::UO_H_PORTS.0).unwrap_or(0)
     }
 
     /// Optional programs this kernel lacks or rejected, with why.

@@ -610,16 +610,7 @@ impl HostQueueProbes {
 
     /// The `hq_health` array summed over CPUs.
     fn counter(&self, c: hq_health_counter) -> u64 {
-        let key = c.0.to_ne_bytes();
-        let per_cpu = self
-            .skel
-            .maps
-            .hq_health
-            .lookup_percpu(&key, MapFlags::ANY)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        percpu::sum_u64(per_cpu.iter().map(Vec::as_slice))
+        percpu::counter(&self.skel.maps.hq_health, c.0).unwrap_or(0)
     }
 
     /// A program's events since attach: its health counter and what the

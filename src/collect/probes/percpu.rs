@@ -51,6 +51,15 @@ pub(crate) fn sum_u64<'a>(per_cpu: impl IntoIterator<Item = &'a [u8]>) -> u64 {
         .fold(0, u64::wrapping_add)
 }
 
+/// Slot `slot` of the per-CPU array `map`, its value a u64 counter, summed
+/// over CPUs (0 for a slot with no value).
+pub(crate) fn counter<M: MapCore>(map: &M, slot: u32) -> Result<u64> {
+    let per_cpu = map
+        .lookup_percpu(&slot.to_ne_bytes(), MapFlags::ANY)?
+        .unwrap_or_default();
+    Ok(sum_u64(per_cpu.iter().map(Vec::as_slice)))
+}
+
 /// Calls `each(slot, values)` for every slot of `map` (an array, per-CPU or
 /// plain) that has a value: `values` holds one value per possible CPU (one
 /// for a plain array). The slots come from one batch (`read_all`), or where
