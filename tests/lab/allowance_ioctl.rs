@@ -122,6 +122,7 @@ fn veth_count(rx: u32, tx: u32) -> usize {
 
 #[test]
 fn ioctl_stats_driver_and_offloads_match_ethtool() {
+    let _gate = crate::lab_support::gate::shared();
     let ns = Arc::new(VethNs::new("match"));
     let ethtool = ns.ethtool_s(A);
     assert_eq!(ethtool.len(), veth_count(QUEUES, QUEUES));
@@ -184,6 +185,7 @@ fn ioctl_stats_driver_and_offloads_match_ethtool() {
 
 #[test]
 fn veth_is_unavailable_with_the_driver_named() {
+    let _gate = crate::lab_support::gate::shared();
     let ns = VethNs::new("unavail");
     let n = ns.ethtool_s(A).len();
     let statuses = ns.run_inside(|| {
@@ -204,6 +206,7 @@ fn veth_is_unavailable_with_the_driver_named() {
 
 #[test]
 fn a_vanished_interface_is_a_counted_failure() {
+    let _gate = crate::lab_support::gate::shared();
     let ns = VethNs::new("gone");
     // The reader's socket is made inside; the interface goes away between
     // reads; the failure is counted and named, and reading goes on.
@@ -226,6 +229,7 @@ fn a_vanished_interface_is_a_counted_failure() {
 
 #[test]
 fn reads_stay_consistent_while_queues_change() {
+    let _gate = crate::lab_support::gate::shared();
     let ns = Arc::new(VethNs::new("race"));
     let done = Arc::new(AtomicBool::new(false));
     let changer = {
@@ -292,6 +296,7 @@ fn reads_stay_consistent_while_queues_change() {
 
 #[test]
 fn a_reply_larger_than_expected_is_refused_without_overrun() {
+    let _gate = crate::lab_support::gate::shared();
     // 64 queues: 577 stats, 18 KiB of names, asked for as if there were
     // one. This kernel sees the mismatch and answers with 0 entries;
     // kernels before that check write all 577, and the guard page after our

@@ -13,6 +13,7 @@ use throttlescope::collect::collector::{Collector, CollectorConfig};
 
 #[test]
 fn heavy_flow_ranks_first_and_shares_sum_to_100() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("at");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
@@ -101,6 +102,7 @@ fn heavy_flow_ranks_first_and_shares_sum_to_100() {
 /// flows have no rank in any interval.
 #[test]
 fn under_bw_in_the_receivers_rank_and_loopback_never_does() {
+    let _gate = crate::lab_support::gate::shared();
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::atomic::{AtomicBool, Ordering};

@@ -12,6 +12,7 @@ use crate::support::cli_limits::status;
 
 #[test]
 fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("cli");
     let in_broker = |args: &[&str]| {
         status(
@@ -78,6 +79,7 @@ fn counters_for_an_unwatched_or_repeated_interface_are_errors() {
 /// short to catch up.
 #[test]
 fn an_interval_that_ends_late_is_counted_not_hidden() {
+    let _gate = crate::lab_support::gate::shared();
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
@@ -146,6 +148,7 @@ fn an_interval_that_ends_late_is_counted_not_hidden() {
 /// off too (`--no-linklocal`).
 #[test]
 fn peaks_turned_off_are_not_loaded_and_said() {
+    let _gate = crate::lab_support::gate::shared();
     let watch = |extra: &[&str]| {
         let out = crate::support::run(
             Command::new(binary())

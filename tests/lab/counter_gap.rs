@@ -21,6 +21,7 @@ use throttlescope::analysis::{Location, Verdict};
 
 #[test]
 fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("gap");
     let listen: SocketAddr = format!("{}:7401", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(

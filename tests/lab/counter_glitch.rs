@@ -25,6 +25,7 @@ use throttlescope::analysis::{Location, Verdict};
 
 #[test]
 fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("glitch");
     let listen: SocketAddr = format!("{}:7402", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(

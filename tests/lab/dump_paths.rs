@@ -44,6 +44,7 @@ const PATHS: &[(&str, &[&str])] = &[
 
 #[test]
 fn every_dump_path_gives_the_figures_ss_and_nstat_give() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("dmp");
     lab.tool(&["shape", "hv_drop"]);
     for (i, (refused, doctor_says)) in PATHS.iter().enumerate() {

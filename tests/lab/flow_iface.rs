@@ -47,6 +47,7 @@ fn ours(f: &FlowSample, ports: &[u16]) -> bool {
 
 #[test]
 fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ifc");
     lab.tool(&["shape", "hv_drop"]);
     let broker = lab.broker();
@@ -195,6 +196,7 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
 
 #[test]
 fn flows_of_other_namespaces_have_no_interface() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ifo");
     let listen: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
     let (broker, client) = (lab.broker(), lab.client());
@@ -230,6 +232,7 @@ fn flows_of_other_namespaces_have_no_interface() {
 /// the plain view), nothing else changes.
 #[test]
 fn a_deleted_interface_is_reported_missing_and_the_others_go_on() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ifdel");
     let broker = lab.broker();
     for args in [

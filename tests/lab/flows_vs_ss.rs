@@ -50,6 +50,7 @@ fn by_port<'a>(snap: &'a Snapshot, ports: &[u16]) -> HashMap<u16, &'a FlowSample
 
 #[test]
 fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rtt");
     lab.tool(&["shape", "hv_queuing"]);
     let listen: SocketAddr = format!("{}:7101", lab.broker_ip).parse().unwrap();
@@ -152,6 +153,7 @@ fn srtt_min_rtt_and_cwnd_agree_with_ss_for_concurrent_flows() {
 
 #[test]
 fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
+    let _gate = crate::lab_support::gate::shared();
     retransmits_agree_with_ss_and_nstat("ret", "hv_drop");
 }
 
@@ -160,6 +162,7 @@ fn retransmits_agree_with_ss_and_nstat_on_a_lossy_path() {
 /// as duplicates, per flow as ss says and in total as nstat.
 #[test]
 fn spurious_retransmits_agree_with_ss_and_nstat_on_a_reordering_path() {
+    let _gate = crate::lab_support::gate::shared();
     let spurious = retransmits_agree_with_ss_and_nstat("rsp", "reorder");
     assert!(
         spurious > 20,
@@ -256,6 +259,7 @@ fn retransmits_agree_with_ss_and_nstat(tag: &str, scenario: &str) -> u64 {
 
 #[test]
 fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("pre");
     let listen: SocketAddr = format!("{}:7103", lab.broker_ip).parse().unwrap();
     // Opened and idle before the observer starts.
@@ -329,6 +333,7 @@ fn preexisting_flow_is_reported_and_a_closed_flow_disappears() {
 /// the flows and the link are read a few ms apart, ~1%).
 #[test]
 fn busy_flows_open_before_the_start_are_in_the_first_interval() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("busy");
     lab.tool(&["emulator", "start"]);
     let listen: SocketAddr = format!("{}:7104", lab.broker_ip).parse().unwrap();
@@ -419,6 +424,7 @@ fn watch_netns_seen(lab: &Lab, all_netns: bool) -> Vec<u32> {
 
 #[test]
 fn other_namespaces_are_reported_only_with_all_netns() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ns");
     let broker_ns = lab.netns_inode(&lab.broker());
     let seen = watch_netns_seen(&lab, false);
@@ -432,6 +438,7 @@ fn other_namespaces_are_reported_only_with_all_netns() {
 
 #[test]
 fn fragments_created_agree_with_nstat() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("frag");
     let broker = lab.broker();
     let before = lab.nstat(&broker, "IpFragCreates");
@@ -481,6 +488,7 @@ fn fragments_created_agree_with_nstat() {
 /// the reading application got.
 #[test]
 fn a_flow_that_only_receives_is_listed_in_every_interval_when_sampled() {
+    let _gate = crate::lab_support::gate::shared();
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::mpsc;
@@ -582,6 +590,7 @@ fn a_flow_that_only_receives_is_listed_in_every_interval_when_sampled() {
 /// twice the memory at 10,000 sockets in tools/bench/scale, not here.)
 #[test]
 fn flows_idle_before_the_start_stay_unlisted() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("idle");
     let listen: SocketAddr = format!("{}:7107", lab.broker_ip).parse().unwrap();
     let bulk = Bulk::start(

@@ -304,6 +304,7 @@ fn close_and_expect_exit(child: &mut PtyChild, what: &str, expect: &str) {
 
 #[test]
 fn watch_with_a_recording_stops_cleanly_when_its_terminal_hangs_up() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     for session in [Session::Controlling, Session::StdioOnly] {
         let dir = TempDir::new("hangup-watch");
         let rec = dir.join("w.jsonl");
@@ -327,6 +328,7 @@ fn watch_with_a_recording_stops_cleanly_when_its_terminal_hangs_up() {
 
 #[test]
 fn replay_holding_its_last_screen_stops_when_its_terminal_hangs_up() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     let dir = TempDir::new("hangup-replay");
     let rec = dir.join("r.jsonl");
     let rec_arg = rec.display().to_string();
@@ -350,6 +352,7 @@ fn replay_holding_its_last_screen_stops_when_its_terminal_hangs_up() {
 
 #[test]
 fn plain_and_json_views_stop_when_their_terminal_goes_away() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     // No SIGHUP here: the next write after the close fails with EIO.
     for view in ["--plain", "--json"] {
         let mut child =
@@ -365,6 +368,7 @@ fn plain_and_json_views_stop_when_their_terminal_goes_away() {
 
 #[test]
 fn sigterm_to_a_recorder_whose_terminal_has_gone_stops_it_cleanly() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     let dir = TempDir::new("hangup-term");
     let rec = dir.join("t.jsonl");
     let rec_arg = rec.display().to_string();
@@ -415,6 +419,7 @@ fn sigterm_to_a_recorder_whose_terminal_has_gone_stops_it_cleanly() {
 /// grace after one SIGTERM, at once after a second.
 #[test]
 fn a_stop_held_up_by_a_blocked_write_is_forced() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     needs_root("loading the BPF programs");
     for signals in [1, 2] {
         let mut fds = [0; 2];
@@ -498,6 +503,7 @@ fn a_stop_held_up_by_a_blocked_write_is_forced() {
 /// says why and exits instead of starting blind.
 #[test]
 fn the_view_reads_keys_from_the_terminal_when_stdin_is_not_one() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     let mut child = PtyChild::spawn_with_stdin(
         &["watch", "--interval", "200ms"],
         Session::Controlling,
@@ -528,6 +534,7 @@ fn the_view_reads_keys_from_the_terminal_when_stdin_is_not_one() {
 /// `q` still quits with status 0, the terminal given back.
 #[test]
 fn a_stopped_and_continued_view_takes_its_terminal_again() {
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its time budget");
     const ENTER: &str = "\x1b[?1049h";
     const LEAVE: &str = "\x1b[?1049l";
     let mut child = PtyChild::spawn(&["watch", "--interval", "200ms"], Session::Controlling);

@@ -20,6 +20,7 @@ const BASELINE_BPS: f64 = 100e6;
 
 #[test]
 fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_published_baseline() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("hr");
     lab.tool(&["shape", "burst_then_enforce"]);
     lab.tool(&["emulator", "start"]);

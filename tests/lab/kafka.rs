@@ -343,6 +343,7 @@ fn check_held_family(scenario: &str, v: &[Interval], expected: &str) {
 
 #[test]
 fn kafka_broker_free_then_queuing_then_drop() {
+    let _gate = crate::lab_support::gate::alone("a JVM broker and its clients fill the machine");
     let start = Instant::now();
     let lab = Lab::up("kaf");
     let env = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout));

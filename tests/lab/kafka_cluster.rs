@@ -655,6 +655,8 @@ fn cluster_report_over_three_recordings(c: &Cluster, dir: &std::path::Path) {
 
 #[test]
 fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
+    let _gate =
+        crate::lab_support::gate::alone("three JVM brokers and their clients fill the machine");
     let c = Cluster::up();
     let dir = crate::support::TempDir::new("kafka-cluster");
     let mut fails = Failures::default();

@@ -42,6 +42,7 @@ fn lines(out: &[u8]) -> Vec<Value> {
 
 #[test]
 fn kafka_flows_are_named_by_group_client_and_role() {
+    let _gate = crate::lab_support::gate::alone("a JVM broker and its clients fill the machine");
     let lab = Lab::up("kro");
     lab.tool(&["emulator", "start"]);
     lab.tool(&[
@@ -716,6 +717,7 @@ fn compare_with_the_brokers_counters(
 
 #[test]
 fn an_unreachable_or_secured_admin_listener_leaves_observing_alone() {
+    let _gate = crate::lab_support::gate::alone("a JVM broker and its clients fill the machine");
     let lab = Lab::up("krx");
     lab.tool(&["emulator", "start"]);
     // Refused.

@@ -118,11 +118,13 @@ fn captured(lab: &Lab, sport: u16) -> u64 {
 
 #[test]
 fn the_heavy_link_local_sender_is_named_first() {
+    let _gate = crate::lab_support::gate::shared();
     named_first(Lab::up("ll"), None);
 }
 
 #[test]
 fn link_local_senders_are_named_by_their_socket_through_a_qdisc() {
+    let _gate = crate::lab_support::gate::shared();
     // 2 Mbit/s, twice the workloads' ~1.2 Mbit/s of 71-byte frames, with a
     // bucket of two frames: the heavy workload sends 9 queries every 5 ms,
     // so most wait for tokens; the queue empties between bursts.

@@ -89,6 +89,7 @@ fn unix_now() -> f64 {
 
 #[test]
 fn prometheus_computes_the_normalised_rate_throttlescope_reports() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("pm");
     let dir = TempDir::new("prom");
     lab.tool(&["shape", "hv_drop"]);
@@ -486,6 +487,7 @@ fn observer_with_nofile(dir: &TempDir, nofile: u64) -> (Proc, SocketAddr, PathBu
 
 #[test]
 fn flood_and_endless_header_under_1024_descriptors() {
+    let _gate = crate::lab_support::gate::shared();
     // 2,200 of our own sockets at once (and their reconnects).
     raise_own_nofile(8192);
     let dir = TempDir::new("flood");
@@ -663,6 +665,7 @@ fn flood_and_endless_header_under_1024_descriptors() {
 /// observer needs at rest plus 8, under the cap (a quarter of it).
 #[test]
 fn accept_errors_never_stop_serving() {
+    let _gate = crate::lab_support::gate::shared();
     let dir = TempDir::new("emfile");
     let probe = observer_with_nofile(&dir, 1024);
     let at_rest = open_fds(probe.0 .0.id()) as u64;

@@ -154,6 +154,9 @@ fn comparable(lab: &Lab, snaps: &[Value], cap: &[(f64, f64)]) -> Vec<(u64, f64, 
 
 #[test]
 fn microbursts_are_measured_in_the_kernel_and_held_as_the_hypervisor() {
+    let _gate = crate::lab_support::gate::alone(
+        "it judges bursts of milliseconds that a second lab's CPU would move",
+    );
     let lab = Lab::up("mbu");
     // In the lab's own directory: removed with the lab, on failure too.
     let tmp = lab.dir.clone();
@@ -255,6 +258,9 @@ fn microbursts_are_measured_in_the_kernel_and_held_as_the_hypervisor() {
 /// view (the recording replayed through it) and in the report.
 #[test]
 fn counters_rising_under_the_line_in_bursts_stay_free_flow_and_say_why() {
+    let _gate = crate::lab_support::gate::alone(
+        "it judges bursts of milliseconds that a second lab's CPU would move",
+    );
     let lab = Lab::up("mbl");
     let rec = lab.dir.join("low.jsonl.zst");
     lab.tool(&["shape", "microburst"]);

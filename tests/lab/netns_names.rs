@@ -43,6 +43,7 @@ impl Drop for Netns {
 
 #[test]
 fn close_records_keep_the_name_of_a_namespace_gone_from_run_netns() {
+    let _gate = crate::lab_support::gate::shared();
     needs_root("network namespaces and BPF");
     let tag = std::process::id() % 100_000;
     let gone = Netns::add(format!("tsnn{tag}a"));

@@ -16,6 +16,7 @@ const FAILED: &str = "tcp_cong_state_set,tcp_sendmsg_locked,qdisc_enqueue,dump_f
 
 #[test]
 fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("opt");
     lab.tool(&["shape", "hv_drop"]);
     lab.tool(&["emulator", "start"]);
@@ -124,6 +125,7 @@ fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
 /// backlog comes from them, on a lab whose broker queues in its own tbf.
 #[test]
 fn host_queue_without_qdisc_enqueue_keeps_dequeues_and_peaks() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("oqd");
     lab.tool(&["shape", "local_queuing"]);
     lab.tool(&["emulator", "start"]);

@@ -276,6 +276,7 @@ fn on_ec2() -> bool {
 
 #[test]
 fn metrics_and_verdict_changes_reach_a_real_collector() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ot");
     let dir = TempDir::new("values");
     lab.tool(&["shape", "hv_drop"]);
@@ -565,6 +566,7 @@ fn counter(text: &str, name: &str) -> u64 {
 
 #[test]
 fn a_collector_down_costs_the_loop_nothing_and_delivery_resumes() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("od");
     let dir = TempDir::new("down");
     lab.tool(&["traffic", "--time", "50"]);
@@ -719,6 +721,7 @@ fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
 /// said a finished recording lacked its end record).
 #[test]
 fn sigterm_with_a_silent_collector_stops_cleanly_within_the_budget() {
+    let _gate = crate::lab_support::gate::shared();
     crate::lab_support::needs_root("loading the BPF programs");
     let dir = TempDir::new("silent");
     let port = silent_collector();
@@ -807,6 +810,7 @@ fn refusing_port() -> u16 {
 /// before.
 #[test]
 fn otlp_failures_are_in_the_json_the_recording_and_the_report() {
+    let _gate = crate::lab_support::gate::shared();
     crate::lab_support::needs_root("loading the BPF programs");
     let dir = TempDir::new("refused");
     let port = refusing_port();

@@ -99,10 +99,12 @@ fn disk_full(name: &str) {
 
 #[test]
 fn disk_full_keeps_whole_intervals_plain() {
+    let _gate = crate::lab_support::gate::shared();
     disk_full("trace.jsonl");
 }
 
 #[test]
 fn disk_full_keeps_whole_intervals_zstd() {
+    let _gate = crate::lab_support::gate::shared();
     disk_full("trace.jsonl.zst");
 }

@@ -192,11 +192,13 @@ fn kill_9_record(name: &str) {
 
 #[test]
 fn kill_9_during_record_with_traffic_plain() {
+    let _gate = crate::lab_support::gate::shared();
     kill_9_record("killed.jsonl");
 }
 
 #[test]
 fn kill_9_during_record_with_traffic_zstd() {
+    let _gate = crate::lab_support::gate::shared();
     kill_9_record("killed.jsonl.zst");
 }
 
@@ -226,6 +228,7 @@ impl Drop for Mount {
 
 #[test]
 fn record_into_a_read_only_directory_fails_naming_the_file() {
+    let _gate = crate::lab_support::gate::shared();
     let ro = Mount::tmpfs("rofs", "ro,size=64k");
     let lab = Lab::up("rro");
     for path in [
@@ -266,6 +269,7 @@ fn record_into_a_read_only_directory_fails_naming_the_file() {
 
 #[test]
 fn record_on_a_full_disk_stops_and_keeps_what_it_wrote() {
+    let _gate = crate::lab_support::gate::shared();
     let fs = Mount::tmpfs("full", "size=64k");
     let lab = Lab::up("rfl");
     let port = 5612;
@@ -329,6 +333,7 @@ fn record_on_a_full_disk_stops_and_keeps_what_it_wrote() {
 
 #[test]
 fn watch_record_holds_the_intervals_it_printed() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rwr");
     let traffic = broker_traffic(&lab, 5613, 10);
     let dir = TempDir::new("watchrec");
@@ -369,6 +374,7 @@ fn watch_record_holds_the_intervals_it_printed() {
 /// kept; the exit status is 129, as a shell reports death by SIGHUP.
 #[test]
 fn sighup_ends_a_recording_with_its_end_record() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rhup");
     let dir = TempDir::new("rhup");
     let path = dir.join("hup.jsonl");

@@ -36,6 +36,7 @@ fn ip(args: &[&str]) {
 
 #[test]
 fn a_deleted_interface_keeps_its_last_interval() {
+    let _gate = crate::lab_support::gate::shared();
     needs_root("network namespaces and BPF");
     let tag = std::process::id() % 100_000;
     let (a, b) = (Netns(format!("tsrm{tag}a")), Netns(format!("tsrm{tag}b")));

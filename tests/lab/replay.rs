@@ -101,6 +101,7 @@ fn first_intervals(from: &Path, to: &Path, n: usize) -> Vec<u64> {
 
 #[test]
 fn replay_of_a_lab_recording_shows_what_watch_showed() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rp");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
@@ -174,6 +175,7 @@ fn replay_of_a_lab_recording_shows_what_watch_showed() {
 /// analysis' history runs on across segments).
 #[test]
 fn replay_of_a_rotated_recording_plays_every_interval_in_order() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rq");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);

@@ -88,6 +88,7 @@ fn enforcement(r: &Value) -> Vec<&Value> {
 /// `--threshold` that puts enforcement out of reach re-judges it away.
 #[test]
 fn report_of_a_lab_recording_equals_the_in_memory_report() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rr");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
@@ -181,6 +182,7 @@ fn report_of_a_lab_recording_equals_the_in_memory_report() {
 /// its live analysis: the report's episodes are the live ones.
 #[test]
 fn report_episodes_are_the_live_episodes_of_burst_then_enforcement() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rb");
     lab.tool(&["shape", "burst_then_enforce"]);
     lab.tool(&["emulator", "start"]);

@@ -44,6 +44,7 @@ fn record(lab: &Lab, ns: &str, out: &std::path::Path, extra: &[&str]) -> Child {
 
 #[test]
 fn a_shaped_broker_and_its_clients_on_one_time_axis() {
+    let _gate = crate::lab_support::gate::alone("JVM brokers and their clients fill the machine");
     let lab = Lab::up("rcl");
     lab.tool(&["emulator", "start"]);
     lab.tool(&[

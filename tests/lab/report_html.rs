@@ -33,6 +33,7 @@ use crate::support::TempDir;
 /// among them; the screenshot shows the enforcement band's colour.
 #[test]
 fn chromium_renders_the_report_of_a_lab_recording() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("rh");
     lab.tool(&["shape", "burst_then_enforce"]);
     lab.tool(&["emulator", "start"]);

@@ -56,6 +56,7 @@ fn check(scenario: &str, verdicts: &[(String, f64)], expected: &str) {
 
 #[test]
 fn hypervisor_queuing_is_judged_queuing() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("hq");
     let v = observe(&lab, "hv_queuing", 9, &[]);
     check("hv_queuing", &v, "hypervisor_queuing");
@@ -63,6 +64,7 @@ fn hypervisor_queuing_is_judged_queuing() {
 
 #[test]
 fn hypervisor_drop_is_judged_drop() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("hd");
     let v = observe(&lab, "hv_drop", 9, &[]);
     check("hv_drop", &v, "hypervisor_drop");
@@ -70,6 +72,7 @@ fn hypervisor_drop_is_judged_drop() {
 
 #[test]
 fn local_queuing_is_judged_local() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("lq");
     let lines = watch_scenario(&lab, "local_queuing", 9, &[]);
     // The host-queue readings behind each verdict, for a failure to show.
@@ -90,6 +93,7 @@ fn local_queuing_is_judged_local() {
 
 #[test]
 fn network_loss_is_judged_loss() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("nl");
     // 1 Gbit/s offered: enough segments to see 1% loss, without taking
     // both cores from tests running alongside.
@@ -99,6 +103,7 @@ fn network_loss_is_judged_loss() {
 
 #[test]
 fn free_flow_is_judged_free() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ff");
     // A steady offered load well under every limit.
     let lines = watch_scenario(&lab, "free_flow", 9, &["--bitrate", "400M"]);
@@ -120,6 +125,7 @@ fn free_flow_is_judged_free() {
 
 #[test]
 fn hard_cap_under_50_pct_is_named_a_cap() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("cap");
     // Bulk senders against a 300 Mbit/s tbf with a small queue that the
     // emulator counts like a policer (drops only): the counter climbs, but
@@ -160,6 +166,7 @@ fn hard_cap_under_50_pct_is_named_a_cap() {
 
 #[test]
 fn burst_then_enforcement_is_one_episode_at_the_baseline() {
+    let _gate = crate::lab_support::gate::shared();
     use throttlescope::analysis::{EpisodeTracker, Thresholds};
     let lab = Lab::up("be");
     lab.tool(&["shape", "burst_then_enforce"]);
@@ -234,6 +241,7 @@ fn burst_then_enforcement_is_one_episode_at_the_baseline() {
 
 #[test]
 fn normalised_rate_is_right_with_offloads_on_and_off() {
+    let _gate = crate::lab_support::gate::shared();
     for offloads in ["on", "off"] {
         let lab = Lab::up("of");
         lab.tool(&["offloads", offloads]);
@@ -273,6 +281,7 @@ fn observe_rates(lab: &Lab, scenario: &str, secs: u32) -> Vec<f64> {
 /// broker's nstat.
 #[test]
 fn spurious_retransmits_from_reordering_are_not_loss() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ro");
     let broker = lab.broker();
     let count = |c: &str| lab.nstat(&broker, c);

@@ -127,6 +127,7 @@ fn watch(lab: &Lab, secs: u32) -> Vec<B0Interval> {
 
 #[test]
 fn pps_limit_is_judged_pps_limit() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("pp");
     lab.tool(&["shape", "pps_limit"]);
     lab.tool(&["emulator", "start"]);
@@ -243,6 +244,7 @@ fn churn_under_conntrack_limit(
 
 #[test]
 fn conntrack_limit_is_judged_conntrack_limit() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ct");
     // 400 connections a second held 3 s: ~1,200 wanted at once, 1,000
     // allowed.
@@ -295,6 +297,7 @@ fn conntrack_limit_is_judged_conntrack_limit() {
 
 #[test]
 fn churn_under_the_conntrack_allowance_is_not_a_limit() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("cu");
     // 200 connections a second held 1 s: ~200 tracked of 1,000.
     let (v, emulated, rule, churn) = churn_under_conntrack_limit(&lab, "200", "1", 10);
@@ -358,6 +361,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// every interval, reaching 0, and forecasts given before it did.
 #[test]
 fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
+    let _gate = crate::lab_support::gate::shared();
     use std::io::{BufRead, BufReader};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -527,6 +531,7 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
 /// probes). Without the UDP socket count the verdict names no UDP opener.
 #[test]
 fn conntrack_limit_names_the_udp_retry_storm_first() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("cu");
     lab.tool(&["shape", "conntrack_limit"]);
     lab.tool(&["emulator", "start"]);

@@ -258,6 +258,7 @@ fn lab_for(tag: &str, timestamps: bool) -> Lab {
 /// after it echoes a time before the retransmit).
 #[test]
 fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Arc::new(lab_for("spr", true));
     let listen: SocketAddr = format!("{}:7401", lab.broker_ip).parse().unwrap();
     let before = nstat_all(&lab);
@@ -324,6 +325,7 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
 /// TcpExtTCPSpuriousRTOs.
 #[test]
 fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Arc::new(lab_for("sfr", false));
     let listen: SocketAddr = format!("{}:7402", lab.broker_ip).parse().unwrap();
     let before = nstat_all(&lab);

@@ -491,6 +491,7 @@ fn check_report(trace: &Path, snaps: &[Snapshot]) {
 
 #[test]
 fn a_storm_of_50000_connections_loses_no_close_and_every_interval_reads_back() {
+    let _gate = crate::lab_support::gate::alone("a storm of connections fills the machine");
     let mut storm = StormLab::up("storm");
     let trace = storm.dir.join("storm.jsonl");
     let recorder = storm.observe(
@@ -536,6 +537,7 @@ fn a_storm_of_50000_connections_loses_no_close_and_every_interval_reads_back() {
 /// closes and retransmits as the recording's.
 #[test]
 fn watch_json_through_a_storm_stays_within_the_line_limit() {
+    let _gate = crate::lab_support::gate::alone("a storm of connections fills the machine");
     let mut storm = StormLab::up("stormjson");
     let out = storm.dir.join("watch.jsonl");
     let watch = storm.observe(

@@ -36,6 +36,7 @@ fn check(what: &str, out: &[u8]) {
 
 #[test]
 fn a_hostile_process_name_is_inert_in_plain_report_and_replay() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("esc");
     let listen: SocketAddr = format!("{}:7301", lab.broker_ip).parse().unwrap();
     // The process's name is what is shown (its sending thread's is kept

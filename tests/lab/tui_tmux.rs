@@ -182,6 +182,7 @@ fn interval_of(screen: &str) -> Option<u64> {
 
 #[test]
 fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("tui");
     lab.tool(&["shape", "hv_queuing"]);
     lab.tool(&["emulator", "start"]);
@@ -329,6 +330,7 @@ fn live_view_in_tmux_shows_verdict_flows_and_survives_resize_and_quit() {
 /// quits on `q` with status 0.
 #[test]
 fn replay_in_tmux_holds_the_last_interval_until_q() {
+    let _gate = crate::lab_support::gate::shared();
     let tmux = Tmux::new();
     let trace = tmux.dir.join("rec.jsonl");
     {
@@ -389,6 +391,7 @@ fn replay_in_tmux_holds_the_last_interval_until_q() {
 
 #[test]
 fn plain_lines_when_stdout_is_not_a_terminal() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("tpl");
     let out = run(Command::new("ip")
         .args(["netns", "exec", &lab.broker()])
@@ -411,6 +414,7 @@ fn plain_lines_when_stdout_is_not_a_terminal() {
 /// visible escapes; the pane is neither cleared nor retitled by it.
 #[test]
 fn a_hostile_process_name_is_inert_in_the_live_view() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("tesc");
     let addr: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
     // The process's name is what the view shows: renamed while this test

@@ -100,6 +100,7 @@ impl Watch {
 
 #[test]
 fn sockets_past_max_flows_are_counted_once_with_their_share() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ut");
     let (broker, client) = (lab.broker(), lab.client());
     let addr = |port: u16| -> SocketAddr { format!("{}:{port}", lab.broker_ip).parse().unwrap() };
@@ -213,6 +214,7 @@ fn sockets_past_max_flows_are_counted_once_with_their_share() {
 /// must count once, and free flow must say that the flows were not seen.
 #[test]
 fn storage_refused_by_the_kernel_is_counted_per_socket_and_said() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("us");
     let (broker, client) = (lab.broker(), lab.client());
     lab.exec(&broker, "sysctl", &["-qw", "net.core.optmem_max=64"]);

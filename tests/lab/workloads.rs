@@ -211,6 +211,7 @@ fn local_port(f: &Value) -> u16 {
 
 #[test]
 fn flows_are_attributed_to_pods_containers_and_services() {
+    let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("wl");
     // The counter file must exist at start (`--counters` refuses a missing
     // one): the emulator writes it.

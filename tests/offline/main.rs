@@ -15,6 +15,7 @@ mod alone;
 mod capacity;
 mod cli_limits;
 mod fleet_kit;
+mod lab_gate;
 mod metrics;
 mod record_bad_inputs;
 mod record_crash;

@@ -4,6 +4,7 @@
 //! (also on panic), real TCP traffic between its namespaces, and what reads
 //! `ss`, `nstat` and `watch --json` back.
 
+pub mod gate;
 pub mod traffic;
 
 use std::collections::HashMap;
