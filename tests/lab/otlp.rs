@@ -721,7 +721,7 @@ fn exit_code(status: std::process::ExitStatus) -> Option<i32> {
 /// said a finished recording lacked its end record).
 #[test]
 fn sigterm_with_a_silent_collector_stops_cleanly_within_the_budget() {
-    let _gate = crate::lab_support::gate::shared();
+    let _gate = crate::lab_support::gate::alone("it holds a stop to its 1 s budget");
     crate::lab_support::needs_root("loading the BPF programs");
     let dir = TempDir::new("silent");
     let port = silent_collector();
