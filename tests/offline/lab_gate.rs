@@ -26,9 +26,18 @@ fn lab_tests_take_the_gate() {
             let fn_at = (i + 1..lines.len())
                 .find(|&j| !lines[j].trim_start().starts_with("#["))
                 .expect("a #[test] with no fn after it");
-            let first = lines.get(fn_at + 1).map(|l| l.trim()).unwrap_or("");
-            let gated = first.starts_with("let _gate = crate::lab_support::gate::shared()")
-                || first.starts_with("let _gate = crate::lab_support::gate::alone(");
+            // The first statement, which rustfmt may break over lines:
+            // compared without its whitespace.
+            let first: String = lines[fn_at + 1..]
+                .join(" ")
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let gated = first == "let_gate=crate::lab_support::gate::shared()"
+                || (first.starts_with("let_gate=crate::lab_support::gate::alone(")
+                    && !first.ends_with("alone()"));
             if !gated {
                 missing.push(format!(
                     "{}:{}: {}",
