@@ -122,8 +122,11 @@ fn a_deleted_interface_keeps_its_last_interval() {
         }
         assert!(lines.len() < 20, "va never went away");
     }
-    // SAFETY: kill(2) on our own child: SIGINT ends watch cleanly.
-    unsafe { libc::kill(watch.id() as i32, libc::SIGINT) };
+    // SIGTERM, not SIGINT: run as a background job of a shell (`tools/test &`),
+    // the tests inherit SIGINT ignored, and watch keeps an ignored SIGINT
+    // ignored (src/shared/signals.rs): it would run its whole --duration.
+    // SAFETY: kill(2) on our own child: SIGTERM ends watch cleanly.
+    unsafe { libc::kill(watch.id() as i32, libc::SIGTERM) };
     watch.wait().unwrap();
     drop(line_rx);
     reader.join().unwrap();

@@ -90,8 +90,11 @@ impl Watch {
     }
 
     fn stop(mut self) {
-        // SAFETY: kill(2) on our own child: SIGINT ends watch cleanly.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        // SIGTERM, not SIGINT: run as a background job of a shell (`tools/test &`),
+        // the tests inherit SIGINT ignored, and watch keeps an ignored SIGINT
+        // ignored (src/shared/signals.rs): it would run its whole --duration.
+        // SAFETY: kill(2) on our own child: SIGTERM ends watch cleanly.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         self.child.wait().unwrap();
         drop(self.lines);
         self.reader.join().unwrap();
