@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * New UDP sockets, by owner: the new UDP 5-tuples the hypervisor's
- * connection tracking allowance counts (docs/verdicts.md, "Who fills the
- * connection table"). A resolver that opens a socket per query (glibc's
- * does, per lookup) makes a new source port, so a new tracked flow, per
- * query: a DNS retry storm fills the table this way. Included by
+ * New UDP and ICMP sockets, by owner: the new UDP 5-tuples and ICMP echo
+ * flows the hypervisor's connection tracking allowance counts
+ * (docs/verdicts.md, "Who fills the connection table"). A resolver that
+ * opens a socket per query (glibc's does, per lookup) makes a new source
+ * port, so a new tracked flow, per query: a DNS retry storm fills the
+ * table this way. A ping is a socket too (an ICMP datagram socket, or a
+ * raw one when run as root), and its echo identifier a new tracked flow:
+ * a health checker pinging in a loop is the ICMP case. Included by
  * flows.bpf.c: its namespace filter and its test switch apply.
  *
  * The hook: cgroup/sock_create (BPF_CGROUP_INET_SOCK_CREATE), attached to
@@ -41,6 +44,7 @@
 struct uo_key _abi_uo_key = {};
 struct uo_value _abi_uo_value = {};
 enum uo_health_counter _abi_uo_health_counter = UO_H_MAX;
+enum uo_proto _abi_uo_proto = UO_PROTO_UDP;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -56,7 +60,9 @@ struct {
 	__type(value, __u64);
 } uo_health SEC(".maps");
 
+#define UO_IPPROTO_ICMP 1
 #define UO_IPPROTO_UDP 17
+#define UO_IPPROTO_ICMPV6 58
 #define UO_IPPROTO_UDPLITE 136
 
 SEC("cgroup/sock_create")
@@ -68,13 +74,17 @@ int on_udp_socket(struct bpf_sock *ctx)
 	__u32 netns;
 
 	TEST_REJECT(test_reject, UO_TEST_REJECT_BIT);
-	if (ctx->protocol != UO_IPPROTO_UDP && ctx->protocol != UO_IPPROTO_UDPLITE)
+	if (ctx->protocol == UO_IPPROTO_UDP || ctx->protocol == UO_IPPROTO_UDPLITE)
+		key.proto = UO_PROTO_UDP;
+	else if (ctx->protocol == UO_IPPROTO_ICMP || ctx->protocol == UO_IPPROTO_ICMPV6)
+		key.proto = UO_PROTO_ICMP;
+	else
 		return 1;
 	task = (struct task_struct *)bpf_get_current_task();
 	netns = BPF_CORE_READ(task, nsproxy, net_ns, ns.inum);
 	if (!NETNS_OBSERVED(netns, target_netns, all_netns))
 		return 1;
-	health_inc(uo_health, UO_H_PORTS);
+	health_inc(uo_health, key.proto == UO_PROTO_ICMP ? UO_H_ICMP : UO_H_PORTS);
 	key.cgroup_id = bpf_get_current_cgroup_id();
 	key.tgid = bpf_get_current_pid_tgid() >> 32;
 	key.netns = netns;
@@ -84,7 +94,8 @@ int on_udp_socket(struct bpf_sock *ctx)
 		BPF_CORE_READ_STR_INTO(&init.comm, task, group_leader, comm);
 		v = map_lookup_or_init(&uo_owners, &key, &init);
 		if (!v) {
-			health_inc(uo_health, UO_H_MAP_FULL);
+			health_inc(uo_health, key.proto == UO_PROTO_ICMP ? UO_H_ICMP_MAP_FULL
+									 : UO_H_MAP_FULL);
 			return 1;
 		}
 	}

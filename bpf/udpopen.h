@@ -8,7 +8,7 @@
 #ifndef THROTTLESCOPE_UDPOPEN_H
 #define THROTTLESCOPE_UDPOPEN_H
 
-/* Owners (namespace, process, cgroup) kept at once: a hash of 24-byte keys
+/* Owners (namespace, process, cgroup, family, protocol) kept at once: a hash of 24-byte keys
  * and 40-byte values, 4096 of them ~0.5 MiB with the hash's overhead. User
  * space deletes an owner's entry once it made no socket for a whole interval
  * (its last growth already reported), so the map holds the owners of about
@@ -18,9 +18,17 @@
 
 /* Indexes into the per-CPU `uo_health` array. Every one is shown to the user. */
 enum uo_health_counter {
-	UO_H_PORTS = 0,    /* UDP sockets made in an observed namespace (the program's events) */
-	UO_H_MAP_FULL = 1, /* of those, sockets whose owner found the map full: not attributed */
+	UO_H_PORTS = 0,         /* UDP sockets made in an observed namespace (the program's events) */
+	UO_H_MAP_FULL = 1,      /* of those, sockets whose owner found the map full: not attributed */
+	UO_H_ICMP = 2,          /* ICMP sockets (ping, raw ICMP) made in an observed namespace */
+	UO_H_ICMP_MAP_FULL = 3, /* of those, sockets whose owner found the map full */
 	UO_H_MAX,
+};
+
+/* struct uo_key's proto: the protocol family of the sockets counted. */
+enum uo_proto {
+	UO_PROTO_UDP = 0,  /* UDP and UDP-Lite */
+	UO_PROTO_ICMP = 1, /* ICMP and ICMPv6: datagram (ping) and raw sockets */
 };
 
 /* The bit of flows.bpf.c's `test_reject` that rejects on_udp_socket (tests
@@ -32,11 +40,13 @@ struct uo_key {
 	__u32 tgid;      /* its process */
 	__u32 netns;     /* network namespace inode of the socket (the task's) */
 	__u8 family;     /* 4 or 6: the socket's (an IPv6 socket may send IPv4) */
-	__u8 _pad[7];
+	__u8 proto;      /* enum uo_proto */
+	__u8 _pad[6];
 };
 
 struct uo_value {
-	__u64 ports;        /* UDP sockets made (each a new local port once it sends) */
+	__u64 ports;        /* sockets made (a UDP one a new local port once it sends, an ICMP
+			     * one a new echo identifier) */
 	__u64 last_jiffies; /* bpf_jiffies64 of the latest */
 	char comm[16];      /* the process's name (its group leader's comm) when first seen */
 };

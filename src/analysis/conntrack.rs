@@ -4,11 +4,11 @@
 //! reach zero. A `conntrack_limit`'s first line says both
 //! (docs/verdicts.md, "Who fills the connection table").
 //!
-//! TCP flows are the flow probes' sockets, on the interface; UDP 5-tuples,
-//! which the hypervisor tracks too, are the UDP sockets made in the
-//! observed namespace (`udp_openers`, bpf/udpopen.bpf.h): a socket is made
-//! before any route is chosen, so they are the namespace's, on every one
-//! of its interfaces. ICMP is not counted.
+//! TCP flows are the flow probes' sockets, on the interface; UDP 5-tuples
+//! and ICMP echo flows, which the hypervisor tracks too, are the UDP and
+//! ICMP sockets made in the observed namespace (`udp_openers`,
+//! `icmp_openers`, bpf/udpopen.bpf.h): a socket is made before any route is
+//! chosen, so they are the namespace's, on every one of its interfaces.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rates::{flow_uses, owner_name};
 use crate::model::snapshot::Snapshot;
+use crate::model::udpopen::SocketOpenSample;
 
 /// Owners named.
 const OPENERS_NAMED: usize = 3;
@@ -32,16 +33,17 @@ const STALE_INTERVALS: usize = 10;
 pub struct ConnOpener {
     /// `comm/pid`, and the pod, container or service where known.
     pub owner: String,
-    /// `tcp` or `udp` (an owner opening both is listed once for each).
-    /// Absent (tcp) before UDP was counted.
+    /// `tcp`, `udp` or `icmp` (an owner opening several is listed once for
+    /// each). Absent (tcp) before UDP was counted.
     #[serde(default = "tcp")]
     pub proto: String,
     /// Flows it opened in the interval, per second.
     pub opened_per_s: f64,
     /// Of the flows opened on the interface in the interval, in %.
     pub share_pct: f64,
-    /// Its listed flows open at the interval's end (TCP; 0 for UDP, whose
-    /// tracked flows outlive their sockets by the table's timeout).
+    /// Its listed flows open at the interval's end (TCP; 0 for UDP and
+    /// ICMP, whose tracked flows outlive their sockets by the table's
+    /// timeout).
     pub open: u64,
 }
 
@@ -53,12 +55,16 @@ fn tcp() -> String {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConnOpeners {
     /// Flows opened on the interface in the interval, per second: TCP
-    /// (listed and folded) and UDP.
+    /// (listed and folded), UDP and ICMP.
     pub opened_per_s: f64,
     /// Of them, UDP sockets made in the namespace, per second; None when
     /// not measured (the program not attached, recordings before 1.16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp_per_s: Option<f64>,
+    /// Of them, ICMP sockets made in the namespace, per second; None when
+    /// not measured (recordings before 1.18, or the program not attached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_per_s: Option<f64>,
     /// Most flows opened first, then most held open.
     pub owners: Vec<ConnOpener>,
 }
@@ -70,12 +76,12 @@ impl ConnOpeners {
     }
 }
 
-/// An opener: its owner's name and the protocol (`tcp`, `udp`); mapped to
+/// An opener: its owner's name and the protocol (`tcp`, `udp`, `icmp`); mapped to
 /// the flows it opened and holds open.
 type OpenerKey = (String, &'static str);
 
 /// Who opened and holds the interface's flows in `snap`: its TCP flows,
-/// and the UDP sockets made in the namespace.
+/// and the UDP and ICMP sockets made in the namespace.
 pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     let secs = snap.interval_secs();
     if secs <= 0.0 {
@@ -104,15 +110,19 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
         .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
         .map(|g| g.opened)
         .sum::<u64>();
-    let udp = snap.udp_openers.as_ref().map(|u| {
-        for o in &u.openers {
-            by.entry((super::linklocal::sender_name(&o.owner), "udp"))
-                .or_default()
-                .0 += o.sockets;
-        }
-        u.sockets()
-    });
-    opened += udp.unwrap_or(0);
+    let mut made = |sample: Option<&SocketOpenSample>, proto: &'static str| {
+        sample.map(|u| {
+            for o in &u.openers {
+                by.entry((super::linklocal::sender_name(&o.owner), proto))
+                    .or_default()
+                    .0 += o.sockets;
+            }
+            u.sockets()
+        })
+    };
+    let udp = made(snap.udp_openers.as_ref(), "udp");
+    let icmp = made(snap.icmp_openers.as_ref(), "icmp");
+    opened += udp.unwrap_or(0) + icmp.unwrap_or(0);
     let mut owners: Vec<(OpenerKey, (u64, u64))> = by.into_iter().collect();
     owners.sort_by(|a, b| {
         (b.1 .0, b.1 .1)
@@ -122,6 +132,7 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     ConnOpeners {
         opened_per_s: opened as f64 / secs,
         udp_per_s: udp.map(|u| u as f64 / secs),
+        icmp_per_s: icmp.map(|u| u as f64 / secs),
         owners: owners
             .into_iter()
             .take(OPENERS_NAMED)
@@ -223,7 +234,7 @@ pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> Str
     let udp_measured = openers.udp_per_s.is_some();
     let who = if openers.owners.is_empty() {
         if udp_measured {
-            "no TCP flow or UDP socket seen".to_string()
+            "no TCP flow or UDP or ICMP socket seen".to_string()
         } else {
             "no TCP flow seen".to_string()
         }
@@ -237,7 +248,7 @@ pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> Str
                 } else {
                     String::new()
                 };
-                if o.proto == "udp" {
+                if o.proto != "tcp" {
                     format!(
                         "{}{proto} {} ({}/s opened)",
                         o.owner,
@@ -286,12 +297,19 @@ pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> Str
         },
     };
     let total = match openers.udp_per_s {
-        Some(udp) => format!(
-            "new flows {}/s (TCP {}/s, UDP {}/s)",
-            units::significant(openers.opened_per_s, 3),
-            units::significant(openers.opened_per_s - udp, 3),
-            units::significant(udp, 3)
-        ),
+        Some(udp) => {
+            let icmp = openers.icmp_per_s.unwrap_or(0.0);
+            format!(
+                "new flows {}/s (TCP {}/s, UDP {}/s{})",
+                units::significant(openers.opened_per_s, 3),
+                units::significant((openers.opened_per_s - udp - icmp).max(0.0), 3),
+                units::significant(udp, 3),
+                match openers.icmp_per_s {
+                    Some(icmp) => format!(", ICMP {}/s", units::significant(icmp, 3)),
+                    None => ", ICMP not measured".to_string(),
+                }
+            )
+        }
         None => format!(
             "new TCP flows {}/s (UDP not measured)",
             units::significant(openers.opened_per_s, 3)

@@ -57,6 +57,7 @@ impl Judge {
         self.history.push_back(Snapshot {
             folded: Default::default(),
             udp_openers: None,
+            icmp_openers: None,
             fragments_created: None,
             seq: snap.seq,
             mono_ns: snap.mono_ns,

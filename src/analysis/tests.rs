@@ -29,6 +29,7 @@ impl Build {
             snap: Snapshot {
                 folded: Default::default(),
                 udp_openers: None,
+                icmp_openers: None,
                 fragments_created: None,
                 seq,
                 mono_ns: (seq + 1) * secs * 1_000_000_000,
@@ -736,7 +737,7 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
 /// the total and in no owner.
 #[test]
 fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
-    use crate::model::udpopen::{UdpOpenSample, UdpOpener};
+    use crate::model::udpopen::{SocketOpenSample, SocketOpener};
     let th = Thresholds::default();
     let mut s = churn_interval(0, Some(500));
     let owner = |pid: u32, comm: &str| crate::model::snapshot::Owner {
@@ -747,14 +748,14 @@ fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
         cgroup: None,
         workload: None,
     };
-    s.udp_openers = Some(UdpOpenSample::of(
+    s.udp_openers = Some(SocketOpenSample::of(
         vec![
-            UdpOpener {
+            SocketOpener {
                 owner: owner(4412, "dns_loop.py"),
                 family: 4,
                 sockets: 480,
             },
-            UdpOpener {
+            SocketOpener {
                 owner: owner(4413, "chronyd"),
                 family: 4,
                 sockets: 1,
@@ -775,15 +776,15 @@ fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
     assert_eq!(o.owners[1].owner, "churner/500 (default/storm)");
     let note = &v.evidence[0].note;
     assert!(
-        note.contains("new flows 530/s (TCP 40/s, UDP 490/s), by owner: dns_loop.py/4412 udp 90.6% (480/s opened), churner/500 (default/storm) tcp 7.55% (40/s opened, 10 open), chronyd/4413 udp 0.189% (1/s opened)"),
+        note.contains("new flows 530/s (TCP 40/s, UDP 490/s, ICMP not measured), by owner: dns_loop.py/4412 udp 90.6% (480/s opened), churner/500 (default/storm) tcp 7.55% (40/s opened, 10 open), chronyd/4413 udp 0.189% (1/s opened)"),
         "{note}"
     );
     // Measured, none made: said so, the TCP list alone.
-    s.udp_openers = Some(UdpOpenSample::default());
+    s.udp_openers = Some(SocketOpenSample::default());
     let v = analyze(&[], &s, &th).interfaces[0].clone();
     assert!(
         v.evidence[0].note.contains(
-            "new flows 40/s (TCP 40/s, UDP 0/s), by owner: churner/500 (default/storm) tcp 100%"
+            "new flows 40/s (TCP 40/s, UDP 0/s, ICMP not measured), by owner: churner/500 (default/storm) tcp 100%"
         ),
         "{}",
         v.evidence[0].note
@@ -796,6 +797,58 @@ fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
     old.as_object_mut().unwrap().remove("proto");
     let back: super::conntrack::ConnOpener = serde_json::from_value(old).unwrap();
     assert_eq!(back.proto, "tcp");
+}
+
+/// ICMP sockets (a health checker pinging in a loop: a new echo identifier,
+/// so a new tracked flow, per ping) are openers as UDP ones are: listed as
+/// `icmp` with their share, in the total, and said apart in the first line;
+/// their unattributed sockets count in the total and in no owner.
+#[test]
+fn conntrack_limit_names_icmp_openers_beside_udp_and_tcp_ones() {
+    use crate::model::udpopen::{SocketOpenSample, SocketOpener};
+    let th = Thresholds::default();
+    let mut s = churn_interval(0, Some(500));
+    let opener = |pid: u32, comm: &str, sockets: u64| SocketOpener {
+        owner: crate::model::snapshot::Owner {
+            pid,
+            comm: comm.into(),
+            thread: None,
+            cgroup_id: 7,
+            cgroup: None,
+            workload: None,
+        },
+        family: 4,
+        sockets,
+    };
+    s.udp_openers = Some(SocketOpenSample::of(vec![opener(4413, "chronyd", 10)], 0));
+    s.icmp_openers = Some(SocketOpenSample::of(
+        vec![opener(812, "ping_loop.py", 200)],
+        150,
+    ));
+    let v = analyze(&[], &s, &th).interfaces[0].clone();
+    assert_eq!(v.verdict, Verdict::ConntrackLimit, "{:#?}", v.evidence);
+    let o = &v.rates.conntrack_openers;
+    // 40 TCP + 10 UDP + 200 + 150 unattributed ICMP.
+    assert_eq!(
+        (o.opened_per_s, o.udp_per_s, o.icmp_per_s),
+        (400.0, Some(10.0), Some(350.0))
+    );
+    assert_eq!(
+        (o.owners[0].owner.as_str(), o.owners[0].proto.as_str()),
+        ("ping_loop.py/812", "icmp")
+    );
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains("new flows 400/s (TCP 40/s, UDP 10/s, ICMP 350/s), by owner: ping_loop.py/812 icmp 50.0% (200/s opened), churner/500 (default/storm) tcp 10.0% (40/s opened, 10 open), chronyd/4413 udp 2.50% (10/s opened)"),
+        "{note}"
+    );
+    // In the JSON, and absent from an older analysis's.
+    let j = serde_json::to_value(o).unwrap();
+    assert_eq!(j["icmp_per_s"], 350.0);
+    let mut old = j.clone();
+    old.as_object_mut().unwrap().remove("icmp_per_s");
+    let back: super::conntrack::ConnOpeners = serde_json::from_value(old).unwrap();
+    assert_eq!(back.icmp_per_s, None);
 }
 
 #[test]

@@ -26,6 +26,7 @@ use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
     AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
 };
+use crate::model::udpopen::SocketOpenSample;
 use crate::model::workload::WorkloadFilter;
 use crate::shared::clock::monotonic_ns;
 
@@ -52,9 +53,9 @@ pub struct CollectorConfig {
     /// (`--no-linklocal` off): a part of the host-queue object's transmit
     /// program, loaded for it even without the host queue.
     pub linklocal: bool,
-    /// Count the UDP sockets that take a local port, by owner
-    /// (`--no-udp-openers` off): the new UDP flows a `conntrack_limit`
-    /// names beside the TCP ones (bpf/udpopen.bpf.h, optional).
+    /// Count the UDP and ICMP sockets made, by owner (`--no-udp-openers`
+    /// off): the new UDP and ICMP flows a `conntrack_limit` names beside
+    /// the TCP ones (bpf/udpopen.bpf.h, optional).
     pub udp_openers: bool,
     /// Flows kept, by owner (`--pod`, `--cgroup`, `--service`).
     pub workloads: WorkloadFilter,
@@ -401,23 +402,23 @@ impl Collector {
         Ok(())
     }
 
-    /// The UDP sockets made in the observer's namespace since the last
-    /// read, by owner (bpf/udpopen.bpf.h): the task that made the socket is
-    /// the owner, its name as the kernel read it then (it
-    /// may have exited since: a `dig` per query), its cgroup from the
-    /// kernel, resolved to a workload as a flow's. Other namespaces'
-    /// (--all-netns) are left out, as for the link-local senders: the
-    /// interfaces reported are this namespace's. None when the program is
-    /// not attached.
-    fn udp_openers(&mut self, seq: u64) -> Result<Option<crate::model::udpopen::UdpOpenSample>> {
+    /// The UDP and ICMP sockets made in the observer's namespace since the
+    /// last read, by owner (bpf/udpopen.bpf.h), one sample per protocol:
+    /// the task that made the socket is the owner, its name as the kernel
+    /// read it then (it may have exited since: a `dig` or a `ping` per
+    /// query), its cgroup from the kernel, resolved to a workload as a
+    /// flow's. Other namespaces' (--all-netns) are left out, as for the
+    /// link-local senders: the interfaces reported are this namespace's.
+    /// None when the program is not attached.
+    fn socket_openers(&mut self, seq: u64) -> Result<Option<[SocketOpenSample; 2]>> {
         use crate::model::snapshot::Owner;
-        use crate::model::udpopen::{UdpOpenSample, UdpOpener};
+        use crate::model::udpopen::SocketOpener;
         let Some(read) = self.probes.read_udp_openers() else {
             return Ok(None);
         };
         let read = read?;
-        // (pid, cgroup, family) -> opener
-        let mut by: BTreeMap<(u32, u64, u8), UdpOpener> = BTreeMap::new();
+        // (icmp, pid, cgroup, family) -> opener
+        let mut by: BTreeMap<(bool, u32, u64, u8), SocketOpener> = BTreeMap::new();
         // The observer's own: its ioctl sockets (SIOCETHTOOL and the like),
         // made and closed every interval without a datagram sent.
         let me = std::process::id();
@@ -426,8 +427,8 @@ impl Collector {
                 continue;
             }
             let o = by
-                .entry((c.tgid, c.cgroup_id, c.family))
-                .or_insert_with(|| UdpOpener {
+                .entry((c.icmp, c.tgid, c.cgroup_id, c.family))
+                .or_insert_with(|| SocketOpener {
                     owner: Owner {
                         pid: c.tgid,
                         comm: c.comm.clone(),
@@ -441,11 +442,19 @@ impl Collector {
                 });
             o.sockets += c.sockets;
         }
-        let mut openers: Vec<UdpOpener> = by.into_values().collect();
-        for o in &mut openers {
+        let (mut udp, mut icmp) = (Vec::new(), Vec::new());
+        for ((is_icmp, ..), mut o) in by {
             self.workloads.resolve_owner(&mut o.owner, seq);
+            if is_icmp {
+                icmp.push(o);
+            } else {
+                udp.push(o);
+            }
         }
-        Ok(Some(UdpOpenSample::of(openers, read.unattributed)))
+        Ok(Some([
+            SocketOpenSample::of(udp, read.unattributed),
+            SocketOpenSample::of(icmp, read.icmp_unattributed),
+        ]))
     }
 
     /// What only a full dump makes up for, counted since start: close
@@ -642,7 +651,10 @@ impl Collector {
             }
         }
         self.linklocal_into(&mut interfaces, seq)?;
-        let udp_openers = self.udp_openers(seq)?;
+        let [udp_openers, icmp_openers] = match self.socket_openers(seq)? {
+            Some([udp, icmp]) => [Some(udp), Some(icmp)],
+            None => [None, None],
+        };
         let fragments_created = self.fragments_created();
         let counters = self.probes.counters()?;
         let mut programs = self
@@ -719,6 +731,7 @@ impl Collector {
             health,
             fragments_created,
             udp_openers,
+            icmp_openers,
         };
         self.prev_mono_ns = mono_ns;
         self.seq += 1;

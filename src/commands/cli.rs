@@ -167,7 +167,7 @@ pub struct ObserveArgs {
     #[arg(long)]
     pub no_linklocal: bool,
 
-    /// Do not count the UDP sockets that take a local port, by owner: a
+    /// Do not count the UDP and ICMP (ping) sockets made, by owner: a
     /// conntrack_limit then names the owners of new TCP flows only.
     #[arg(long)]
     pub no_udp_openers: bool,

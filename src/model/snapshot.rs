@@ -64,7 +64,13 @@ pub struct Snapshot {
     /// connection tracking allowance counts. Absent when not measured (the
     /// program not attached, recordings before format 1.16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub udp_openers: Option<super::udpopen::UdpOpenSample>,
+    pub udp_openers: Option<super::udpopen::SocketOpenSample>,
+    /// ICMP sockets (ping's datagram or raw sockets) made in the observed
+    /// namespace in the interval, by owner: the new ICMP echo flows the
+    /// allowance counts. Absent when not measured (the program not
+    /// attached, recordings before format 1.18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_openers: Option<super::udpopen::SocketOpenSample>,
 }
 
 impl Snapshot {
@@ -88,6 +94,7 @@ impl Snapshot {
             fragments_created: None,
             folded: Folded::default(),
             udp_openers: None,
+            icmp_openers: None,
         }
     }
 }

@@ -1,10 +1,12 @@
-//! UDP sockets made in the interval, by owner: the new UDP 5-tuples the
-//! hypervisor's connection tracking allowance counts (a resolver that opens
-//! a socket per query makes a new source port, so a new flow, per query),
+//! UDP and ICMP sockets made in the interval, by owner: the new UDP
+//! 5-tuples and ICMP echo flows the hypervisor's connection tracking
+//! allowance counts (a resolver that opens a socket per query makes a new
+//! source port, so a new flow, per query; a ping a new echo identifier),
 //! counted in the kernel once per socket (bpf/udpopen.bpf.h), never per
-//! packet. Whom a
-//! `conntrack_limit` names beside the TCP openers (docs/verdicts.md, "Who
-//! fills the connection table").
+//! packet. Whom a `conntrack_limit` names beside the TCP openers
+//! (docs/verdicts.md, "Who fills the connection table"). One
+//! [`SocketOpenSample`] per protocol: the snapshot's `udp_openers` and
+//! `icmp_openers`.
 //!
 //! Per network namespace, not per interface: a socket is made before any
 //! route is chosen, so the interface its flows will use is not known then.
@@ -17,28 +19,28 @@ use super::snapshot::Owner;
 
 /// Owners listed per interval; the rest are summed in `folded_*` (bounded
 /// output, whatever the number of processes).
-pub const UDP_OPENERS_LISTED: usize = 32;
+pub const OPENERS_LISTED: usize = 32;
 
-/// One owner's UDP sockets made in the interval.
+/// One owner's sockets of one protocol made in the interval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UdpOpener {
+pub struct SocketOpener {
     /// The process that made the sockets: its pid, name, cgroup and
     /// workload.
     pub owner: Owner,
     /// The socket's family: 4 or 6 (an IPv6 socket may send IPv4).
     pub family: u8,
-    /// UDP sockets made.
+    /// Sockets made.
     pub sockets: u64,
 }
 
-/// The UDP sockets made in the observed namespace in one interval, by
-/// owner: present when the program is attached (empty openers: none made),
-/// absent otherwise.
+/// The sockets of one protocol (UDP, or ICMP) made in the observed
+/// namespace in one interval, by owner: present when the program is
+/// attached (empty openers: none made), absent otherwise.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UdpOpenSample {
-    /// Most sockets first, at most [`UDP_OPENERS_LISTED`].
+pub struct SocketOpenSample {
+    /// Most sockets first, at most [`OPENERS_LISTED`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub openers: Vec<UdpOpener>,
+    pub openers: Vec<SocketOpener>,
     /// Owners past the list, and their sockets summed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub folded_openers: u64,
@@ -54,7 +56,7 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-impl UdpOpenSample {
+impl SocketOpenSample {
     /// Sockets made in the interval: every owner's, listed and folded, and
     /// the unattributed ones.
     pub fn sockets(&self) -> u64 {
@@ -63,9 +65,9 @@ impl UdpOpenSample {
             + self.unattributed
     }
 
-    /// Lists `openers` most sockets first, at most [`UDP_OPENERS_LISTED`],
+    /// Lists `openers` most sockets first, at most [`OPENERS_LISTED`],
     /// and folds the rest.
-    pub fn of(mut openers: Vec<UdpOpener>, unattributed: u64) -> UdpOpenSample {
+    pub fn of(mut openers: Vec<SocketOpener>, unattributed: u64) -> SocketOpenSample {
         openers.sort_by(|a, b| {
             b.sockets
                 .cmp(&a.sockets)
@@ -73,12 +75,12 @@ impl UdpOpenSample {
                 .then(a.owner.cgroup_id.cmp(&b.owner.cgroup_id))
                 .then(a.family.cmp(&b.family))
         });
-        let mut s = UdpOpenSample {
+        let mut s = SocketOpenSample {
             unattributed,
             ..Default::default()
         };
         for (i, o) in openers.into_iter().enumerate() {
-            if i < UDP_OPENERS_LISTED {
+            if i < OPENERS_LISTED {
                 s.openers.push(o);
             } else {
                 s.folded_openers += 1;

@@ -38,10 +38,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `host_id` (which host, for a cluster report over several); 1.15 a
 /// flow's `segs_in` and an interface's `linklocal`; 1.16 a snapshot's
 /// `udp_openers` (UDP sockets made, by owner); 1.17 health's
-/// `kafka.local_broker` (the broker this host runs).
+/// `kafka.local_broker` (the broker this host runs); 1.18 a snapshot's
+/// `icmp_openers` (ICMP sockets made, by owner).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 17,
+    minor: 18,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

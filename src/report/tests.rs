@@ -108,6 +108,7 @@ fn snap(seq: u64, eth0: (u64, u64), eth1: (u64, u64), events: u64) -> Snapshot {
     Snapshot {
         folded: Default::default(),
         udp_openers: None,
+        icmp_openers: None,
         fragments_created: None,
         seq,
         mono_ns: START_MONO + (seq + 1) * 1_000_000_000,

@@ -529,35 +529,43 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
 /// opener, and its sockets per second are within 5% of the rate the
 /// workload itself reports (queries sent over its run: independent of the
 /// probes). Without the UDP socket count the verdict names no UDP opener.
+/// ICMP beside it: a loop pinging 200 times a second, each echo from a new
+/// raw ICMP socket with a new identifier (`ping_loop.py`), is named second,
+/// as an ICMP opener, within 5% of the echoes it sent, and so is the
+/// interval's ICMP total.
 #[test]
-fn conntrack_limit_names_the_udp_retry_storm_first() {
+fn conntrack_limit_names_the_udp_retry_storm_first_and_the_ping_loop() {
     let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("cu");
     lab.tool(&["shape", "conntrack_limit"]);
     lab.tool(&["emulator", "start"]);
-    let (secs, send_secs, rate) = (10u32, 12u32, 600u32);
-    let script = crate::support::repo_root().join("tools/lab.d/dns_loop.py");
-    let child = std::process::Command::new("ip")
-        .args(["netns", "exec", &lab.broker(), "python3"])
-        .arg(script)
-        .args([
-            &lab.client_ip,
-            &rate.to_string(),
-            &send_secs.to_string(),
-            "new",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("dns_loop.py");
-    let pid = child.id();
+    let (secs, send_secs, rate, ping_rate) = (10u32, 12u32, 600u32, 200u32);
+    // Beside the DNS retry storm, a health checker pinging in a loop: a
+    // raw ICMP socket and a new echo identifier (a new tracked flow) each.
+    let workload = |script: &str, rate: u32, extra: &[&str]| {
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.broker(), "python3"])
+            .arg(crate::support::repo_root().join("tools/lab.d").join(script))
+            .args([&lab.client_ip, &rate.to_string(), &send_secs.to_string()])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{script}: {e}"))
+    };
+    let dns = workload("dns_loop.py", rate, &["new"]);
+    let ping = workload("ping_loop.py", ping_rate, &[]);
+    let (pid, ping_pid) = (dns.id(), ping.id());
     let v = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
-    let out = child.wait_with_output().expect("dns_loop.py");
-    let sent: f64 = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .expect("dns_loop.py prints the queries sent");
-    let measured = sent / f64::from(send_secs);
+    let per_s = |child: std::process::Child, what: &str| -> f64 {
+        let out = child.wait_with_output().expect(what);
+        let sent: f64 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{what} prints what it sent"));
+        sent / f64::from(send_secs)
+    };
+    let (measured, ping_measured) = (per_s(dns, "dns_loop.py"), per_s(ping, "ping_loop.py"));
     let lines = String::from_utf8_lossy(&v);
     let ifaces = interface_analyses(&lines, "b0");
     let mut judged = Vec::new();
@@ -565,7 +573,7 @@ fn conntrack_limit_names_the_udp_retry_storm_first() {
         let verdict = i["verdict"].as_str().unwrap_or("").to_string();
         let o = &i["rates"]["conntrack_openers"];
         let note = i["evidence"][0]["note"].as_str().unwrap_or("").to_string();
-        eprintln!("udp storm: {verdict}: {note}");
+        eprintln!("udp and icmp storm: {verdict}: {note}");
         judged.push(verdict.clone());
         if verdict != "conntrack_limit" {
             continue;
@@ -582,12 +590,36 @@ fn conntrack_limit_names_the_udp_retry_storm_first() {
             "the workload's sockets {ours}/s, it sent {measured}/s: {o}"
         );
         assert!(note.contains(&format!("python3/{pid} udp ")), "{note}");
+        // The ping loop second, as ICMP, at the rate it pinged.
+        let second = &o["owners"][1];
+        assert_eq!(
+            (second["owner"].as_str(), second["proto"].as_str()),
+            (Some(format!("python3/{ping_pid}").as_str()), Some("icmp")),
+            "{o}"
+        );
+        let pings = second["opened_per_s"].as_f64().unwrap();
+        assert!(
+            (pings - ping_measured).abs() <= 0.05 * ping_measured,
+            "the ping loop's sockets {pings}/s, it pinged {ping_measured}/s: {o}"
+        );
+        let icmp = o["icmp_per_s"].as_f64().expect("ICMP measured");
+        assert!(
+            (icmp - ping_measured).abs() <= 0.05 * ping_measured,
+            "ICMP sockets {icmp}/s, the ping loop {ping_measured}/s: {o}"
+        );
+        assert!(
+            note.contains(&format!("python3/{ping_pid} icmp ")),
+            "{note}"
+        );
     }
     let names: Vec<&str> = judged.iter().map(String::as_str).collect();
     check(
-        "conntrack_limit (UDP)",
+        "conntrack_limit (UDP and ICMP)",
         &b0_intervals(&lines),
         "conntrack_limit",
     );
-    eprintln!("udp storm: {names:?}, the workload sent {sent} in {send_secs} s ({measured}/s)");
+    eprintln!(
+        "udp and icmp storm: {names:?}; the workloads sent {measured}/s and pinged \
+         {ping_measured}/s for {send_secs} s"
+    );
 }

@@ -190,6 +190,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
     Snapshot {
         folded: Default::default(),
         udp_openers: None,
+        icmp_openers: None,
         fragments_created: (seq % 3 != 0).then_some(seq % 4),
         seq,
         mono_ns: 5_000_000_000 + (seq + 1) * 1_000_000_000,

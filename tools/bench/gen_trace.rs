@@ -456,6 +456,7 @@ impl Generator {
             fragments_created: Some(0),
             folded: Default::default(),
             udp_openers: None,
+            icmp_openers: None,
             health: Health {
                 programs: PROGRAMS
                     .iter()

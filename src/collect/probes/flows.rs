@@ -188,10 +188,10 @@ pub(crate) const FLOW_PROGRAMS: &[ProgramSpec] = &[
         tracepoint: None,
         required: false,
         args: (0, 0),
-        gives: "UDP sockets made, by owner (the new UDP flows the connection tracking \
-                allowance counts)",
-        lost: "UDP openers: a conntrack_limit names the owners of new TCP flows only and \
-               says UDP was not measured",
+        gives: "UDP and ICMP sockets made, by owner (the new UDP and ICMP flows the \
+                connection tracking allowance counts)",
+        lost: "UDP and ICMP openers: a conntrack_limit names the owners of new TCP flows \
+               only and says UDP and ICMP were not measured",
     },
     ProgramSpec {
         name: "dump_flows_tcp",
@@ -572,21 +572,27 @@ impl FlowProbes {
         Ok(out)
     }
 
-    /// The UDP sockets made since the last read, by owner; None when the
-    /// program is not attached.
+    /// The UDP and ICMP sockets made since the last read, by owner; None
+    /// when the program is not attached.
     pub(crate) fn read_udp_openers(&mut self) -> Option<Result<UdpOpenRead>> {
         let (_, reader) = self.udp_open.as_mut()?;
-        let full = percpu::counter(
-            &self.skel.maps.uo_health,
-            uo_health_counter::UO_H_MAP_FULL.0,
-        )
-        .context("reading the UDP port count's health");
+        let health = &self.skel.maps.uo_health;
+        let full = percpu::counter(health, uo_health_counter::UO_H_MAP_FULL.0)
+            .and_then(|udp| {
+                percpu::counter(health, uo_health_counter::UO_H_ICMP_MAP_FULL.0)
+                    .map(|icmp| [udp, icmp])
+            })
+            .context("reading the UDP and ICMP socket count's health");
         Some(full.and_then(|full| reader.read(&self.skel.maps.uo_owners, full)))
     }
 
-    /// The UDP socket count's events: sockets made in an observed namespace.
+    /// The UDP and ICMP socket count's events: sockets made in an observed
+    /// namespace.
     fn udp_sockets_made(&self) -> u64 {
-        percpu::counter(&self.skel.maps.uo_health, uo_health_counter::UO_H_PORTS.0).unwrap_or(0)
+        [uo_health_counter::UO_H_PORTS, uo_health_counter::UO_H_ICMP]
+            .iter()
+            .map(|c| percpu::counter(&self.skel.maps.uo_health, c.0).unwrap_or(0))
+            .sum()
     }
 
     /// Optional programs this kernel lacks or rejected, with why.

@@ -1,12 +1,12 @@
-//! Turns the owner map of the UDP socket count (bpf/udpopen.bpf.h, a part
-//! of flows.bpf.c, loaded with it: src/collect/probes/flows.rs) into the
-//! interval's UDP sockets made, by owner. The collector
-//! names each owner's cgroup and workload (src/model/udpopen.rs).
+//! Turns the owner map of the UDP and ICMP socket count (bpf/udpopen.bpf.h,
+//! a part of flows.bpf.c, loaded with it: src/collect/probes/flows.rs) into
+//! the interval's sockets made, by owner and protocol. The collector names
+//! each owner's cgroup and workload (src/model/udpopen.rs).
 
 use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
-use super::flows_skel::types::{uo_key, uo_value};
+use super::flows_skel::types::{uo_key, uo_proto, uo_value};
 use super::growth::GrowthByKey;
 use super::records::read_record;
 
@@ -24,17 +24,26 @@ pub(crate) struct UdpOpenCount {
     pub tgid: u32,
     pub cgroup_id: u64,
     pub family: u8,
+    /// ICMP sockets (ping, raw ICMP), not UDP.
+    pub icmp: bool,
     /// Its group leader's name when the kernel first saw it.
     pub comm: String,
     pub sockets: u64,
 }
 
-/// The reader's state: each owner's count at the previous read.
-pub(crate) struct UdpOpenReader(GrowthByKey<u64>);
+/// The reader's state: each owner's count at the previous read (and the
+/// UDP map-full counter's), and the ICMP map-full counter's.
+pub(crate) struct UdpOpenReader {
+    growth: GrowthByKey<u64>,
+    prev_icmp_map_full: u64,
+}
 
 impl Default for UdpOpenReader {
     fn default() -> Self {
-        UdpOpenReader(GrowthByKey::new(IDLE_READS))
+        UdpOpenReader {
+            growth: GrowthByKey::new(IDLE_READS),
+            prev_icmp_map_full: 0,
+        }
     }
 }
 
@@ -42,17 +51,19 @@ impl Default for UdpOpenReader {
 /// previous read.
 pub(crate) struct UdpOpenRead {
     pub counts: Vec<UdpOpenCount>,
-    /// Sockets made in the interval by owners the map had no room for.
+    /// UDP sockets made in the interval by owners the map had no room for.
     pub unattributed: u64,
+    /// The same for ICMP sockets.
+    pub icmp_unattributed: u64,
 }
 
 impl UdpOpenReader {
     /// The owners' growth since the previous read (the first read: since
     /// attach), from `map` (`uo_owners`); `map_full`: the kernel's
-    /// UO_H_MAP_FULL, cumulative. Owners idle for `IDLE_READS` reads are
-    /// deleted from the map.
-    pub(crate) fn read(&mut self, map: &impl MapCore, map_full: u64) -> Result<UdpOpenRead> {
-        self.0.start_read();
+    /// UO_H_MAP_FULL and UO_H_ICMP_MAP_FULL, cumulative. Owners idle for
+    /// `IDLE_READS` reads are deleted from the map.
+    pub(crate) fn read(&mut self, map: &impl MapCore, map_full: [u64; 2]) -> Result<UdpOpenRead> {
+        self.growth.start_read();
         let mut counts = Vec::new();
         let mut idle = Vec::new();
         let keys: Vec<Vec<u8>> = map.keys().collect();
@@ -69,7 +80,7 @@ impl UdpOpenReader {
             let Some(v) = read_record::<uo_value>(&value) else {
                 continue;
             };
-            let (grew, is_idle) = self.0.note(key_bytes.clone(), v.ports);
+            let (grew, is_idle) = self.growth.note(key_bytes.clone(), v.ports);
             if is_idle {
                 idle.push((key_bytes, key, v));
             }
@@ -78,7 +89,7 @@ impl UdpOpenReader {
             }
         }
         for (key_bytes, key, seen) in idle {
-            self.0.forget(&key_bytes);
+            self.growth.forget(&key_bytes);
             // Deleted with what it holds: a socket counted since the read
             // above is reported now, not lost with the entry (one made
             // after the delete makes a new entry, from 0).
@@ -93,10 +104,13 @@ impl UdpOpenReader {
                 }
             }
         }
-        let unattributed = self.0.unattributed(map_full);
+        let unattributed = self.growth.unattributed(map_full[0]);
+        let icmp_unattributed = map_full[1].saturating_sub(self.prev_icmp_map_full);
+        self.prev_icmp_map_full = map_full[1];
         Ok(UdpOpenRead {
             counts,
             unattributed,
+            icmp_unattributed,
         })
     }
 }
@@ -113,6 +127,7 @@ fn count_of(key: &uo_key, v: &uo_value, ports: u64) -> UdpOpenCount {
         tgid: key.tgid,
         cgroup_id: key.cgroup_id,
         family: key.family,
+        icmp: key.proto == uo_proto::UO_PROTO_ICMP.0 as u8,
         comm: String::from_utf8_lossy(&comm).into_owned(),
         sockets: ports,
     }

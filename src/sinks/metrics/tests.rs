@@ -55,6 +55,7 @@ fn snapshot(seq: u64) -> Snapshot {
     Snapshot {
         folded: Default::default(),
         udp_openers: None,
+        icmp_openers: None,
         fragments_created: None,
         seq,
         mono_ns: 1_000_000_000 * (seq + 1),

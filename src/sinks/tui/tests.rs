@@ -71,6 +71,7 @@ fn shaped(seq: u64) -> Snapshot {
     Snapshot {
         folded: Default::default(),
         udp_openers: None,
+        icmp_openers: None,
         fragments_created: None,
         seq,
         mono_ns: (seq + 1) * 1_000_000_000,
