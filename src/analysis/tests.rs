@@ -731,35 +731,36 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
     );
 }
 
+/// An IPv4 socket opener in cgroup 7: process `pid` named `comm`, which
+/// made `sockets` sockets.
+fn socket_opener(pid: u32, comm: &str, sockets: u64) -> crate::model::udpopen::SocketOpener {
+    crate::model::udpopen::SocketOpener {
+        owner: crate::model::snapshot::Owner {
+            pid,
+            comm: comm.into(),
+            thread: None,
+            cgroup_id: 7,
+            cgroup: None,
+            workload: None,
+        },
+        family: 4,
+        sockets,
+    }
+}
+
 /// Issue 45, item 2, UDP: a DNS retry storm (a socket per query) is named
 /// first among the openers, beside the TCP churner, with the share of all
 /// new flows; unattributed sockets (the kernel's owner map full) count in
 /// the total and in no owner.
 #[test]
 fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
-    use crate::model::udpopen::{SocketOpenSample, SocketOpener};
+    use crate::model::udpopen::SocketOpenSample;
     let th = Thresholds::default();
     let mut s = churn_interval(0, Some(500));
-    let owner = |pid: u32, comm: &str| crate::model::snapshot::Owner {
-        pid,
-        comm: comm.into(),
-        thread: None,
-        cgroup_id: 7,
-        cgroup: None,
-        workload: None,
-    };
     s.udp_openers = Some(SocketOpenSample::of(
         vec![
-            SocketOpener {
-                owner: owner(4412, "dns_loop.py"),
-                family: 4,
-                sockets: 480,
-            },
-            SocketOpener {
-                owner: owner(4413, "chronyd"),
-                family: 4,
-                sockets: 1,
-            },
+            socket_opener(4412, "dns_loop.py", 480),
+            socket_opener(4413, "chronyd", 1),
         ],
         9,
     ));
@@ -805,24 +806,15 @@ fn conntrack_limit_names_udp_openers_beside_tcp_ones() {
 /// their unattributed sockets count in the total and in no owner.
 #[test]
 fn conntrack_limit_names_icmp_openers_beside_udp_and_tcp_ones() {
-    use crate::model::udpopen::{SocketOpenSample, SocketOpener};
+    use crate::model::udpopen::SocketOpenSample;
     let th = Thresholds::default();
     let mut s = churn_interval(0, Some(500));
-    let opener = |pid: u32, comm: &str, sockets: u64| SocketOpener {
-        owner: crate::model::snapshot::Owner {
-            pid,
-            comm: comm.into(),
-            thread: None,
-            cgroup_id: 7,
-            cgroup: None,
-            workload: None,
-        },
-        family: 4,
-        sockets,
-    };
-    s.udp_openers = Some(SocketOpenSample::of(vec![opener(4413, "chronyd", 10)], 0));
+    s.udp_openers = Some(SocketOpenSample::of(
+        vec![socket_opener(4413, "chronyd", 10)],
+        0,
+    ));
     s.icmp_openers = Some(SocketOpenSample::of(
-        vec![opener(812, "ping_loop.py", 200)],
+        vec![socket_opener(812, "ping_loop.py", 200)],
         150,
     ));
     let v = analyze(&[], &s, &th).interfaces[0].clone();

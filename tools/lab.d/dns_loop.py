@@ -13,7 +13,8 @@ new tracked flow, per query, as glibc's resolver makes one socket per lookup.
 import socket
 import struct
 import sys
-import time
+
+from pace import paced
 
 
 def query(qid, name=b"\x07example\x03com\x00"):
@@ -24,36 +25,32 @@ def query(qid, name=b"\x07example\x03com\x00"):
 def main(argv):
     addr, pps, secs = argv[0], float(argv[1]), float(argv[2])
     new = len(argv) > 3 and argv[3] == "new"
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    state = {"s": socket.socket(socket.AF_INET, socket.SOCK_DGRAM)}
     if len(argv) > 3 and not new:
-        s.bind(("0.0.0.0", int(argv[3])))
-    s.connect((addr, 53))
-    s.setblocking(False)
-    start = time.monotonic()
-    sent = 0
-    while True:
-        now = time.monotonic() - start
-        if now >= secs:
-            break
-        due = int(now * pps) + 1
-        while sent < due:
-            if new:
-                s.close()
-                s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-                s.connect((addr, 53))
-                s.setblocking(False)
-            try:
-                s.send(query(sent))
-                sent += 1
-            except BlockingIOError:
-                break
+        state["s"].bind(("0.0.0.0", int(argv[3])))
+    state["s"].connect((addr, 53))
+    state["s"].setblocking(False)
+
+    def send_one(n):
+        if new:
+            state["s"].close()
+            state["s"] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            state["s"].connect((addr, 53))
+            state["s"].setblocking(False)
         try:
-            while s.recv(2048):
+            state["s"].send(query(n))
+        except BlockingIOError:
+            return False
+        return True
+
+    def read_replies():
+        try:
+            while state["s"].recv(2048):
                 pass
         except (BlockingIOError, ConnectionRefusedError):
             pass
-        time.sleep(0.005)
-    print(sent, flush=True)
+
+    print(paced(pps, secs, send_one, read_replies), flush=True)
 
 
 if __name__ == "__main__":

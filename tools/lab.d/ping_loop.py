@@ -12,7 +12,8 @@ Needs root (a raw socket). PPS is kept by sending the ones due every 5 ms.
 import socket
 import struct
 import sys
-import time
+
+from pace import paced
 
 
 def checksum(data):
@@ -34,25 +35,19 @@ def echo_request(ident, seq, payload=b"throttlescope lab"):
 
 def main(argv):
     addr, pps, secs = argv[0], float(argv[1]), float(argv[2])
-    start = time.monotonic()
-    sent = 0
-    while True:
-        now = time.monotonic() - start
-        if now >= secs:
-            break
-        due = int(now * pps) + 1
-        while sent < due:
-            s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
-            try:
-                # Identifiers 1..65535, one per echo: each a new flow.
-                s.sendto(echo_request(sent % 65535 + 1, 1), (addr, 0))
-                sent += 1
-            except BlockingIOError:
-                break
-            finally:
-                s.close()
-        time.sleep(0.005)
-    print(sent, flush=True)
+
+    def send_one(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        try:
+            # Identifiers 1..65535, one per echo: each a new flow.
+            s.sendto(echo_request(n % 65535 + 1, 1), (addr, 0))
+        except BlockingIOError:
+            return False
+        finally:
+            s.close()
+        return True
+
+    print(paced(pps, secs, send_one), flush=True)
 
 
 if __name__ == "__main__":
