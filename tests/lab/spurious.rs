@@ -253,12 +253,18 @@ fn lab_for(tag: &str, timestamps: bool) -> Lab {
     lab
 }
 
+/// Why these tests run with no other lab test beside them.
+const ALONE: &str =
+    "it holds each flow's undone timeouts and loss probes to nstat's exact counts: \
+                     beside another lab, one undone timeout was missed (9 of TCPLossUndo's 10), \
+                     cause not yet found";
+
 /// Request/response through 5 stalls, timestamps on: each stall's probe
 /// retransmits and its timeout is undone by the timestamps (the first ACK
 /// after it echoes a time before the retransmit).
 #[test]
 fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
-    let _gate = crate::lab_support::gate::shared();
+    let _gate = crate::lab_support::gate::alone(ALONE);
     let lab = Arc::new(lab_for("spr", true));
     let listen: SocketAddr = format!("{}:7401", lab.broker_ip).parse().unwrap();
     let before = nstat_all(&lab);
@@ -325,7 +331,7 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
 /// TcpExtTCPSpuriousRTOs.
 #[test]
 fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
-    let _gate = crate::lab_support::gate::shared();
+    let _gate = crate::lab_support::gate::alone(ALONE);
     let lab = Arc::new(lab_for("sfr", false));
     let listen: SocketAddr = format!("{}:7402", lab.broker_ip).parse().unwrap();
     let before = nstat_all(&lab);
