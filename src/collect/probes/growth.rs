@@ -22,12 +22,27 @@ impl Cumulative for u64 {
     }
 }
 
+/// One cumulative kernel counter (a map-full count, say) read once an
+/// interval: its growth since the previous read (the first: since attach).
+#[derive(Debug, Default)]
+pub(crate) struct CounterGrowth {
+    prev: u64,
+}
+
+impl CounterGrowth {
+    /// The growth from the previous read to `now` (0 where it went back).
+    pub(crate) fn since_last(&mut self, now: u64) -> u64 {
+        let grew = now.saturating_sub(self.prev);
+        self.prev = now;
+        grew
+    }
+}
+
 /// Each key's counters at the previous read and the read it last moved at,
-/// by the key's bytes; and the kernel's map-full counter at the previous
-/// read.
+/// by the key's bytes; and the kernel's map-full counter.
 pub(crate) struct GrowthByKey<T> {
     prev: HashMap<Vec<u8>, (T, u64)>,
-    prev_unattributed: u64,
+    map_full: CounterGrowth,
     reads: u64,
     /// Reads without growth after which a key is idle.
     idle_reads: u64,
@@ -37,7 +52,7 @@ impl<T: Cumulative> GrowthByKey<T> {
     pub(crate) fn new(idle_reads: u64) -> Self {
         GrowthByKey {
             prev: HashMap::new(),
-            prev_unattributed: 0,
+            map_full: CounterGrowth::default(),
             reads: 0,
             idle_reads,
         }
@@ -68,9 +83,7 @@ impl<T: Cumulative> GrowthByKey<T> {
     /// The growth of the kernel's map-full counter (cumulative `map_full`)
     /// since the previous read: what could not be attributed to a key.
     pub(crate) fn unattributed(&mut self, map_full: u64) -> u64 {
-        let grew = map_full.saturating_sub(self.prev_unattributed);
-        self.prev_unattributed = map_full;
-        grew
+        self.map_full.since_last(map_full)
     }
 }
 
@@ -95,5 +108,16 @@ mod tests {
         // A counter that went back counts nothing.
         g.start_read();
         assert_eq!(g.note(b"a".to_vec(), 1).0, 0);
+    }
+
+    #[test]
+    fn a_counter_grows_from_its_previous_read_and_never_back() {
+        let mut c = CounterGrowth::default();
+        assert_eq!(c.since_last(7), 7);
+        assert_eq!(c.since_last(7), 0);
+        assert_eq!(c.since_last(10), 3);
+        // Reset under it (the program reloaded): no growth, then from there.
+        assert_eq!(c.since_last(2), 0);
+        assert_eq!(c.since_last(5), 3);
     }
 }

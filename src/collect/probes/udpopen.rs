@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 
 use super::flows_skel::types::{uo_key, uo_proto, uo_value};
-use super::growth::GrowthByKey;
+use super::growth::{CounterGrowth, GrowthByKey};
 use super::records::read_record;
 
 /// Reads after which an owner whose count did not move is deleted from the
@@ -35,14 +35,14 @@ pub(crate) struct UdpOpenCount {
 /// UDP map-full counter's), and the ICMP map-full counter's.
 pub(crate) struct UdpOpenReader {
     growth: GrowthByKey<u64>,
-    prev_icmp_map_full: u64,
+    icmp_map_full: CounterGrowth,
 }
 
 impl Default for UdpOpenReader {
     fn default() -> Self {
         UdpOpenReader {
             growth: GrowthByKey::new(IDLE_READS),
-            prev_icmp_map_full: 0,
+            icmp_map_full: CounterGrowth::default(),
         }
     }
 }
@@ -105,8 +105,7 @@ impl UdpOpenReader {
             }
         }
         let unattributed = self.growth.unattributed(map_full[0]);
-        let icmp_unattributed = map_full[1].saturating_sub(self.prev_icmp_map_full);
-        self.prev_icmp_map_full = map_full[1];
+        let icmp_unattributed = self.icmp_map_full.since_last(map_full[1]);
         Ok(UdpOpenRead {
             counts,
             unattributed,
