@@ -615,8 +615,7 @@ pub struct DoctorArgs {
     pub no_load: bool,
 }
 
-/// `--probe-sampling`: a power of two from 1 to 64 (the BPF side takes a
-/// mask).
+/// `--kafka`: auto, off, or a HOST:PORT checked for its form.
 fn parse_kafka(s: &str) -> Result<crate::collect::kafka::KafkaTarget, String> {
     use crate::collect::kafka::KafkaTarget;
     match s {
@@ -637,6 +636,8 @@ fn parse_kafka_period(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `--probe-sampling`: a power of two from 1 to 64 (the BPF side takes a
+/// mask).
 fn parse_probe_sampling(s: &str) -> Result<u32, String> {
     let n: u32 = s
         .parse()
