@@ -620,15 +620,25 @@ static __always_inline bool fill_record(struct ts_flow_record *rec, struct sock 
 }
 
 /* A dump of generation `gen` reads the interval extremes (srtt max, cwnd
- * min, peak rate) of the generation just ended, or of this one when a
- * sampled run started it already; older ones are no reading of this
- * interval: zeroed in the record ("none"), not in the storage. */
+ * min, peak rate) of the generation just ended, gen - 1: user space raised
+ * the generation just before the dump, and a sampled run on another CPU
+ * between the two starts generation `gen` in the storage, the ended one
+ * kept in prev_* (on_tcp_probe). Older ones are no reading of this
+ * interval: zeroed in the record ("none"), not in the storage. Reading
+ * `gen`'s own first runs instead would lose the interval's extremes to
+ * a slice of the next one (a flow's whole peak, once, in the lab). */
 static __always_inline void interval_extremes(struct ts_flow_record *rec, __u32 gen)
 {
-	if (gen - rec->st.ext_gen > 1) {
-		rec->st.srtt_max_us = 0;
-		rec->st.cwnd_min = 0;
-		rec->st.peak_bps = 0;
+	struct ts_flow_state *st = &rec->st;
+
+	if (st->ext_gen == gen && st->prev_ext_gen == gen - 1) {
+		st->srtt_max_us = st->prev_srtt_max_us;
+		st->cwnd_min = st->prev_cwnd_min;
+		st->peak_bps = st->prev_peak_bps;
+	} else if (st->ext_gen != gen - 1) {
+		st->srtt_max_us = 0;
+		st->cwnd_min = 0;
+		st->peak_bps = 0;
 	}
 }
 
@@ -716,6 +726,12 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 		return 0;
 	gen = flow_dump_gen;
 	if (st->ext_gen != gen) {
+		/* The generation ended, for the dump that may not have read it
+		 * yet (interval_extremes). */
+		st->prev_ext_gen = st->ext_gen;
+		st->prev_srtt_max_us = st->srtt_max_us;
+		st->prev_cwnd_min = st->cwnd_min;
+		st->prev_peak_bps = st->peak_bps;
 		st->ext_gen = gen;
 		st->srtt_max_us = 0;
 		st->cwnd_min = 0;

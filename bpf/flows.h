@@ -146,10 +146,16 @@ struct ts_flow_state {
 	/* The dump generation whose sampled runs srtt_max_us, cwnd_min and
 	 * peak_bps hold: the first sampled run of a new generation starts them
 	 * again, so no dump has to reset them (the sweep cannot write a
-	 * flow's storage). A dump of generation G takes them when ext_gen is
-	 * G - 1 or G, else reads none (flows.bpf.c, interval_extremes). */
+	 * flow's storage), and keeps the generation it ends in the prev_*
+	 * fields. A dump of generation G reads generation G - 1: from the
+	 * fields above when ext_gen is G - 1, from prev_* when a sampled run
+	 * of G came before the dump reached the flow (ext_gen G, prev_ext_gen
+	 * G - 1), else none (flows.bpf.c, interval_extremes). */
 	__u32 ext_gen;
-	__u32 _pad_ext;
+	__u32 prev_ext_gen;
+	__u32 prev_srtt_max_us;
+	__u32 prev_cwnd_min;
+	__u64 prev_peak_bps;
 	/* cold: state changes, retransmits, a new owner */
 	__u64 opened_ns;         /* when seen entering ESTABLISHED; 0 if it pre-existed */
 	__u64 ca_since_ns;       /* when the current congestion state was entered */

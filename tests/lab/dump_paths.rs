@@ -23,7 +23,7 @@ use throttlescope::collect::probes::load::TEST_FAIL_ENV;
 use throttlescope::model::snapshot::FlowSample;
 
 /// (programs refused, what doctor's "flow dump" line says).
-const PATHS: &[(&str, &[&str])] = &[
+pub(crate) const PATHS: &[(&str, &[&str])] = &[
     (
         "",
         &["moved set (sweep_moved)", "socket-storage map iterator"],

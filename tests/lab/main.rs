@@ -25,6 +25,7 @@ mod flows_vs_ss;
 mod hangup;
 mod headroom;
 mod hostq;
+mod interval_extremes;
 mod kafka;
 mod kafka_cluster;
 mod kafka_roles;

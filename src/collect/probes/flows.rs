@@ -93,6 +93,9 @@ pub(crate) struct FlowProbes {
     /// The UDP socket count's link and reader (bpf/udpopen.bpf.h); None when
     /// not asked for, not loaded or not attached.
     udp_open: Option<(Link, UdpOpenReader)>,
+    /// Tests only ([`load::TEST_DUMP_PAUSE_ENV`]): a pause between raising
+    /// the dump generation and reading the flows.
+    test_dump_pause: Option<std::time::Duration>,
 }
 
 /// Every program of flows.bpf.c. Required: the per-flow figures the verdicts
@@ -236,8 +239,8 @@ impl FlowProbes {
     /// in this many (a power of two; 1: every run); see
     /// `CollectorConfig::probe_sampling`. `max_flows`: at most this many
     /// sockets tracked at once, the rest counted as untracked (0: no cap).
-    /// `CollectorConfig::probe_sampling`. `peak_window_us`: each flow's
-    /// peak rate over windows of at least this (0: none).
+    /// `peak_window_us`: each flow's peak rate over windows of at least
+    /// this (0: none).
     pub(crate) fn attach(
         filter: NetnsFilter,
         emit_events: bool,
@@ -375,6 +378,7 @@ impl FlowProbes {
             probe_sampling,
             deferred_walked: Cell::new(0),
             udp_open,
+            test_dump_pause: load::test_dump_pause(),
         };
         probes.seed().context("seeding pre-existing flows")?;
         if probes.sweep.is_some() {
@@ -441,6 +445,11 @@ impl FlowProbes {
         unsafe {
             std::ptr::write_volatile(gen, std::ptr::read_volatile(gen).wrapping_add(1));
             std::ptr::write_volatile(dump_all, all as u32);
+        }
+        if let Some(pause) = self.test_dump_pause {
+            // The dump comes late, as on a loaded machine: sampled runs on
+            // other CPUs start the new generation first (interval_extremes).
+            std::thread::sleep(pause);
         }
         let mut flows = Vec::with_capacity(expected);
         if let Some(sweep) = &mut self.sweep {

@@ -80,6 +80,25 @@ pub(crate) fn check_kernel_floor(release: &str) -> anyhow::Result<()> {
 /// never set it otherwise.
 pub const TEST_FAIL_ENV: &str = "THROTTLESCOPE_TEST_FAIL_PROGRAM";
 
+/// The name of the test-only pause: milliseconds between raising the flow
+/// dump's generation and reading the flows, which a loaded machine makes
+/// by preempting the reading thread there. Tests only: never set it
+/// otherwise.
+pub const TEST_DUMP_PAUSE_ENV: &str = "THROTTLESCOPE_TEST_DUMP_PAUSE_MS";
+
+/// The pause [`TEST_DUMP_PAUSE_ENV`] asks for (none when unset, 0 or not a
+/// number of milliseconds under 10 s).
+pub(crate) fn test_dump_pause() -> Option<std::time::Duration> {
+    let ms: u64 = std::env::var(TEST_DUMP_PAUSE_ENV)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (1..10_000)
+        .contains(&ms)
+        .then(|| std::time::Duration::from_millis(ms))
+}
+
 /// The programs named by [`TEST_FAIL_ENV`] (none when unset).
 pub(crate) fn test_fail_programs() -> Vec<String> {
     std::env::var(TEST_FAIL_ENV)
