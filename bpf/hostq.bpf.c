@@ -487,6 +487,34 @@ int on_kfree_skb(__u64 *ctx)
 	return 0;
 }
 
+/* The window of `subs` buckets ending with the bucket `r->cur`, folded into
+ * `epoch`'s peak slot. */
+static __always_inline void rate_fold(struct hq_rate *r, __u32 subs, __u64 epoch)
+{
+	__u64 bytes = 0, pkts = 0;
+	__u32 slot = epoch & 1, i, b;
+
+	barrier_var(slot);
+	if (slot > 1)
+		return;
+	for (i = 0; i < HQ_RATE_BUCKETS; i++) {
+		if (i >= subs)
+			break;
+		b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
+		bytes += r->frames[b] & HQ_RATE_BYTES_MASK;
+		pkts += r->frames[b] >> HQ_RATE_PKTS_SHIFT;
+	}
+	if (r->peak_epoch[slot] != epoch) {
+		r->peak_epoch[slot] = epoch;
+		r->peak_bytes[slot] = 0;
+		r->peak_pkts[slot] = 0;
+	}
+	if (bytes > r->peak_bytes[slot])
+		r->peak_bytes[slot] = bytes;
+	if (pkts > r->peak_pkts[slot])
+		r->peak_pkts[slot] = pkts;
+}
+
 /* The bucket `now` (a bucket number) opens: the window of `subs` buckets
  * that ends with the bucket just completed goes into this epoch's peak, and
  * the buckets skipped since (no packet) are emptied.
@@ -497,35 +525,20 @@ int on_kfree_skb(__u64 *ctx)
  * close_epoch) and takes, beside the peak folded here, the window that ends
  * with the bucket in progress when that bucket's latest packet came in the
  * epoch it closes (hostq.rs, queue_peak); so the kernel folds a window only
- * when its latest packet came in the current epoch. Folded later, a quiet
+ * when its latest packet came in the current epoch, or, at a queue's first
+ * packet of a new epoch, into the epoch just closed (rate_note), for a read
+ * that comes after that packet. Folded later, a quiet
  * queue's last window would be a peak of an interval that never saw that
  * traffic (one datagram after a quiet second read as the burst before it);
  * left to the kernel alone, a burst sharing its first bucket with a read
  * would count in no interval until a later packet came. */
 static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs, __u64 epoch)
 {
-	__u64 bytes = 0, pkts = 0, gap = now - r->cur;
-	__u32 slot = epoch & 1, i, b;
+	__u64 bytes, pkts, gap = now - r->cur;
+	__u32 i, b;
 
-	barrier_var(slot);
-	if (r->last_epoch == epoch && slot <= 1) {
-		for (i = 0; i < HQ_RATE_BUCKETS; i++) {
-			if (i >= subs)
-				break;
-			b = (r->cur - i) & (HQ_RATE_BUCKETS - 1);
-			bytes += r->frames[b] & HQ_RATE_BYTES_MASK;
-			pkts += r->frames[b] >> HQ_RATE_PKTS_SHIFT;
-		}
-		if (r->peak_epoch[slot] != epoch) {
-			r->peak_epoch[slot] = epoch;
-			r->peak_bytes[slot] = 0;
-			r->peak_pkts[slot] = 0;
-		}
-		if (bytes > r->peak_bytes[slot])
-			r->peak_bytes[slot] = bytes;
-		if (pkts > r->peak_pkts[slot])
-			r->peak_pkts[slot] = pkts;
-	}
+	if (r->last_epoch == epoch)
+		rate_fold(r, subs, epoch);
 	/* The clock's pace for the bucket now open (hostq.h). */
 	b = r->cur & (HQ_RATE_BUCKETS - 1);
 	bytes = gap == 1 ? (r->frames[b] & HQ_RATE_BYTES_MASK) / 8 : 0;
@@ -631,6 +644,15 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		r->clock_every_bytes = HQ_CLOCK_BYTES;
 		r->clock_every_pkts = HQ_CLOCK_PKTS;
 	}
+	/* The queue's first packet of a new epoch: the window in progress ended
+	 * with the latest packet of the epoch just closed, and is folded into it
+	 * now, before this packet can roll past it. User space raises the epoch,
+	 * then reads (hostq.rs, read_peaks): a packet on another CPU in between
+	 * would otherwise leave that window in no epoch (the epoch rule, above
+	 * rate_roll). Only the epoch just closed: an older one was read long
+	 * ago, and the one before it has the current epoch's slot. */
+	if (r->cur && r->last_epoch != epoch && r->last_epoch + 1 == epoch)
+		rate_fold(r, subs, r->last_epoch);
 	jiffies = bpf_jiffies64();
 	r->unclocked_bytes += len;
 	r->unclocked_pkts += pkts;
