@@ -9,6 +9,7 @@
 //! sums to each interface's figures, so a folded interval is judged on all
 //! of its traffic, and every sink says how much was folded.
 
+use super::is_zero;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{FlowCounters, FlowEvent, FlowSample, PerCaState, Snapshot};
@@ -49,10 +50,6 @@ pub struct Folded {
     /// Events not listed in `Snapshot::events`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub events: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl Folded {

@@ -6,6 +6,7 @@
 //! per datagram sent (bpf/linklocal.bpf.c); TCP (instance metadata is HTTP)
 //! comes from the flows, whose peers are these addresses.
 
+use super::is_zero;
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
@@ -122,10 +123,6 @@ pub struct LinkLocalSample {
     /// not in `packets()` either.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unattributed: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 impl LinkLocalSample {

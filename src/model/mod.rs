@@ -12,3 +12,9 @@ pub mod linklocal;
 pub mod snapshot;
 pub mod udpopen;
 pub(crate) mod workload;
+
+/// serde's `skip_serializing_if` for counters: a zero count is left out
+/// (and read back as 0 by `#[serde(default)]`).
+pub(crate) fn is_zero(v: &u64) -> bool {
+    *v == 0
+}

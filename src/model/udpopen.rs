@@ -13,6 +13,7 @@
 //! One socket that sends to many peers from one port counts once here, and
 //! as many flows as peers in the table.
 
+use super::is_zero;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::Owner;
@@ -50,10 +51,6 @@ pub struct SocketOpenSample {
     /// kernel's owner map was full): in no owner, in `sockets()`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unattributed: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
 }
 
 impl SocketOpenSample {
