@@ -549,6 +549,8 @@ pub(crate) fn normalise(
                 r.other_drops += n;
             }
         }
+        // Dropped by a qdisc all the same, its drop event unseen.
+        r.local_drops += h.unseen_drops;
     }
     r.tx_peak_bps = iface.tx_peak_bps.map(|v| v as f64);
     r.rx_peak_bps = iface.rx_peak_bps.map(|v| v as f64);

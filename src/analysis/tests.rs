@@ -361,6 +361,22 @@ fn host_egress_drops_are_local_drop() {
     assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
     assert_eq!(v.rates.local_drops, 500);
 
+    // Drops the qdisc counted with no drop event seen are local drops too:
+    // the same verdict from 100 events and 400 unseen.
+    let s = Build::new(0, 1)
+        .tx_bulk(1e9, 16)
+        .host_queue(|h| {
+            h.drops = BTreeMap::from([("QDISC_DROP".to_string(), 100u64)]);
+            h.qdisc_drops = Some(500);
+            h.unseen_drops = 400;
+            h.peak_backlog_packets = 1000;
+        })
+        .flows(2, 1.5, 2.0)
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
+    assert_eq!(v.rates.local_drops, 500);
+
     // Drops for reasons outside the egress path are reported, not judged.
     let s = Build::new(0, 1)
         .tx_bulk(1e9, 16)

@@ -664,7 +664,7 @@ impl Collector {
         if let Some(hq) = &self.host_queue {
             programs.extend(hq.program_health());
             let h = hq.health();
-            host_queue_untracked = h.untracked_interfaces + h.untracked_drops;
+            host_queue_untracked = h.untracked_interfaces + h.untracked_drops + h.unseen_drops;
         }
         if let Some(why) = &self.linklocal_error {
             // Loaded for the link-local senders alone, and refused whole.

@@ -294,6 +294,17 @@ pub struct HostQueueSample {
     /// Packets the host dropped on this interface in the interval, by kernel
     /// drop reason name (`QDISC_DROP`, `TC_EGRESS`, ...).
     pub drops: BTreeMap<String, u64>,
+    /// The drops the interface's qdiscs counted themselves in the interval
+    /// (their `qstats.drops`, what `tc -s qdisc` shows as dropped), read at
+    /// their latest event; None where no qdisc keeps them (pfifo_fast's are
+    /// per CPU) or none had an event. Absent before format 1.19.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_drops: Option<u64>,
+    /// Of those, the drops found with no drop event counted in `drops`: the
+    /// kernel ran no program for them (docs/architecture.md, "Host queue").
+    /// Counted as local drops all the same. Absent (0) before format 1.19.
+    #[serde(default, skip_serializing_if = "super::is_zero")]
+    pub unseen_drops: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -731,8 +742,9 @@ pub struct Health {
     #[serde(default)]
     pub allowance_untrusted_reads: u64,
     /// Host-queue events not counted: qdisc events whose interface slot
-    /// was held by another active interface, and drops whose (interface,
-    /// reason) entry could not be created (map full).
+    /// was held by another active interface, drops whose (interface,
+    /// reason) entry could not be created (map full), and drops a qdisc
+    /// counted that no drop event was seen for (`unseen_drops`).
     #[serde(default)]
     pub host_queue_untracked: u64,
     /// Interfaces asked for with `--iface` that were missing this interval

@@ -128,6 +128,8 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 peak_backlog_bytes: 60_000,
                 sojourn_mean_us: Some(120 + seq),
                 sojourn_max_us: None,
+                qdisc_drops: Some(seq * 2),
+                unseen_drops: seq % 2,
                 drops,
             }),
             ..Default::default()

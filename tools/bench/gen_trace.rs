@@ -544,6 +544,8 @@ impl Generator {
             sojourn_mean_us: (pkts > 0).then(|| 5 + r.next_u64() % 30),
             sojourn_max_us: (pkts > 0).then(|| 60 + r.next_u64() % 400),
             drops: BTreeMap::new(),
+            qdisc_drops: Some(0),
+            unseen_drops: 0,
         };
         InterfaceSample {
             name: iface.name.into(),

@@ -22,6 +22,7 @@ use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::linklocal::{LinkLocalRead, LinkLocalReader};
 use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
 use super::percpu;
+use super::qdisc_drops::{is_qdisc_reason, QdiscDrops, UnseenDrops};
 use super::records::read_record;
 use crate::model::snapshot::{HostQueueSample, ProgramHealth};
 
@@ -99,6 +100,9 @@ pub struct HostQueueHealth {
     pub sojourn_samples_lost: u64,
     /// Bulk dequeues too long to walk; their extra skbs counted as 1 packet.
     pub bulk_dequeues_truncated: u64,
+    /// Drops a qdisc counted itself with no drop event counted for them:
+    /// the kernel ran no program for those hits (qdisc_drops.rs).
+    pub unseen_drops: u64,
 }
 
 /// One transmit queue's cumulative counters (in one CPU's slot), or their
@@ -170,6 +174,10 @@ struct QueueFold {
     backlog: (u64, u64),
     /// (packets, bytes): the closed epoch's peaks.
     peak: (u64, u64),
+    /// The qdisc's own drop counter (hostq.h): the smallest value at a
+    /// CPU's first event, and (stamp, value) at the latest event; None
+    /// where the qdisc keeps per-CPU stats.
+    drops: Option<QdiscDrops>,
 }
 
 /// One interface's peak rate in one direction over one interval (issue
@@ -266,6 +274,11 @@ pub struct HostQueueProbes {
     /// (hostq.h, `unclocked_runs`), set here at each read.
     elsewhere: [u64; HQ_COUNTERS],
     prev_drops: HashMap<(u32, u32, u32), u64>,
+    /// Per transmit queue, its qdisc's own drop counter at the previous
+    /// read (qdisc_drops.rs).
+    prev_qdisc_drops: HashMap<QueueKey, u32>,
+    /// The qdisc drops no drop event was counted for (qdisc_drops.rs).
+    unseen_drops: UnseenDrops,
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
     dropped: load::Dropped,
@@ -407,6 +420,8 @@ impl HostQueueProbes {
             prev_if: HashMap::new(),
             elsewhere: [0; HQ_COUNTERS],
             prev_drops: HashMap::new(),
+            prev_qdisc_drops: HashMap::new(),
+            unseen_drops: UnseenDrops::default(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
             own_netns: crate::collect::netns::own().unwrap_or(0),
@@ -462,6 +477,9 @@ impl HostQueueProbes {
         // CPUs and queues whose copies name it.
         let map = &self.skel.maps.if_stats;
         let mut folds: HashMap<(u32, u32), IfFold> = HashMap::new();
+        // Interfaces whose qdiscs count their own drops: (interface, name,
+        // drops), checked against the drop events below.
+        let mut counted_by_qdisc = Vec::new();
         // In one batch (256 lookups an interval before), else slot by slot.
         let prev_if = &mut self.prev_if;
         percpu::each_slot(map, "the host-queue interface slots", |slot, per_cpu| {
@@ -492,7 +510,13 @@ impl HostQueueProbes {
             self.elsewhere[hq_health_counter::HQ_H_DEQUEUE_EVENTS.0 as usize] +=
                 f.delta.dequeue_events;
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
-            out.insert(name, finish(f));
+            let qdisc_drops = self.qdisc_drops(netns, ifindex, &f);
+            let mut sample = finish(f);
+            sample.qdisc_drops = qdisc_drops;
+            if let Some(n) = qdisc_drops {
+                counted_by_qdisc.push(((netns, ifindex), name.clone(), n));
+            }
+            out.insert(name, sample);
         }
 
         let map = &self.skel.maps.drops;
@@ -523,7 +547,35 @@ impl HostQueueProbes {
                     .or_default() += delta;
             }
         }
+        for (interface, name, qdisc) in counted_by_qdisc {
+            let Some(sample) = out.get_mut(&name) else {
+                continue;
+            };
+            let events = sample
+                .drops
+                .iter()
+                .filter(|(reason, _)| is_qdisc_reason(reason))
+                .map(|(_, n)| n)
+                .sum();
+            sample.unseen_drops = self.unseen_drops.note(interface, qdisc, events);
+        }
         Ok(out)
+    }
+
+    /// The interface's drops by its qdiscs' own counters this interval,
+    /// summed over its transmit queues whose qdisc keeps them (None: none
+    /// does, or no qdisc event came).
+    fn qdisc_drops(&mut self, netns: u32, ifindex: u32, f: &IfFold) -> Option<u64> {
+        let mut total = None;
+        for (txq, q) in &f.queues {
+            let Some(d) = q.drops else {
+                continue;
+            };
+            let key = (netns, ifindex, *txq);
+            let grew = d.since(self.prev_qdisc_drops.insert(key, d.last()));
+            *total.get_or_insert(0) += grew;
+        }
+        total
     }
 
     /// The peak rates of the last read, by interface name: the busiest
@@ -626,6 +678,7 @@ impl HostQueueProbes {
             untracked_drops: self.counter(hq_health_counter::HQ_H_DROP_UNTRACKED),
             sojourn_samples_lost: self.counter(hq_health_counter::HQ_H_SOJOURN_LOST),
             bulk_dequeues_truncated: self.counter(hq_health_counter::HQ_H_BULK_TRUNCATED),
+            unseen_drops: self.unseen_drops.total(),
         }
     }
 
@@ -736,6 +789,7 @@ fn fold_cpu(f: &mut IfFold, c: &hq_if_stats, delta: &IfTotals, epoch: u64) {
         q.latest = Some(c.last_jiffies);
         q.backlog = backlog;
     }
+    q.drops = QdiscDrops::fold(q.drops, c);
     if c.peak_epoch[slot] == epoch {
         q.peak.0 = q.peak.0.max(c.peak_qlen[slot].into());
         q.peak.1 = q.peak.1.max(c.peak_backlog_bytes[slot].into());
