@@ -178,6 +178,7 @@ static __always_inline __u64 sk_cgroup_id(struct sock *sk)
  */
 struct gnet_stats_basic_packed___pre_5_16 {
 	__u64 bytes;
+	__u32 packets;
 } __attribute__((preserve_access_index));
 
 struct Qdisc___pre_5_16 {
@@ -189,6 +190,16 @@ static __always_inline __u64 qdisc_bytes_sent(struct Qdisc *q)
 	if (bpf_core_field_exists(q->bstats.bytes.v))
 		return q->bstats.bytes.v.a.a.counter;
 	return ((struct Qdisc___pre_5_16 *)q)->bstats.bytes;
+}
+
+/* The packets (gso segments) a qdisc has handed on since it was created
+ * (what `tc -s qdisc` shows as "Sent ... pkt"), as qdisc_bytes_sent reads
+ * the bytes. */
+static __always_inline __u64 qdisc_packets_sent(struct Qdisc *q)
+{
+	if (bpf_core_field_exists(q->bstats.packets.v))
+		return q->bstats.packets.v.a.a.counter;
+	return ((struct Qdisc___pre_5_16 *)q)->bstats.packets;
 }
 
 #endif /* THROTTLESCOPE_CORE_FIXES_BPF_H */

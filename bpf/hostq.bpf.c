@@ -214,7 +214,8 @@ static __always_inline void note_backlog(struct hq_if_stats *st, struct Qdisc *q
 	st->last_qlen = q->q.qlen;
 	st->last_backlog_bytes = q->qstats.backlog;
 	st->last_drops = q->qstats.drops;
-	st->drops_known = !(q->flags & HQ_TCQ_F_CPUSTATS);
+	st->last_sent = qdisc_packets_sent(q);
+	st->counts_known = !(q->flags & HQ_TCQ_F_CPUSTATS);
 }
 
 /* The interval's peak backlog, from the backlog just noted. */
@@ -302,6 +303,7 @@ static __always_inline struct hq_if_stats *queue_slot(struct Qdisc *q,
 	st->key.txq = txq_index(dev, txq);
 	st->txq_addr = (__u64)txq;
 	st->first_drops = q->qstats.drops;
+	st->first_sent = qdisc_packets_sent(q);
 	return st;
 }
 

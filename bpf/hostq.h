@@ -111,18 +111,21 @@ struct hq_if_stats {
 	__u64 last_jiffies;
 	__u32 last_qlen;
 	__u32 last_backlog_bytes;
-	/* The qdisc's own drop counter (qstats.drops: what `tc -s qdisc` shows
-	 * as dropped), cumulative, at this CPU's first event on the queue (when
-	 * it took the slot) and at its latest. Exact where counting drop
-	 * events is not: the kernel was measured not running the programs for
-	 * some tracepoint hits (docs/architecture.md, "Host queue"). User space
+	/* The qdisc's own counters, cumulative, at this CPU's first event on
+	 * the queue (when it took the slot) and at its latest: its drops
+	 * (qstats.drops) and the packets it handed on (bstats.packets), what
+	 * `tc -s qdisc` shows as dropped and sent. Exact where counting events
+	 * is not: the kernel was measured not running the programs for some
+	 * tracepoint hits (docs/architecture.md, "Host queue"). User space
 	 * takes, per queue, the smallest first and the latest-stamped last
-	 * (hostq.rs). drops_known 0: a qdisc with per-CPU stats (pfifo_fast),
-	 * which keeps them elsewhere. */
+	 * (qdisc_counts.rs). counts_known 0: a qdisc with per-CPU stats
+	 * (pfifo_fast), which keeps them elsewhere. */
+	__u64 first_sent;
+	__u64 last_sent;
 	__u32 first_drops;
 	__u32 last_drops;
-	__u32 drops_known;
-	__u32 _pad_drops;
+	__u32 counts_known;
+	__u32 _pad_counts;
 	/* Interval extremes, slot = epoch & 1, valid when peak_epoch[slot] == epoch. */
 	__u64 peak_epoch[2];
 	__u32 peak_qlen[2];

@@ -368,6 +368,7 @@ fn host_egress_drops_are_local_drop() {
         .host_queue(|h| {
             h.drops = BTreeMap::from([("QDISC_DROP".to_string(), 100u64)]);
             h.qdisc_drops = Some(500);
+            h.qdisc_sent = Some(10_000);
             h.unseen_drops = 400;
             h.peak_backlog_packets = 1000;
         })

@@ -300,6 +300,12 @@ pub struct HostQueueSample {
     /// per CPU) or none had an event. Absent before format 1.19.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qdisc_drops: Option<u64>,
+    /// The packets (gso segments) the interface's qdiscs handed on in the
+    /// interval by their own counter (`bstats.packets`, `tc -s qdisc`'s
+    /// "Sent ... pkt"), read as `qdisc_drops` is: exact where `dequeued`,
+    /// an event count, may fall short. Absent before format 1.19.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qdisc_sent: Option<u64>,
     /// Of those, the drops found with no drop event counted in `drops`: the
     /// kernel ran no program for them (docs/architecture.md, "Host queue").
     /// Counted as local drops all the same. Absent (0) before format 1.19.

@@ -40,8 +40,9 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `udp_openers` (UDP sockets made, by owner); 1.17 health's
 /// `kafka.local_broker` (the broker this host runs); 1.18 a snapshot's
 /// `icmp_openers` (ICMP sockets made, by owner); 1.19 an interface's
-/// host queue's `qdisc_drops` and `unseen_drops` (the qdisc's own drop
-/// counter, and the drops it counted that no drop event was seen for).
+/// host queue's `qdisc_drops`, `qdisc_sent` and `unseen_drops` (the
+/// qdisc's own counters, and the drops it counted that no drop event was
+/// seen for).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
     minor: 19,

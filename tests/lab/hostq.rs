@@ -247,31 +247,34 @@ fn close(probes: u64, tc: u64, what: &str) {
     close_within(probes, tc, 5, what);
 }
 
-/// The interface's qdisc drops as the sample holds them: the qdisc's own
-/// counter equals tc's dropped exactly (read at the last event, after the
-/// drain), and the drops counted as local (drop events plus the ones found
-/// unseen) are within [`close`] of it. Drop events alone (QDISC_DROP) fell
-/// short by up to 10% in bursts the kernel ran no program for; the sample's
+/// The interface's qdisc figures as the sample holds them: the qdisc's own
+/// counters equal tc's sent packets and dropped exactly (read at the last
+/// event, after the drain); the event counts are within [`close`] of them,
+/// and the drops counted as local (drop events plus the ones found unseen)
+/// add up to the qdisc's count. Drop events alone (QDISC_DROP) fell short by
+/// up to 10% in bursts the kernel ran no program for; the sample's
 /// `unseen_drops` holds those, so none are lost.
-fn assert_drops(s: &HostQueueSample, tc_drops: u64, label: &str) {
-    assert_eq!(
-        s.qdisc_drops,
-        Some(tc_drops),
-        "{label}: the qdisc's own drop counter vs tc dropped"
-    );
+fn assert_qdisc_counts(s: &HostQueueSample, tc: &TcStats, label: &str) {
     let events = s.drops.get("QDISC_DROP").copied().unwrap_or(0);
     eprintln!(
-        "[{label}] drops: tc {tc_drops}, qdisc counter {:?}, QDISC_DROP events {events}, unseen {}",
-        s.qdisc_drops, s.unseen_drops
+        "[{label}] tc sent {} dropped {}; qdisc counters sent {:?} dropped {:?}; \
+         events dequeued {} QDISC_DROP {events}, unseen {}",
+        tc.packets, tc.drops, s.qdisc_sent, s.qdisc_drops, s.dequeued, s.unseen_drops
     );
     assert_eq!(
+        (s.qdisc_sent, s.qdisc_drops),
+        (Some(tc.packets), Some(tc.drops)),
+        "{label}: the qdisc's own counters (sent, dropped) vs tc's"
+    );
+    close(s.dequeued, tc.packets, "dequeued packets vs tc sent");
+    assert_eq!(
         events + s.unseen_drops,
-        events.max(tc_drops),
+        events.max(tc.drops),
         "{label}: drop events and unseen drops add up to the qdisc's count"
     );
     close(
         events + s.unseen_drops,
-        tc_drops,
+        tc.drops,
         "QDISC_DROP + unseen vs tc dropped",
     );
 }
@@ -451,8 +454,7 @@ fn qdisc_counts_backlog_and_drops_match_tc() {
     assert_dequeue_side(&w, DEFAULT_PEAK_WINDOW_US, true, label);
     let s = w.sender();
     assert!(w.tc.packets > 10_000, "too little traffic: {:?}", w.tc);
-    close(s.dequeued, w.tc.packets, "dequeued packets vs tc sent");
-    assert_drops(s, w.tc.drops, label);
+    assert_qdisc_counts(s, &w.tc, label);
     assert_enqueue_balance(s);
     // The backlog is the one left by the latest event; events are stamped in
     // jiffies, and of CPUs tied within one the smallest backlog is taken
@@ -498,8 +500,7 @@ fn tiny_limit_drops_without_offloads() {
     assert_dequeue_side(&w, 0, false, label);
     let s = w.sender();
     assert!(w.tc.drops > 50, "the tiny queue should drop: {:?}", w.tc);
-    close(s.dequeued, w.tc.packets, "dequeued packets vs tc sent");
-    assert_drops(s, w.tc.drops, label);
+    assert_qdisc_counts(s, &w.tc, label);
     // TCP hands the qdisc gso skbs even with offloads off (they are split
     // after the qdisc); the TBF splits those above its burst itself.
     assert_enqueue_balance(s);

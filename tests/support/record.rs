@@ -129,6 +129,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 sojourn_mean_us: Some(120 + seq),
                 sojourn_max_us: None,
                 qdisc_drops: Some(seq * 2),
+                qdisc_sent: Some(seq * 10),
                 unseen_drops: seq % 2,
                 drops,
             }),

@@ -545,6 +545,7 @@ impl Generator {
             sojourn_max_us: (pkts > 0).then(|| 60 + r.next_u64() % 400),
             drops: BTreeMap::new(),
             qdisc_drops: Some(0),
+            qdisc_sent: Some(pkts),
             unseen_drops: 0,
         };
         InterfaceSample {

@@ -22,7 +22,7 @@ use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::linklocal::{LinkLocalRead, LinkLocalReader};
 use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
 use super::percpu;
-use super::qdisc_drops::{is_qdisc_reason, QdiscDrops, UnseenDrops};
+use super::qdisc_counts::{is_qdisc_reason, Counts, QdiscCounts, UnseenDrops};
 use super::records::read_record;
 use crate::model::snapshot::{HostQueueSample, ProgramHealth};
 
@@ -101,7 +101,7 @@ pub struct HostQueueHealth {
     /// Bulk dequeues too long to walk; their extra skbs counted as 1 packet.
     pub bulk_dequeues_truncated: u64,
     /// Drops a qdisc counted itself with no drop event counted for them:
-    /// the kernel ran no program for those hits (qdisc_drops.rs).
+    /// the kernel ran no program for those hits (qdisc_counts.rs).
     pub unseen_drops: u64,
 }
 
@@ -174,10 +174,9 @@ struct QueueFold {
     backlog: (u64, u64),
     /// (packets, bytes): the closed epoch's peaks.
     peak: (u64, u64),
-    /// The qdisc's own drop counter (hostq.h): the smallest value at a
-    /// CPU's first event, and (stamp, value) at the latest event; None
+    /// The qdisc's own drop and sent counters (qdisc_counts.rs); None
     /// where the qdisc keeps per-CPU stats.
-    drops: Option<QdiscDrops>,
+    counts: Option<QdiscCounts>,
 }
 
 /// One interface's peak rate in one direction over one interval (issue
@@ -274,10 +273,10 @@ pub struct HostQueueProbes {
     /// (hostq.h, `unclocked_runs`), set here at each read.
     elsewhere: [u64; HQ_COUNTERS],
     prev_drops: HashMap<(u32, u32, u32), u64>,
-    /// Per transmit queue, its qdisc's own drop counter at the previous
-    /// read (qdisc_drops.rs).
-    prev_qdisc_drops: HashMap<QueueKey, u32>,
-    /// The qdisc drops no drop event was counted for (qdisc_drops.rs).
+    /// Per transmit queue, its qdisc's own counters at the previous read
+    /// (qdisc_counts.rs).
+    prev_qdisc_counts: HashMap<QueueKey, Counts>,
+    /// The qdisc drops no drop event was counted for (qdisc_counts.rs).
     unseen_drops: UnseenDrops,
     reason_names: HashMap<u32, String>,
     /// Programs this kernel lacks or rejected.
@@ -420,7 +419,7 @@ impl HostQueueProbes {
             prev_if: HashMap::new(),
             elsewhere: [0; HQ_COUNTERS],
             prev_drops: HashMap::new(),
-            prev_qdisc_drops: HashMap::new(),
+            prev_qdisc_counts: HashMap::new(),
             unseen_drops: UnseenDrops::default(),
             reason_names: drop_reason_names().unwrap_or_default(),
             dropped,
@@ -510,11 +509,12 @@ impl HostQueueProbes {
             self.elsewhere[hq_health_counter::HQ_H_DEQUEUE_EVENTS.0 as usize] +=
                 f.delta.dequeue_events;
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
-            let qdisc_drops = self.qdisc_drops(netns, ifindex, &f);
+            let counts = self.qdisc_counts(netns, ifindex, &f);
             let mut sample = finish(f);
-            sample.qdisc_drops = qdisc_drops;
-            if let Some(n) = qdisc_drops {
-                counted_by_qdisc.push(((netns, ifindex), name.clone(), n));
+            if let Some([drops, sent]) = counts {
+                sample.qdisc_drops = Some(drops);
+                sample.qdisc_sent = Some(sent);
+                counted_by_qdisc.push(((netns, ifindex), name.clone(), drops));
             }
             out.insert(name, sample);
         }
@@ -562,18 +562,20 @@ impl HostQueueProbes {
         Ok(out)
     }
 
-    /// The interface's drops by its qdiscs' own counters this interval,
-    /// summed over its transmit queues whose qdisc keeps them (None: none
-    /// does, or no qdisc event came).
-    fn qdisc_drops(&mut self, netns: u32, ifindex: u32, f: &IfFold) -> Option<u64> {
-        let mut total = None;
+    /// The interface's drops and sent packets by its qdiscs' own counters
+    /// this interval, summed over its transmit queues whose qdisc keeps
+    /// them (None: none does, or no qdisc event came).
+    fn qdisc_counts(&mut self, netns: u32, ifindex: u32, f: &IfFold) -> Option<Counts> {
+        let mut total: Option<Counts> = None;
         for (txq, q) in &f.queues {
-            let Some(d) = q.drops else {
+            let Some(c) = q.counts else {
                 continue;
             };
             let key = (netns, ifindex, *txq);
-            let grew = d.since(self.prev_qdisc_drops.insert(key, d.last()));
-            *total.get_or_insert(0) += grew;
+            let grew = c.since(self.prev_qdisc_counts.insert(key, c.last()));
+            let t = total.get_or_insert([0, 0]);
+            t[0] += grew[0];
+            t[1] += grew[1];
         }
         total
     }
@@ -789,7 +791,7 @@ fn fold_cpu(f: &mut IfFold, c: &hq_if_stats, delta: &IfTotals, epoch: u64) {
         q.latest = Some(c.last_jiffies);
         q.backlog = backlog;
     }
-    q.drops = QdiscDrops::fold(q.drops, c);
+    q.counts = QdiscCounts::fold(q.counts, c);
     if c.peak_epoch[slot] == epoch {
         q.peak.0 = q.peak.0.max(c.peak_qlen[slot].into());
         q.peak.1 = q.peak.1.max(c.peak_backlog_bytes[slot].into());

@@ -18,6 +18,6 @@ pub(crate) mod linklocal;
 pub mod load;
 pub(crate) mod netns_dump;
 pub(crate) mod percpu;
-pub(crate) mod qdisc_drops;
+pub(crate) mod qdisc_counts;
 pub(crate) mod records;
 pub(crate) mod udpopen;

@@ -1,46 +1,49 @@
-//! The drops a qdisc counts itself (`qstats.drops`, what `tc -s qdisc`
-//! shows as dropped) beside the drop events the programs counted
-//! (`on_kfree_skb`): the kernel was measured not running tracepoint programs
-//! for some hits (docs/architecture.md, "Host queue"), so an event count
-//! can fall short, while a cumulative counter read at any later event
-//! cannot. The programs note the counter at each qdisc event (hostq.h,
-//! `first_drops`, `last_drops`); this module turns those notes into each
-//! interval's growth, and the growth past the events counted into the drops
-//! the kernel ran no program for: counted, never lost silently.
+//! A qdisc's own counters (`qstats.drops` and `bstats.packets`, what `tc -s
+//! qdisc` shows as dropped and sent) beside the events the programs
+//! counted: the kernel was measured not running tracepoint programs for
+//! some hits (docs/architecture.md, "Host queue"), so an event count can
+//! fall short, while a cumulative counter read at any later event cannot.
+//! The programs note both counters at each qdisc event (hostq.h,
+//! `first_*`, `last_*`); this module turns those notes into each
+//! interval's growth, and the drops past the drop events counted into the
+//! drops the kernel ran no program for: counted, never lost silently.
 
 use std::collections::HashMap;
 
 use super::hostq_skel::types::hq_if_stats;
 
-/// A queue's qdisc drop counter as the CPUs' slots saw it over one read
-/// (cumulative, the kernel's `u32`).
+/// (drops, packets sent), as a qdisc counts them.
+pub(crate) type Counts = [u64; 2];
+
+/// A queue's qdisc counters as the CPUs' slots saw them over one read
+/// (cumulative).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct QdiscDrops {
-    /// The smallest value at a CPU's first event on the queue.
-    first: u32,
-    /// The stamp (jiffies) of the latest event, and the value it saw.
+pub(crate) struct QdiscCounts {
+    /// The smallest values at a CPU's first event on the queue.
+    first: Counts,
+    /// The stamp (jiffies) of the latest event, and the values it saw.
     latest: u64,
-    last: u32,
+    last: Counts,
 }
 
-impl QdiscDrops {
-    /// Folds one CPU's slot into `this`: the smallest first value; the
-    /// value of the latest event (of events tied in a jiffy, the largest:
-    /// the counter only grows). A qdisc with per-CPU stats (drops_known 0)
-    /// adds nothing.
-    pub(crate) fn fold(this: Option<QdiscDrops>, c: &hq_if_stats) -> Option<QdiscDrops> {
-        if c.drops_known == 0 {
+impl QdiscCounts {
+    /// Folds one CPU's slot into `this`: the smallest first values; the
+    /// values of the latest event (of events tied in a jiffy, the largest:
+    /// the counters only grow). A qdisc with per-CPU stats (counts_known
+    /// 0) adds nothing.
+    pub(crate) fn fold(this: Option<QdiscCounts>, c: &hq_if_stats) -> Option<QdiscCounts> {
+        if c.counts_known == 0 {
             return this;
         }
-        let cpu = QdiscDrops {
-            first: c.first_drops,
+        let cpu = QdiscCounts {
+            first: [c.first_drops.into(), c.first_sent],
             latest: c.last_jiffies,
-            last: c.last_drops,
+            last: [c.last_drops.into(), c.last_sent],
         };
         Some(match this {
             None => cpu,
-            Some(d) => QdiscDrops {
-                first: d.first.min(cpu.first),
+            Some(d) => QdiscCounts {
+                first: [d.first[0].min(cpu.first[0]), d.first[1].min(cpu.first[1])],
                 latest: d.latest.max(cpu.latest),
                 last: if (cpu.latest, cpu.last) > (d.latest, d.last) {
                     cpu.last
@@ -51,21 +54,24 @@ impl QdiscDrops {
         })
     }
 
-    /// The value at the latest event.
-    pub(crate) fn last(&self) -> u32 {
+    /// The values at the latest event.
+    pub(crate) fn last(&self) -> Counts {
         self.last
     }
 
-    /// The drops since `prev` (this queue's value at the previous read;
-    /// none: since its first event). A value under `prev` is a new qdisc
-    /// (`tc qdisc replace`), counting from 0.
-    pub(crate) fn since(&self, prev: Option<u32>) -> u64 {
-        let base = match prev {
-            Some(p) if self.last >= p => p,
-            Some(_) => 0,
-            None => self.first.min(self.last),
+    /// Each counter's growth since `prev` (this queue's values at the
+    /// previous read; none: since its first event). A value under `prev`
+    /// is a new qdisc (`tc qdisc replace`), counting from 0.
+    pub(crate) fn since(&self, prev: Option<Counts>) -> Counts {
+        let grew = |i: usize| {
+            let base = match prev {
+                Some(p) if self.last[i] >= p[i] => p[i],
+                Some(_) => 0,
+                None => self.first[i].min(self.last[i]),
+            };
+            self.last[i] - base
         };
-        u64::from(self.last - base)
+        [grew(0), grew(1)]
     }
 }
 
@@ -122,35 +128,39 @@ pub(crate) fn is_qdisc_reason(reason: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A slot whose drops and sent packets are `first` and `last` (sent:
+    /// ten times the drops).
     fn slot(first: u32, jiffies: u64, last: u32, known: bool) -> hq_if_stats {
         hq_if_stats {
             first_drops: first,
+            first_sent: u64::from(first) * 10,
             last_jiffies: jiffies,
             last_drops: last,
-            drops_known: known as u32,
+            last_sent: u64::from(last) * 10,
+            counts_known: known as u32,
             ..Default::default()
         }
     }
 
     #[test]
     fn a_queue_reads_the_smallest_first_and_the_latest_last() {
-        let d = QdiscDrops::fold(None, &slot(100, 7, 150, true));
-        let d = QdiscDrops::fold(d, &slot(120, 9, 180, true));
-        // Tied in a jiffy: the larger, the counter only grows.
-        let d = QdiscDrops::fold(d, &slot(130, 9, 175, true)).unwrap();
-        assert_eq!((d.first, d.last), (100, 180));
+        let d = QdiscCounts::fold(None, &slot(100, 7, 150, true));
+        let d = QdiscCounts::fold(d, &slot(120, 9, 180, true));
+        // Tied in a jiffy: the larger, the counters only grow.
+        let d = QdiscCounts::fold(d, &slot(130, 9, 175, true)).unwrap();
+        assert_eq!((d.first, d.last), ([100, 1000], [180, 1800]));
         // Per-CPU stats: nothing known, nothing changed.
-        assert_eq!(QdiscDrops::fold(None, &slot(0, 9, 0, false)), None);
-        assert_eq!(QdiscDrops::fold(Some(d), &slot(0, 99, 0, false)), Some(d));
+        assert_eq!(QdiscCounts::fold(None, &slot(0, 9, 0, false)), None);
+        assert_eq!(QdiscCounts::fold(Some(d), &slot(0, 99, 0, false)), Some(d));
     }
 
     #[test]
     fn growth_from_the_first_event_the_previous_read_or_a_new_qdisc() {
-        let d = QdiscDrops::fold(None, &slot(100, 7, 180, true)).unwrap();
-        assert_eq!(d.since(None), 80);
-        assert_eq!(d.since(Some(150)), 30);
+        let d = QdiscCounts::fold(None, &slot(100, 7, 180, true)).unwrap();
+        assert_eq!(d.since(None), [80, 800]);
+        assert_eq!(d.since(Some([150, 1500])), [30, 300]);
         // Under the previous value: a new qdisc, from 0.
-        assert_eq!(d.since(Some(500)), 180);
+        assert_eq!(d.since(Some([500, 5000])), [180, 1800]);
     }
 
     #[test]
