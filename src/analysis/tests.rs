@@ -349,32 +349,27 @@ fn failed_retransmits_alone_are_local_queuing() {
 
 #[test]
 fn host_egress_drops_are_local_drop() {
-    let s = Build::new(0, 1)
-        .tx_bulk(1e9, 16)
-        .host_queue(|h| {
-            h.drops = BTreeMap::from([("QDISC_DROP".to_string(), 500u64)]);
-            h.peak_backlog_packets = 1000;
-        })
-        .flows(2, 1.5, 2.0)
-        .done();
-    let v = judge_one(&[], &s);
+    // `events` QDISC_DROP events and `unseen` drops the qdisc counted with
+    // no event seen, behind a full queue.
+    let judged = |events: u64, unseen: u64| {
+        let s = Build::new(0, 1)
+            .tx_bulk(1e9, 16)
+            .host_queue(|h| {
+                h.drops = BTreeMap::from([("QDISC_DROP".to_string(), events)]);
+                h.qdisc_drops = Some(events + unseen);
+                h.unseen_drops = unseen;
+                h.peak_backlog_packets = 1000;
+            })
+            .flows(2, 1.5, 2.0)
+            .done();
+        judge_one(&[], &s)
+    };
+    let v = judged(500, 0);
     assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
     assert_eq!(v.rates.local_drops, 500);
-
-    // Drops the qdisc counted with no drop event seen are local drops too:
-    // the same verdict from 100 events and 400 unseen.
-    let s = Build::new(0, 1)
-        .tx_bulk(1e9, 16)
-        .host_queue(|h| {
-            h.drops = BTreeMap::from([("QDISC_DROP".to_string(), 100u64)]);
-            h.qdisc_drops = Some(500);
-            h.qdisc_sent = Some(10_000);
-            h.unseen_drops = 400;
-            h.peak_backlog_packets = 1000;
-        })
-        .flows(2, 1.5, 2.0)
-        .done();
-    let v = judge_one(&[], &s);
+    // Unseen drops are local drops too: the same verdict from 100 events
+    // and 400 unseen.
+    let v = judged(100, 400);
     assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
     assert_eq!(v.rates.local_drops, 500);
 
