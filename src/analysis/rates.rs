@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::snapshot::{
-    AllowanceCounters, FlowCounters, FlowSample, InterfaceSample, Snapshot,
+    is_qdisc_drop_reason, AllowanceCounters, FlowCounters, FlowSample, InterfaceSample, Snapshot,
 };
 
 /// Ethernet header bytes the interface byte counters include per frame.
@@ -371,9 +371,11 @@ pub(crate) fn flow_rtt_inflation(f: &FlowSample) -> Option<f64> {
     (f.min_rtt_us > 0 && srtt > 0).then(|| srtt as f64 / f.min_rtt_us as f64)
 }
 
-/// Drop reasons that mean the host's own egress path threw a packet away.
+/// Drop reasons that mean the host's own egress path threw a packet away:
+/// a qdisc's (the same set whose unseen drops count as local), tc's, or
+/// the device's queue.
 fn is_local_egress_drop(reason: &str) -> bool {
-    reason.starts_with("QDISC")
+    is_qdisc_drop_reason(reason)
         || reason.starts_with("TC_")
         || matches!(
             reason,

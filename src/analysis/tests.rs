@@ -349,13 +349,13 @@ fn failed_retransmits_alone_are_local_queuing() {
 
 #[test]
 fn host_egress_drops_are_local_drop() {
-    // `events` QDISC_DROP events and `unseen` drops the qdisc counted with
-    // no event seen, behind a full queue.
-    let judged = |events: u64, unseen: u64| {
+    // `events` drop events for `reason` and `unseen` drops the qdisc
+    // counted with no event seen, behind a full queue.
+    let judged = |reason: &str, events: u64, unseen: u64| {
         let s = Build::new(0, 1)
             .tx_bulk(1e9, 16)
             .host_queue(|h| {
-                h.drops = BTreeMap::from([("QDISC_DROP".to_string(), events)]);
+                h.drops = BTreeMap::from([(reason.to_string(), events)]);
                 h.qdisc_drops = Some(events + unseen);
                 h.unseen_drops = unseen;
                 h.peak_backlog_packets = 1000;
@@ -364,14 +364,19 @@ fn host_egress_drops_are_local_drop() {
             .done();
         judge_one(&[], &s)
     };
-    let v = judged(500, 0);
+    let v = judged("QDISC_DROP", 500, 0);
     assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
     assert_eq!(v.rates.local_drops, 500);
     // Unseen drops are local drops too: the same verdict from 100 events
     // and 400 unseen.
-    let v = judged(100, 400);
+    let v = judged("QDISC_DROP", 100, 400);
     assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
     assert_eq!(v.rates.local_drops, 500);
+    // fq's own reasons (6.16 and later) are a qdisc's drops like
+    // QDISC_DROP, seen or unseen: local, not "other".
+    let v = judged("FQ_FLOW_LIMIT", 100, 400);
+    assert_eq!(v.verdict, Verdict::LocalDrop, "{:#?}", v.evidence);
+    assert_eq!((v.rates.local_drops, v.rates.other_drops), (500, 0));
 
     // Drops for reasons outside the egress path are reported, not judged.
     let s = Build::new(0, 1)

@@ -313,6 +313,17 @@ pub struct HostQueueSample {
     pub unseen_drops: u64,
 }
 
+/// Whether a drop reason (a key of [`HostQueueSample::drops`]) is a
+/// qdisc's: the drops `qstats.drops` also counts (QDISC_DROP,
+/// QDISC_OVERLIMIT, QDISC_CONGESTED, and the fq, cake and dualpi2 reasons
+/// of 6.16 and later). Collection matches these against the qdisc's own
+/// count to find the unseen drops; the analysis counts them as local drops.
+pub fn is_qdisc_drop_reason(reason: &str) -> bool {
+    ["QDISC_", "FQ_", "CAKE_", "DUALPI2_"]
+        .iter()
+        .any(|p| reason.starts_with(p))
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Offloads {
     pub tso: bool,
@@ -987,6 +998,22 @@ impl Health {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qdisc_drop_reasons() {
+        for r in [
+            "QDISC_DROP",
+            "QDISC_OVERLIMIT",
+            "FQ_FLOW_LIMIT",
+            "CAKE_FLOOD",
+            "DUALPI2_STEP_DROP",
+        ] {
+            assert!(is_qdisc_drop_reason(r), "{r}");
+        }
+        for r in ["TC_EGRESS", "NO_SOCKET", "NEIGH_QUEUEFULL", "FULL_RING"] {
+            assert!(!is_qdisc_drop_reason(r), "{r}");
+        }
+    }
 
     #[test]
     fn programs_of_files_before_1_3_read_as_attached() {

@@ -22,9 +22,9 @@ use super::hostq_skel::{HostqSkel, HostqSkelBuilder};
 use super::linklocal::{LinkLocalRead, LinkLocalReader};
 use super::load::{self, health_of, not_loaded, NetnsFilter, NotLoaded, ProgramSpec};
 use super::percpu;
-use super::qdisc_counts::{is_qdisc_reason, Counts, QdiscCounts, UnseenDrops};
+use super::qdisc_counts::{Counts, QdiscCounts, UnseenDrops};
 use super::records::read_record;
-use crate::model::snapshot::{HostQueueSample, ProgramHealth};
+use crate::model::snapshot::{is_qdisc_drop_reason, HostQueueSample, ProgramHealth};
 
 /// (program name, the health counter of its observed events).
 const PROGRAM_EVENTS: &[(&str, hq_health_counter)] = &[
@@ -554,7 +554,7 @@ impl HostQueueProbes {
             let events = sample
                 .drops
                 .iter()
-                .filter(|(reason, _)| is_qdisc_reason(reason))
+                .filter(|(reason, _)| is_qdisc_drop_reason(reason))
                 .map(|(_, n)| n)
                 .sum();
             sample.unseen_drops = self.unseen_drops.note(interface, qdisc, events);

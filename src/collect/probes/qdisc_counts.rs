@@ -115,15 +115,6 @@ impl UnseenDrops {
     }
 }
 
-/// Whether a drop reason is a qdisc's: the events `qstats.drops` also
-/// counts (QDISC_DROP, QDISC_OVERLIMIT, QDISC_CONGESTED, the fq, cake and
-/// dualpi2 reasons of 6.16 and later).
-pub(crate) fn is_qdisc_reason(reason: &str) -> bool {
-    ["QDISC_", "FQ_", "CAKE_", "DUALPI2_"]
-        .iter()
-        .any(|p| reason.starts_with(p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,20 +168,5 @@ mod tests {
         assert_eq!(u.note(b0, 0, 0), 0);
         assert_eq!(u.note((1, 3), 5, 0), 5);
         assert_eq!(u.total(), 30);
-    }
-
-    #[test]
-    fn qdisc_reasons() {
-        for r in [
-            "QDISC_DROP",
-            "QDISC_OVERLIMIT",
-            "FQ_FLOW_LIMIT",
-            "CAKE_FLOOD",
-        ] {
-            assert!(is_qdisc_reason(r), "{r}");
-        }
-        for r in ["TC_EGRESS", "NO_SOCKET", "NEIGH_QUEUEFULL"] {
-            assert!(!is_qdisc_reason(r), "{r}");
-        }
     }
 }
