@@ -23,6 +23,15 @@
  * direct load), compared; only an unconnected UDP socket's packet has its
  * IP header's destination read (one bpf_probe_read_kernel). No map is
  * touched before the destination is known to be a service.
+ *
+ * Pods (--all-netns, `linklocal_forwarded`): a pod's datagram leaves its
+ * socket on the pod's own interface, and the node's interface, where the
+ * allowance counts it, gets it forwarded with no socket. So the sender is
+ * kept by skb at the first (ll_origin_note) and the datagram counted for it
+ * at the second (ll_forwarded). That mode reads the IP header of every
+ * socketless skb leaving through the observer's namespace (forwarded
+ * traffic: on a node, the pods'); without --all-netns it is not in the
+ * program.
  */
 #ifndef THROTTLESCOPE_LINKLOCAL_BPF_H
 #define THROTTLESCOPE_LINKLOCAL_BPF_H
@@ -38,6 +47,12 @@
 const volatile bool linklocal_on = false;
 /* The VPC resolver (the VPC's base + 2), network order; 0: none known. */
 const volatile __u32 vpc_dns_v4 = 0;
+/* Set by the loader with --all-netns: datagrams sent from other namespaces
+ * (pods) are kept by skb where they leave their socket, and counted for
+ * that socket where they leave through `ll_node_netns` (the observer's),
+ * forwarded. Off, the socketless path returns at once, as before. */
+const volatile bool linklocal_forwarded = false;
+const volatile __u32 ll_node_netns = 0;
 
 struct ll_key _abi_ll_key = {};
 struct ll_value _abi_ll_value = {};
@@ -50,6 +65,13 @@ struct {
 	__type(key, struct ll_key);
 	__type(value, struct ll_value);
 } ll_senders SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, LL_ORIGINS);
+	__type(key, __u64); /* the skb's address */
+	__type(value, struct ll_origin);
+} ll_origins SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -110,31 +132,12 @@ static __always_inline __u8 ll_service_v6(const __u32 *a)
 	return LL_OTHER;
 }
 
-static __always_inline void ll_count(const struct sk_buff *skb, const struct net_device *dev,
-				     struct sock *sk, __u8 service, __u8 family)
+/* `skb`'s datagram counted for `key`'s sender. */
+static __always_inline void ll_add(const struct sk_buff *skb, const struct ll_key *key)
 {
 	struct ll_value init = {}, *v;
-	struct ll_key key = {};
-	struct socket *sock;
-	struct file *file;
-	struct inode *inode;
 
-	/* A TCP mini socket (a SYN-ACK's request sock, a time-wait sock) ends
-	 * with struct sock_common: its sk_protocol read above was past it, and
-	 * so would its cgroup and socket be. Asked here, on the rare path, so
-	 * that every other packet does not pay for it. */
-	if ((1U << sk->__sk_common.skc_state) & ((1U << TCP_TIME_WAIT) | (1U << TCP_NEW_SYN_RECV)))
-		return;
-	key.cgroup_id = sk_cgroup_id(sk);
-	sock = sk->sk_socket;
-	file = sock ? sock->file : NULL;
-	inode = file ? file->f_inode : NULL;
-	key.sock_ino = inode ? inode->i_ino : 0;
-	key.netns = dev_netns(dev);
-	key.ifindex = dev->ifindex;
-	key.service = service;
-	key.family = family;
-	v = map_lookup_or_init(&ll_senders, &key, &init);
+	v = map_lookup_or_init(&ll_senders, key, &init);
 	if (!v) {
 		health_inc(ll_health, LL_H_MAP_FULL);
 		return;
@@ -142,6 +145,119 @@ static __always_inline void ll_count(const struct sk_buff *skb, const struct net
 	v->packets += ll_skb_segs(skb);
 	v->bytes += skb->len;
 	v->last_jiffies = bpf_jiffies64();
+}
+
+/* The owner of a full socket: false for a TCP mini socket (a SYN-ACK's
+ * request sock, a time-wait sock), which ends with struct sock_common: its
+ * sk_protocol read before was past it, and so would its cgroup and socket
+ * be. Asked here, on the rare path, so that every other packet does not
+ * pay for it. */
+static __always_inline bool ll_owner(struct sock *sk, __u64 *cgroup_id, __u64 *sock_ino)
+{
+	struct socket *sock;
+	struct file *file;
+	struct inode *inode;
+
+	if ((1U << sk->__sk_common.skc_state) & ((1U << TCP_TIME_WAIT) | (1U << TCP_NEW_SYN_RECV)))
+		return false;
+	*cgroup_id = sk_cgroup_id(sk);
+	sock = sk->sk_socket;
+	file = sock ? sock->file : NULL;
+	inode = file ? file->f_inode : NULL;
+	*sock_ino = inode ? inode->i_ino : 0;
+	return true;
+}
+
+static __always_inline void ll_count(const struct sk_buff *skb, const struct net_device *dev,
+				     struct sock *sk, __u8 service, __u8 family)
+{
+	struct ll_key key = {};
+
+	if (!ll_owner(sk, &key.cgroup_id, &key.sock_ino))
+		return;
+	key.netns = dev_netns(dev);
+	key.ifindex = dev->ifindex;
+	key.service = service;
+	key.family = family;
+	ll_add(skb, &key);
+}
+
+/* A datagram to a service leaving its socket in another namespace than
+ * the observer's (--all-netns): its sender kept by skb, for when it leaves
+ * through the observer's namespace (ll_forwarded). */
+static __always_inline void ll_origin_note(const struct sk_buff *skb, struct sock *sk, __u32 netns)
+{
+	struct ll_origin o = {};
+	__u64 at = (__u64)skb;
+
+	if (!ll_owner(sk, &o.cgroup_id, &o.sock_ino))
+		return;
+	o.netns = netns;
+	o.seen_ns = bpf_ktime_get_ns();
+	bpf_map_update_elem(&ll_origins, &at, &o, BPF_ANY);
+}
+
+/* A socketless skb (forwarded) handed to a device of the observer's
+ * namespace: if it is a UDP datagram to a service, it is counted as
+ * forwarded, for the sending socket ll_origin_note kept (the entry then
+ * deleted: one skb, one send), or for no owner when none was kept (sent
+ * from a namespace whose socket was not seen, or NAT made a new skb). Only
+ * with linklocal_forwarded; each such skb has its IP header read. */
+static __always_inline void ll_forwarded(const struct sk_buff *skb, const struct net_device *dev)
+{
+	struct ll_key key = {};
+	struct ll_origin *o;
+	__u64 at = (__u64)skb;
+	void *nh;
+
+	key.netns = dev_netns(dev);
+	if (key.netns != ll_node_netns)
+		return;
+	nh = skb->head + skb->network_header;
+	if (skb->protocol == bpf_htons(LL_ETH_P_IP)) {
+		struct iphdr ip;
+
+		if (bpf_probe_read_kernel(&ip, sizeof(ip), nh) || ip.protocol != IPPROTO_UDP)
+			return;
+		key.service = ll_service_v4(ip.daddr);
+		key.family = 4;
+	} else if (skb->protocol == bpf_htons(LL_ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+
+		if (bpf_probe_read_kernel(&ip6, sizeof(ip6), nh) || ip6.nexthdr != IPPROTO_UDP)
+			return;
+		key.service = ll_service_v6(ip6.daddr.in6_u.u6_addr32);
+		key.family = 6;
+	}
+	if (!key.service)
+		return;
+	key.ifindex = dev->ifindex;
+	key.forwarded = 1;
+	o = bpf_map_lookup_elem(&ll_origins, &at);
+	if (o) {
+		if (bpf_ktime_get_ns() - o->seen_ns < LL_ORIGIN_MAX_AGE_NS) {
+			key.cgroup_id = o->cgroup_id;
+			key.sock_ino = o->sock_ino;
+			key.origin_netns = o->netns;
+		}
+		bpf_map_delete_elem(&ll_origins, &at);
+	}
+	ll_add(skb, &key);
+}
+
+/* A datagram to `service` leaving its socket `sk` through `dev`: counted
+ * where the observer watches; with linklocal_forwarded, a pod's is kept
+ * for where it leaves the node (its own interface is not the node's). */
+static __always_inline void ll_sent(const struct sk_buff *skb, const struct net_device *dev,
+				    struct sock *sk, __u8 service, __u8 family,
+				    __u32 target_netns, bool all_netns)
+{
+	__u32 netns = dev_netns(dev);
+
+	if (linklocal_forwarded && netns != ll_node_netns)
+		ll_origin_note(skb, sk, netns);
+	else if (NETNS_OBSERVED(netns, target_netns, all_netns))
+		ll_count(skb, dev, sk, service, family);
 }
 
 /*
@@ -158,7 +274,12 @@ static __always_inline void linklocal_note(const struct sk_buff *skb, const stru
 	if (!linklocal_on)
 		return;
 	sk = skb->sk;
-	if (!sk || sk->sk_protocol != IPPROTO_UDP)
+	if (!sk) {
+		if (linklocal_forwarded)
+			ll_forwarded(skb, dev);
+		return;
+	}
+	if (sk->sk_protocol != IPPROTO_UDP)
 		return;
 	if (skb->protocol == bpf_htons(LL_ETH_P_IP)) {
 		daddr = sk->__sk_common.skc_daddr;
@@ -167,8 +288,8 @@ static __always_inline void linklocal_note(const struct sk_buff *skb, const stru
 							offsetof(struct iphdr, daddr)))
 			return;
 		service = ll_service_v4(daddr);
-		if (service && NETNS_OBSERVED(dev_netns(dev), target_netns, all_netns))
-			ll_count(skb, dev, sk, service, 4);
+		if (service)
+			ll_sent(skb, dev, sk, service, 4, target_netns, all_netns);
 	} else if (skb->protocol == bpf_htons(LL_ETH_P_IPV6)) {
 		a[0] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[0];
 		a[1] = sk->__sk_common.skc_v6_daddr.in6_u.u6_addr32[1];
@@ -180,8 +301,8 @@ static __always_inline void linklocal_note(const struct sk_buff *skb, const stru
 					      offsetof(struct ipv6hdr, daddr)))
 			return;
 		service = ll_service_v6(a);
-		if (service && NETNS_OBSERVED(dev_netns(dev), target_netns, all_netns))
-			ll_count(skb, dev, sk, service, 6);
+		if (service)
+			ll_sent(skb, dev, sk, service, 6, target_netns, all_netns);
 	}
 }
 

@@ -41,7 +41,28 @@ struct ll_key {
 	__u32 ifindex;   /* the device the skb was handed to */
 	__u8 service;    /* enum ll_service */
 	__u8 family;     /* 4 or 6: the destination's */
-	__u8 _pad[6];
+	__u8 forwarded;  /* 1: forwarded from another namespace (a pod's), the
+			  * owner that of its sending socket there when seen
+			  * (origin_netns set), none when not (all zero) */
+	__u8 _pad;
+	__u32 origin_netns; /* the sending socket's namespace, for a forwarded one */
+};
+
+/* Datagrams to the services seen leaving a socket in another namespace
+ * (--all-netns: a pod's), kept by skb until it leaves through the
+ * observer's namespace, forwarded and socketless: a veth hands the same skb
+ * on, as do forwarding and NAT. An LRU hash: an skb dropped on the way
+ * leaves an entry that newer ones push out; an entry older than
+ * LL_ORIGIN_MAX_AGE_NS is not trusted (the skb's memory may be another's). */
+#define LL_ORIGINS 4096
+#define LL_ORIGIN_MAX_AGE_NS 1000000000ULL
+
+struct ll_origin {
+	__u64 cgroup_id; /* the sending socket's, as ll_key's */
+	__u64 sock_ino;
+	__u64 seen_ns;   /* bpf_ktime_get_ns at the send */
+	__u32 netns;     /* the sending socket's device's namespace */
+	__u32 _pad;
 };
 
 struct ll_value {

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::linklocal::LinkLocalService;
+use crate::model::linklocal::{LinkLocalSender, LinkLocalService};
 use crate::model::snapshot::{InterfaceSample, Owner, Snapshot};
 
 use super::rates::{flow_uses, owner_name};
@@ -49,7 +49,7 @@ pub(crate) fn counts(snap: &Snapshot, iface: &InterfaceSample) -> Option<LinkLoc
     let mut by: BTreeMap<SenderKey, u64> = BTreeMap::new();
     for s in &sample.senders {
         let key = SenderKey {
-            sender: sender_name(&s.owner),
+            sender: udp_sender_name(s),
             service: s.service,
             proto: s.proto.clone(),
             family: s.family,
@@ -95,7 +95,23 @@ pub(crate) fn counts(snap: &Snapshot, iface: &InterfaceSample) -> Option<LinkLoc
     })
 }
 
-/// A UDP sender to the link-local services: its owner as a flow's, or,
+/// A UDP sender to the link-local services, as [`sender_name`] words its
+/// owner; one forwarded from another namespace (a pod's, `--all-netns`)
+/// says so, with that namespace, or that its socket was not seen.
+fn udp_sender_name(s: &LinkLocalSender) -> String {
+    match (&s.from_netns, s.forwarded) {
+        (_, false) => sender_name(&s.owner),
+        (Some(ns), true) => format!(
+            "{} via netns {}",
+            sender_name(&s.owner),
+            crate::shared::terminal_text::inert(ns)
+        ),
+        (None, true) => "forwarded, sender not seen".to_string(),
+    }
+}
+
+/// An owner of sockets (a UDP sender to the link-local services, a UDP
+/// opener): its owner as a flow's, or,
 /// when its socket's process was not found (pid 0: the socket was closed
 /// before the read, as a resolver's socket per query is), the socket's
 /// cgroup: the workload it names, else its path.

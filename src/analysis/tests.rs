@@ -937,6 +937,8 @@ fn ll_sender(
         family,
         packets,
         bytes: packets * 40,
+        forwarded: false,
+        from_netns: None,
     }
 }
 
@@ -972,6 +974,43 @@ fn a_linklocal_sender_whose_process_is_gone_is_named_by_its_cgroup() {
             "process unknown"
         ]
     );
+}
+
+/// A pod's datagrams, forwarded through the node's interface (--all-netns),
+/// are named for the pod's socket "via netns", apart from the same process's
+/// own sends, and those whose socket was not seen say so: never "/0".
+#[test]
+fn a_pods_forwarded_linklocal_senders_are_named_via_their_namespace() {
+    let mut b = Build::new(0, 1);
+    let mut pod = ll_sender(20, "coredns", Some("dns"), LinkLocalService::Dns, 4, 1_500);
+    pod.forwarded = true;
+    pod.from_netns = Some("cni-1234".into());
+    let mut unseen = ll_sender(0, "", None, LinkLocalService::Dns, 4, 40);
+    unseen.owner.cgroup_id = 0;
+    unseen.forwarded = true;
+    let node = ll_sender(21, "chronyd", None, LinkLocalService::Time, 4, 10);
+    b.iface().linklocal = Some(LinkLocalSample::of(vec![pod, unseen, node], 0));
+    let s = b
+        .tx_bulk(1e8, 1)
+        .ena(|d| d.linklocal_allowance_exceeded = Some(500))
+        .done();
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LinklocalLimit);
+    let names: Vec<&str> = v
+        .rates
+        .linklocal_senders
+        .iter()
+        .map(|r| r.sender.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "coredns/20 (default/dns) via netns cni-1234",
+            "forwarded, sender not seen",
+            "chronyd/21"
+        ]
+    );
+    assert!(v.evidence[0].note.contains("coredns/20 (default/dns) via netns cni-1234"));
 }
 
 /// Issue 45, item 1: a linklocal_limit names the senders to the link-local

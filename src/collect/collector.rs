@@ -250,6 +250,9 @@ impl Collector {
                 .and_then(|t| ll::vpc_resolver(&t)),
             // on_qdisc_dequeue counts the dequeue side (Parts::dequeue_at_xmit).
             dequeue_at_xmit: false,
+            // With --all-netns, pods' datagrams are followed to this
+            // namespace's interfaces, forwarded (bpf/linklocal.bpf.h).
+            linklocal_node_netns: config.all_netns.then_some(netns),
         };
         let attach_hostq =
             || HostQueueProbes::attach_parts(filter, u64::from(config.peak_window_us), parts);
@@ -348,7 +351,11 @@ impl Collector {
     /// query) keeps its cgroup, with pid 0. Datagrams no socket was kept
     /// for (the kernel's map full) go on every interface's sample as
     /// unattributed, being of no known one. Interfaces of other namespaces
-    /// (--all-netns: a pod's veth) are not reported, as for the host queue.
+    /// (--all-netns: a pod's veth) are not reported, as for the host queue;
+    /// a pod's datagrams are reported where they leave through this
+    /// namespace's interface, forwarded, for the socket that sent them in
+    /// the pod (a sender of its own, with the pod's namespace), or for no
+    /// sender where that socket was not seen.
     fn linklocal_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) -> Result<()> {
         use crate::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
         use crate::model::snapshot::Owner;
@@ -356,9 +363,9 @@ impl Collector {
             return Ok(());
         };
         let read = read?;
-        // (interface, pid, cgroup, service, family) -> sender
-        let mut senders: BTreeMap<(String, u32, u64, LinkLocalService, u8), LinkLocalSender> =
-            BTreeMap::new();
+        // (interface, pid, cgroup, service, family, forwarded from) -> sender
+        type Key = (String, u32, u64, LinkLocalService, u8, Option<u32>);
+        let mut senders: BTreeMap<Key, LinkLocalSender> = BTreeMap::new();
         for c in read.counts {
             if c.netns != self.own_netns {
                 continue;
@@ -366,9 +373,10 @@ impl Collector {
             let Some(name) = self.if_names.name(c.ifindex, seq) else {
                 continue;
             };
-            let mut owner = self
-                .owners
-                .lookup_retry(c.sock_ino, seq)
+            let seen = !c.forwarded || c.origin_netns != 0;
+            let mut owner = seen
+                .then(|| self.owners.lookup_retry(c.sock_ino, seq))
+                .flatten()
                 .unwrap_or_else(|| Owner {
                     pid: 0,
                     comm: String::new(),
@@ -378,7 +386,13 @@ impl Collector {
                     workload: None,
                 });
             owner.cgroup_id = c.cgroup_id;
-            let key = (name, owner.pid, c.cgroup_id, c.service, c.family);
+            let from = (c.forwarded && seen).then_some(c.origin_netns);
+            let from_netns = from.map(|ino| {
+                self.netns_names
+                    .name(ino, seq)
+                    .unwrap_or_else(|| ino.to_string())
+            });
+            let key = (name, owner.pid, c.cgroup_id, c.service, c.family, from);
             let s = senders.entry(key).or_insert_with(|| LinkLocalSender {
                 owner,
                 service: c.service,
@@ -386,6 +400,8 @@ impl Collector {
                 family: c.family,
                 packets: 0,
                 bytes: 0,
+                forwarded: c.forwarded,
+                from_netns,
             });
             s.packets += c.packets;
             s.bytes += c.bytes;

@@ -101,6 +101,18 @@ pub struct LinkLocalSender {
     pub packets: u64,
     /// Payload bytes sent.
     pub bytes: u64,
+    /// Sent from another network namespace (a pod's, `--all-netns`) and
+    /// forwarded through this interface: `owner` is the sending socket's
+    /// there, or all zero when that socket was not seen (`from_netns`
+    /// None: sent before the observer started, or by a socket whose skb the
+    /// kernel did not hand on whole). Absent before format 1.20.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forwarded: bool,
+    /// For a forwarded sender seen: its network namespace, by its `ip
+    /// netns` name where it has one, else its inode (a pod's is named by
+    /// the owner's workload).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_netns: Option<String>,
 }
 
 /// The UDP sent to the link-local services through one interface in one

@@ -42,10 +42,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// `icmp_openers` (ICMP sockets made, by owner); 1.19 an interface's
 /// host queue's `qdisc_drops`, `qdisc_sent` and `unseen_drops` (the
 /// qdisc's own counters, and the drops it counted that no drop event was
-/// seen for).
+/// seen for); 1.20 a link-local sender's `forwarded` and `from_netns` (a
+/// pod's datagrams forwarded through the node's interface).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 19,
+    minor: 20,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

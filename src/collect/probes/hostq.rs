@@ -320,6 +320,13 @@ pub struct Parts {
     /// its drain then read 4 packets where tc read 0 (tests/lab/hostq.rs,
     /// docs/performance.md, "Seventh pass").
     pub dequeue_at_xmit: bool,
+    /// The observer's namespace when every namespace is watched
+    /// (--all-netns): the UDP a pod sends to the link-local services is then
+    /// counted where it leaves through this namespace's interfaces,
+    /// forwarded, for the socket that sent it in the pod
+    /// (bpf/linklocal.bpf.h). None: counted where a socket hands it to a
+    /// device only.
+    pub linklocal_node_netns: Option<u32>,
 }
 
 /// Entries of the `hq_health` array.
@@ -380,6 +387,10 @@ impl HostQueueProbes {
                 rodata.dequeue_at_xmit = at_xmit;
                 rodata.linklocal_on = parts.linklocal;
                 rodata.vpc_dns_v4 = parts.vpc_dns.map_or(0, |a| u32::from_ne_bytes(a.octets()));
+                if let Some(ino) = parts.linklocal_node_netns.filter(|_| parts.linklocal) {
+                    rodata.linklocal_forwarded = true;
+                    rodata.ll_node_netns = ino;
+                }
                 plan.apply(open.open_object_mut());
                 if at_xmit {
                     // One program fewer a packet (issue #47): on_dev_xmit

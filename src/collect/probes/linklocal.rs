@@ -53,6 +53,10 @@ pub(crate) struct LinkLocalCount {
     pub sock_ino: u64,
     pub service: LinkLocalService,
     pub family: u8,
+    /// Forwarded from another namespace (bpf/linklocal.bpf.h); with the
+    /// sending socket's namespace when it was seen (0: not seen).
+    pub forwarded: bool,
+    pub origin_netns: u32,
     pub packets: u64,
     pub bytes: u64,
 }
@@ -138,6 +142,8 @@ fn count_of(key: &ll_key, grew: Counts) -> LinkLocalCount {
             _ => LinkLocalService::Other,
         },
         family: key.family,
+        forwarded: key.forwarded != 0,
+        origin_netns: key.origin_netns,
         packets: grew.packets,
         bytes: grew.bytes,
     }

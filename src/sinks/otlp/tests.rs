@@ -409,6 +409,8 @@ fn linklocal_packets_where_measured() {
             family: 4,
             packets: 1_300,
             bytes: 52_000,
+            forwarded: false,
+            from_netns: None,
         }],
         0,
     ));
