@@ -364,6 +364,8 @@ fn the_report_names_the_senders_to_the_link_local_services() {
         family: 4,
         packets,
         bytes: packets * 40,
+        forwarded: false,
+        from_netns: None,
     };
     let sample = LinkLocalSample::of(
         vec![

@@ -86,6 +86,10 @@ impl Lab {
     pub fn broker(&self) -> String {
         format!("{}-broker", self.prefix)
     }
+    /// The namespace `tools/lab pod` makes behind the broker.
+    pub fn pod(&self) -> String {
+        format!("{}-pod", self.prefix)
+    }
 
     /// `ip netns exec NS PROGRAM ARGS...`, output checked.
     pub fn exec(&self, ns: &str, program: &str, args: &[&str]) -> String {
