@@ -227,6 +227,21 @@ def main():
                     fails.append(f"{scenario}: per-flow retransmits {ours}, RetransSegs {theirs} (>5% apart)")
             else:
                 fails.append(f"{scenario}: no /proc/net/snmp readings")
+        # --all-netns: the same programs, with the link-local count's
+        # forwarded mode, attached (on_dev_xmit carries it).
+        all_rc = value("ALLNETNS_RC")
+        if all_rc != "0":
+            fails.append(f"watch --all-netns exit {all_rc}: {dict(secs).get('ALLNETNS_ERR', '').strip()[:400]}")
+        else:
+            try:
+                row = json.loads(dict(secs).get("ALLNETNS", "").strip())
+                progs = {p["name"]: p.get("attached", True) for p in row["health"]["programs"]}
+                if not progs.get("dev_xmit"):
+                    fails.append(f"watch --all-netns: dev_xmit not attached: {progs}")
+                else:
+                    verdicts.append("--all-netns dev_xmit attached")
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                fails.append(f"watch --all-netns: no interval read ({e})")
         dumped = "the moved set" if "flow dump: flows that moved" in doctor else "NOT the moved set"
         print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}, doctor names as lost: {lost}, flows read from {dumped}{mode}\t"
               f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")

@@ -53,12 +53,22 @@ def scenario(name, rows, retrans_before=100, retrans_after=110, rc=0):
 MOVED_SET = "[ok]   flow dump: flows that moved, from the moved set (sweep_moved); every flow once a minute through the socket-storage map iterator"
 
 
-def log(*body, doctor="all programs attached\n" + MOVED_SET, doctor_rc=0, end=True, jail=None):
+def all_netns(rc=0, dev_xmit=True):
+    """The guest's `watch --all-netns` sections: its exit and last interval."""
+    last = json.dumps({"health": {"programs": [{"name": "tcp_probe", "attached": True},
+                                               {"name": "dev_xmit", "attached": dev_xmit}]}})
+    return "\n".join([f"=== ALLNETNS_RC {rc}", "=== ALLNETNS_ERR",
+                      "refused" if rc else "", "=== ALLNETNS", last if rc == 0 else ""])
+
+
+def log(*body, doctor="all programs attached\n" + MOVED_SET, doctor_rc=0, end=True, jail=None,
+        allnetns=None):
     parts = ["boot noise", "=== KERNEL 6.1.0-56-amd64"]
     if jail is not None:
         parts += ["=== JAIL", *jail]
     parts += ["=== VERSION", "throttlescope 0.9.0", "commit abc123", "=== VERSION_RC 0",
-              "=== DOCTOR", doctor, f"=== DOCTOR_RC {doctor_rc}", *body]
+              "=== DOCTOR", doctor, f"=== DOCTOR_RC {doctor_rc}", *body,
+              all_netns() if allnetns is None else allnetns]
     if end:
         parts.append("=== END")
     return "\n".join(parts) + "\n"
@@ -102,6 +112,16 @@ class Judge(unittest.TestCase):
         self.assertIn("hv_queuing held 2/2 hypervisor_queuing", cols[3])
         self.assertIn("hv_queuing data waiting 90%", cols[3])
         self.assertEqual(cols[4], "hv_queuing 10/10; hv_drop 10/10")
+
+    def test_all_netns_must_load_with_dev_xmit_attached(self):
+        rc, out = self.judge(good_observe())
+        self.assertIn("--all-netns dev_xmit attached", out)
+        rc, out = self.judge(good_observe(allnetns=all_netns(rc=1)))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("watch --all-netns exit 1: refused", out)
+        rc, out = self.judge(good_observe(allnetns=all_netns(dev_xmit=False)))
+        self.assertEqual(rc, 1, out)
+        self.assertIn("dev_xmit not attached", out)
 
     def test_held_verdicts_below_the_share_fail(self):
         q = [row("free_flow"), row("hypervisor_queuing", retrans=10), row("free_flow"),
