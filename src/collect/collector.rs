@@ -325,7 +325,15 @@ impl Collector {
         c.probes.drain_events()?;
         if let Some(hq) = c.host_queue.as_mut() {
             hq.read(&mut c.if_names, seq)?;
+            // The link-local senders and the sockets made, too: read first
+            // here, their first interval counts from the baseline, not from
+            // the programs' attach (over a second before it on a loaded
+            // machine: a UDP storm then read 867 sockets/s for 600).
+            if let Some(read) = hq.read_linklocal() {
+                read?;
+            }
         }
+        c.socket_openers(seq)?;
         for name in ifstats::interfaces(&c.config.interfaces)? {
             if let Ok(now) = ifstats::read_counters(&name) {
                 c.prev_links.insert(name.clone(), now);

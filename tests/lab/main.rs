@@ -20,6 +20,7 @@ mod cli_limits;
 mod counter_gap;
 mod counter_glitch;
 mod dump_paths;
+mod first_interval;
 mod flow_iface;
 mod flows_vs_ss;
 mod hangup;
