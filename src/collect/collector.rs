@@ -431,9 +431,9 @@ impl Collector {
     /// the task that made the socket is the owner, its name as the kernel
     /// read it then (it may have exited since: a `dig` or a `ping` per
     /// query), its cgroup from the kernel, resolved to a workload as a
-    /// flow's. Other namespaces' (--all-netns) are left out, as for the
-    /// link-local senders: the interfaces reported are this namespace's.
-    /// None when the program is not attached.
+    /// flow's. Other namespaces' count only with --all-netns (a node's pods:
+    /// their flows leave through this namespace's interfaces, into the same
+    /// connection table). None when the program is not attached.
     fn socket_openers(&mut self, seq: u64) -> Result<Option<[SocketOpenSample; 2]>> {
         use crate::model::snapshot::Owner;
         use crate::model::udpopen::SocketOpener;
@@ -447,7 +447,7 @@ impl Collector {
         // made and closed every interval without a datagram sent.
         let me = std::process::id();
         for c in read.counts {
-            if c.netns != self.own_netns || c.tgid == me {
+            if (c.netns != self.own_netns && !self.config.all_netns) || c.tgid == me {
                 continue;
             }
             let o = by

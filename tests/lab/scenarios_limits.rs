@@ -536,7 +536,27 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
 #[test]
 fn conntrack_limit_names_the_udp_retry_storm_first_and_the_ping_loop() {
     let _gate = crate::lab_support::gate::shared();
-    let lab = Lab::up("cu");
+    udp_and_icmp_openers_named(false);
+}
+
+/// The same from a pod (`tools/lab pod`, forwarded and masqueraded out of
+/// b0), watched from the broker with --all-netns: the pod's sockets fill
+/// the table its node's interface leads to, and are named. Alone: with
+/// --all-netns every namespace's sockets count, another test's storm too.
+#[test]
+fn conntrack_limit_names_a_pods_udp_retry_storm_with_all_netns() {
+    let _gate = crate::lab_support::gate::alone("--all-netns counts every lab's sockets");
+    udp_and_icmp_openers_named(true);
+}
+
+/// A DNS retry storm and a ping loop in the broker, or in a pod behind it
+/// (`pod`, watched with --all-netns), under the conntrack limit.
+fn udp_and_icmp_openers_named(pod: bool) {
+    let lab = Lab::up(if pod { "cp" } else { "cu" });
+    if pod {
+        lab.tool(&["pod"]);
+    }
+    let ns = if pod { lab.pod() } else { lab.broker() };
     lab.tool(&["shape", "conntrack_limit"]);
     lab.tool(&["emulator", "start"]);
     let (secs, send_secs, rate, ping_rate) = (10u32, 12u32, 600u32, 200u32);
@@ -544,7 +564,7 @@ fn conntrack_limit_names_the_udp_retry_storm_first_and_the_ping_loop() {
     // raw ICMP socket and a new echo identifier (a new tracked flow) each.
     let workload = |script: &str, rate: u32, extra: &[&str]| {
         std::process::Command::new("ip")
-            .args(["netns", "exec", &lab.broker(), "python3"])
+            .args(["netns", "exec", &ns, "python3"])
             .arg(crate::support::repo_root().join("tools/lab.d").join(script))
             .args([&lab.client_ip, &rate.to_string(), &send_secs.to_string()])
             .args(extra)
@@ -556,7 +576,11 @@ fn conntrack_limit_names_the_udp_retry_storm_first_and_the_ping_loop() {
     let dns = workload("dns_loop.py", rate, &["new"]);
     let ping = workload("ping_loop.py", ping_rate, &[]);
     let (pid, ping_pid) = (dns.id(), ping.id());
-    let v = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
+    let mut extra = vec!["--interval", "1s"];
+    if pod {
+        extra.push("--all-netns");
+    }
+    let v = lab.watch_json_in_broker(&format!("{}s", secs - 1), &extra);
     let per_s = |child: std::process::Child, what: &str| -> f64 {
         let out = child.wait_with_output().expect(what);
         let sent: f64 = String::from_utf8_lossy(&out.stdout)
