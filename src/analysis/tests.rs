@@ -1010,7 +1010,9 @@ fn a_pods_forwarded_linklocal_senders_are_named_via_their_namespace() {
             "chronyd/21"
         ]
     );
-    assert!(v.evidence[0].note.contains("coredns/20 (default/dns) via netns cni-1234"));
+    assert!(v.evidence[0]
+        .note
+        .contains("coredns/20 (default/dns) via netns cni-1234"));
 }
 
 /// Issue 45, item 1: a linklocal_limit names the senders to the link-local
