@@ -942,30 +942,40 @@ fn ll_sender(
     }
 }
 
+/// `senders` on `b`'s interface past the link-local allowance, judged:
+/// the analysis and its senders' names, most packets first.
+fn linklocal_judged(
+    mut b: Build,
+    senders: Vec<LinkLocalSender>,
+) -> (InterfaceVerdict, Vec<String>) {
+    b.iface().linklocal = Some(LinkLocalSample::of(senders, 0));
+    let s = b
+        .tx_bulk(1e8, 1)
+        .ena(|d| d.linklocal_allowance_exceeded = Some(900))
+        .done();
+    let v = judge_one(&[], &s);
+    let names = v
+        .rates
+        .linklocal_senders
+        .iter()
+        .map(|r| r.sender.clone())
+        .collect();
+    (v, names)
+}
+
 /// A UDP sender whose socket no process held any more when it was read
 /// (pid 0: a resolver's socket per query, closed at once) is named by its
 /// socket's pod or cgroup, not as "/0".
 #[test]
 fn a_linklocal_sender_whose_process_is_gone_is_named_by_its_cgroup() {
-    let mut b = Build::new(0, 2);
+    let b = Build::new(0, 2);
     let mut gone = ll_sender(0, "", Some("looper"), LinkLocalService::Dns, 4, 2_000);
     gone.owner.comm.clear();
     let mut bare = ll_sender(0, "", None, LinkLocalService::Dns, 4, 100);
     bare.owner.cgroup = Some("/system.slice/a.service".into());
     bare.owner.workload = None;
     let nothing = ll_sender(0, "", None, LinkLocalService::Dns, 4, 50);
-    b.iface().linklocal = Some(LinkLocalSample::of(vec![gone, bare, nothing], 0));
-    let s = b
-        .tx_bulk(1e8, 1)
-        .ena(|d| d.linklocal_allowance_exceeded = Some(900))
-        .done();
-    let v = judge_one(&[], &s);
-    let names: Vec<&str> = v
-        .rates
-        .linklocal_senders
-        .iter()
-        .map(|r| r.sender.as_str())
-        .collect();
+    let (_, names) = linklocal_judged(b, vec![gone, bare, nothing]);
     assert_eq!(
         names,
         [
@@ -981,7 +991,7 @@ fn a_linklocal_sender_whose_process_is_gone_is_named_by_its_cgroup() {
 /// own sends, and those whose socket was not seen say so: never "/0".
 #[test]
 fn a_pods_forwarded_linklocal_senders_are_named_via_their_namespace() {
-    let mut b = Build::new(0, 1);
+    let b = Build::new(0, 1);
     let mut pod = ll_sender(20, "coredns", Some("dns"), LinkLocalService::Dns, 4, 1_500);
     pod.forwarded = true;
     pod.from_netns = Some("cni-1234".into());
@@ -989,19 +999,8 @@ fn a_pods_forwarded_linklocal_senders_are_named_via_their_namespace() {
     unseen.owner.cgroup_id = 0;
     unseen.forwarded = true;
     let node = ll_sender(21, "chronyd", None, LinkLocalService::Time, 4, 10);
-    b.iface().linklocal = Some(LinkLocalSample::of(vec![pod, unseen, node], 0));
-    let s = b
-        .tx_bulk(1e8, 1)
-        .ena(|d| d.linklocal_allowance_exceeded = Some(500))
-        .done();
-    let v = judge_one(&[], &s);
+    let (v, names) = linklocal_judged(b, vec![pod, unseen, node]);
     assert_eq!(v.verdict, Verdict::LinklocalLimit);
-    let names: Vec<&str> = v
-        .rates
-        .linklocal_senders
-        .iter()
-        .map(|r| r.sender.as_str())
-        .collect();
     assert_eq!(
         names,
         [
