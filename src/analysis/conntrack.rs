@@ -67,6 +67,30 @@ pub struct ConnOpeners {
     pub icmp_per_s: Option<f64>,
     /// Most flows opened first, then most held open.
     pub owners: Vec<ConnOpener>,
+    /// TCP flows open through the interface at the interval's end, idle
+    /// ones included; None when not measured (recordings before 1.20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<u64>,
+    /// Of them, idle for `HOLDER_IDLE_SECS` (60 s) or more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<u64>,
+    /// The owners holding the most of them open, most first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<ConnHolder>,
+}
+
+/// An owner by the TCP flows it holds open through the interface, idle
+/// ones included: entries in the connection table, whether they move or not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnHolder {
+    /// `comm/pid`, and the pod, container or service where known.
+    pub owner: String,
+    pub open: u64,
+    /// Of them, idle for `HOLDER_IDLE_SECS` (60 s) or more.
+    pub idle: u64,
+    /// The longest idle of them, in seconds (from the observer's start at
+    /// most).
+    pub longest_idle_s: u64,
 }
 
 impl ConnOpeners {
@@ -122,6 +146,11 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     };
     let udp = made(snap.udp_openers.as_ref(), "udp");
     let icmp = made(snap.icmp_openers.as_ref(), "icmp");
+    let held = snap
+        .interfaces
+        .iter()
+        .find(|i| i.name == iface)
+        .and_then(|i| i.tcp_holders.as_ref());
     opened += udp.unwrap_or(0) + icmp.unwrap_or(0);
     let mut owners: Vec<(OpenerKey, (u64, u64))> = by.into_iter().collect();
     owners.sort_by(|a, b| {
@@ -148,6 +177,22 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
                 open,
             })
             .collect(),
+        open: held.map(|h| h.open()),
+        idle: held.map(|h| h.idle()),
+        holders: held
+            .map(|h| {
+                h.holders
+                    .iter()
+                    .take(OPENERS_NAMED)
+                    .map(|x| ConnHolder {
+                        owner: super::linklocal::sender_name(&x.owner),
+                        open: x.open,
+                        idle: x.idle,
+                        longest_idle_s: x.longest_idle_s,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
 }
 
@@ -315,7 +360,39 @@ pub(crate) fn note(openers: &ConnOpeners, trend: Option<&ConntrackTrend>) -> Str
             units::significant(openers.opened_per_s, 3)
         ),
     };
-    format!("; {total}, by owner: {who}; {gauge}")
+    format!("; {total}, by owner: {who}{}; {gauge}", holding(openers))
+}
+
+/// "; TCP flows open N, held by: OWNER N (M idle >= 60 s, the longest
+/// for T), ...", when the open flows were counted.
+fn holding(openers: &ConnOpeners) -> String {
+    use crate::model::holders::HOLDER_IDLE_SECS;
+    use crate::shared::units;
+    let Some(open) = openers.open else {
+        return String::new();
+    };
+    let who: Vec<String> = openers
+        .holders
+        .iter()
+        .map(|h| {
+            if h.idle == 0 {
+                format!("{} {}", h.owner, h.open)
+            } else {
+                format!(
+                    "{} {} ({} idle >= {HOLDER_IDLE_SECS} s, the longest for {})",
+                    h.owner,
+                    h.open,
+                    h.idle,
+                    units::secs(h.longest_idle_s as f64)
+                )
+            }
+        })
+        .collect();
+    if who.is_empty() {
+        format!("; TCP flows open {open}")
+    } else {
+        format!("; TCP flows open {open}, held by: {}", who.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,11 @@ pub struct DeviceState {
     /// measured (rates' `linklocal_pps`).
     pub linklocal_packets: Option<u64>,
     pub linklocal_pps: Option<f64>,
+    /// TCP flows open through it at the end of the last interval, idle
+    /// ones included, and of them the idle (60 s or more); `None` where
+    /// not measured (rates' `conntrack_openers.open`).
+    pub tcp_flows_open: Option<u64>,
+    pub tcp_flows_idle: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -155,6 +160,8 @@ impl Exported {
                     ];
                     d.retransmit_pct = r.retransmit_pct;
                     d.linklocal_pps = r.linklocal_pps;
+                    d.tcp_flows_open = r.conntrack_openers.open;
+                    d.tcp_flows_idle = r.conntrack_openers.idle;
                     if let Some(pps) = r.linklocal_pps {
                         let n = (pps * r.interval_secs).round() as u64;
                         d.linklocal_packets = Some(d.linklocal_packets.unwrap_or(0) + n);
@@ -166,6 +173,8 @@ impl Exported {
                     d.exceeded_pct = [None; 5];
                     d.retransmit_pct = None;
                     d.linklocal_pps = None;
+                    d.tcp_flows_open = None;
+                    d.tcp_flows_idle = None;
                     d.verdict = None;
                 }
             }

@@ -748,6 +748,53 @@ fn conntrack_limit_names_who_opens_the_flows_and_forecasts_exhaustion() {
     );
 }
 
+/// A pool of idle connections fills the table as surely as a churn: a
+/// conntrack_limit names who holds the open flows (listed or not), with how
+/// many are idle and the longest idle, from the interface's holders.
+#[test]
+fn conntrack_limit_names_who_holds_the_open_flows_idle_ones_too() {
+    use crate::model::holders::{FlowHolder, FlowHolderSample};
+    let mut s = churn_interval(0, Some(0));
+    let holder = |pid: u32, comm: &str, open: u64, idle: u64, longest: u64| FlowHolder {
+        owner: crate::model::snapshot::Owner {
+            pid,
+            comm: comm.into(),
+            thread: None,
+            cgroup_id: 0,
+            cgroup: None,
+            workload: None,
+        },
+        open,
+        idle,
+        longest_idle_s: longest,
+    };
+    s.interfaces[0].tcp_holders = Some(FlowHolderSample::of(vec![
+        holder(500, "churner", 10, 0, 0),
+        holder(700, "pool", 4_000, 3_990, 7_200),
+    ]));
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::ConntrackLimit, "{:#?}", v.evidence);
+    let o = &v.rates.conntrack_openers;
+    assert_eq!(o.open, Some(4_010));
+    assert_eq!(o.holders[0].owner, "pool/700");
+    assert_eq!((o.holders[0].open, o.holders[0].idle), (4_000, 3_990));
+    let note = &v.evidence[0].note;
+    assert!(
+        note.contains(
+            "; TCP flows open 4010, held by: pool/700 4000 (3990 idle >= 60 s, the longest \
+             for 2.00h), churner/500 10;"
+        ),
+        "{note}"
+    );
+    let j = serde_json::to_value(o).unwrap();
+    assert_eq!(j["holders"][0]["longest_idle_s"], 7_200);
+    // Without holders (recordings before 1.20): no such clause.
+    s.interfaces[0].tcp_holders = None;
+    let v = judge_one(&[], &s);
+    assert!(!v.evidence[0].note.contains("TCP flows open"));
+    assert_eq!(v.rates.conntrack_openers.open, None);
+}
+
 /// An IPv4 socket opener in cgroup 7: process `pid` named `comm`, which
 /// made `sockets` sockets.
 fn socket_opener(pid: u32, comm: &str, sockets: u64) -> crate::model::udpopen::SocketOpener {

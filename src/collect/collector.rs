@@ -426,6 +426,72 @@ impl Collector {
         Ok(())
     }
 
+    /// Every tracked TCP flow open now, the idle ones too, by owner, on the
+    /// interface it uses (src/model/holders.rs): who holds entries in each
+    /// interface's connection table, and how long idle. The flow table
+    /// keeps the counts as flows come and go (src/collect/held.rs); this
+    /// names the holders, one per process (a process's flows the kernel saw
+    /// it send on and those found through /proc are one). A flow of another
+    /// namespace (--all-netns) has no interface here and counts on every
+    /// one, as the analysis counts it.
+    fn tcp_holders_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) {
+        use crate::model::holders::{FlowHolder, FlowHolderSample};
+        use crate::model::snapshot::Owner;
+        // (interface here, pid; for no pid known, the cgroup) -> holder
+        let mut by: HashMap<(Option<u32>, u32, u64), FlowHolder> = HashMap::new();
+        for (k, h) in self.flows.held().iter() {
+            let ifindex = (k.netns == self.own_netns).then_some(k.ifindex);
+            let cgroup = if k.pid == 0 { k.cgroup_id } else { 0 };
+            let e = by
+                .entry((ifindex, k.pid, cgroup))
+                .or_insert_with(|| FlowHolder {
+                    owner: Owner {
+                        pid: k.pid,
+                        comm: String::new(),
+                        thread: None,
+                        cgroup_id: 0,
+                        cgroup: None,
+                        workload: None,
+                    },
+                    open: 0,
+                    idle: 0,
+                    longest_idle_s: 0,
+                });
+            e.open += h.open;
+            e.idle += h.idle.min(h.open);
+            e.longest_idle_s = e.longest_idle_s.max(h.longest_idle_ns / 1_000_000_000);
+            if e.owner.comm.is_empty() && h.comm[0] != 0 {
+                e.owner.comm = crate::collect::flowtable::c_string(&h.comm);
+                e.owner.cgroup_id = k.cgroup_id;
+            } else if e.owner.comm.is_empty() {
+                if let Some(o) = self.owners.lookup(h.sock_ino, seq) {
+                    e.owner.comm = o.comm;
+                }
+            }
+        }
+        let mut per_iface: HashMap<Option<String>, Vec<FlowHolder>> = HashMap::new();
+        for ((ifindex, ..), h) in by {
+            let iface = match ifindex {
+                Some(i) => match self.if_names.name(i, seq) {
+                    Some(name) => Some(name),
+                    None => continue, // an interface gone: none reported
+                },
+                None => None,
+            };
+            per_iface.entry(iface).or_default().push(h);
+        }
+        let everywhere = per_iface.remove(&None).unwrap_or_default();
+        for i in interfaces.iter_mut() {
+            let mut holders = per_iface.remove(&Some(i.name.clone())).unwrap_or_default();
+            holders.extend(everywhere.iter().cloned());
+            let mut sample = FlowHolderSample::of(holders);
+            for h in &mut sample.holders {
+                self.workloads.resolve_owner(&mut h.owner, seq);
+            }
+            i.tcp_holders = Some(sample);
+        }
+    }
+
     /// The UDP and ICMP sockets made in the observer's namespace since the
     /// last read, by owner (bpf/udpopen.bpf.h), one sample per protocol:
     /// the task that made the socket is the owner, its name as the kernel
@@ -675,6 +741,7 @@ impl Collector {
             }
         }
         self.linklocal_into(&mut interfaces, seq)?;
+        self.tcp_holders_into(&mut interfaces, seq);
         let [udp_openers, icmp_openers] = match self.socket_openers(seq)? {
             Some([udp, icmp]) => [Some(udp), Some(icmp)],
             None => [None, None],
@@ -816,6 +883,7 @@ impl Collector {
                 },
                 host_queue: None,
                 linklocal: None,
+                tcp_holders: None,
                 removed: true,
                 // Peaks are filled in for the interfaces still there.
                 tx_peak_bps: None,
@@ -856,6 +924,7 @@ impl Collector {
                 allowance,
                 host_queue: None,
                 linklocal: None,
+                tcp_holders: None,
                 removed: false,
                 name: name.clone(),
                 tx_peak_bps: None,

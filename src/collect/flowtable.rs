@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::collect::held::{HeldFlows, HolderKey};
 use crate::collect::probes::flows_skel::types::ts_flow_record;
 use crate::model::fold::{choose_listed, Folded};
 use crate::model::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
@@ -21,6 +22,12 @@ struct Known {
     last: ts_flow_record,
     /// The call to `update` (its count) that read this record.
     read_in: u64,
+    /// bpf_ktime of the latest record that found it moving (opened, or
+    /// `moved_lately`); for a flow that has not moved since the observer
+    /// started, the start: how long it has held its place idle, at least.
+    moved_ns: u64,
+    /// Whom it is counted for in the table's holders.
+    holder: HolderKey,
 }
 
 impl Known {
@@ -58,6 +65,8 @@ pub(crate) struct FlowTable {
     /// tcp_probe runs on tracked flows since start, closed ones included:
     /// kept as records come in, so that no call walks every known flow.
     probe_events: u64,
+    /// The open flows by holder, kept the same way (src/collect/held.rs).
+    held: HeldFlows,
 }
 
 impl FlowTable {
@@ -133,13 +142,13 @@ impl FlowTable {
         let mut counts = UpdateCounts::default();
         for rec in live.iter().filter(|r| !closed_ids.contains(&r.cookie)) {
             counts.read += 1;
-            let (m, was_known) = self.measure(rec, false);
+            let (m, was_known) = self.measure(rec, false, resolve_owner);
             known_seen += was_known as u64;
             moved.extend(m);
         }
         let listed_open = moved.len() as u64;
         for &rec in closed {
-            let (m, was_known) = self.measure(rec, true);
+            let (m, was_known) = self.measure(rec, true, resolve_owner);
             known_seen += was_known as u64;
             moved.extend(m);
         }
@@ -147,7 +156,17 @@ impl FlowTable {
             // Sockets that vanished without a close record (e.g. the close
             // event was dropped): forget them too; the drop is in health.
             let present: HashSet<u64> = live.iter().map(|r| r.cookie).collect();
-            self.known.retain(|id, _| present.contains(id));
+            let held = &mut self.held;
+            self.known.retain(|id, k| {
+                let keep = present.contains(id);
+                if !keep {
+                    held.remove(k.holder);
+                }
+                keep
+            });
+            // Every open flow was just read: which are idle, counted again.
+            self.held
+                .count_idle(self.known.values().map(|k| (k.holder, k.moved_ns)), now_ns);
         } else {
             counts.carried = known_before.saturating_sub(known_seen);
         }
@@ -167,6 +186,12 @@ impl FlowTable {
             }
         }
         (out, counts)
+    }
+
+    /// The open flows by holder: what holds entries in the connection
+    /// table, and how many idle (as of the last full dump).
+    pub(crate) fn held(&self) -> &HeldFlows {
+        &self.held
     }
 
     /// The network namespaces of the flows tracked now.
@@ -192,6 +217,7 @@ impl FlowTable {
         &mut self,
         rec: &'r ts_flow_record,
         closed: bool,
+        resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
     ) -> (Option<Measured<'r>>, bool) {
         let (totals, _) = counters_of(rec);
         let prev = self.known.get(&rec.cookie);
@@ -215,13 +241,44 @@ impl FlowTable {
         let srtt_mean_us = (probe_delta > 0)
             .then(|| (rec.st.srtt_sum_us.saturating_sub(prev_srtt_sum) / probe_delta) as u32);
         let was_known = prev.is_some();
+        // The socket's process, when looked up for its holder: its sample
+        // takes it from here rather than looking again.
+        let mut looked_up: Option<Option<Owner>> = None;
         if closed {
             // Reported this once, then forgotten.
-            self.known.remove(&rec.cookie);
+            if let Some(k) = self.known.remove(&rec.cookie) {
+                self.held.remove(k.holder);
+            }
         } else {
+            // Its holder: the kernel's sender, else (looked up only while
+            // unknown) its socket's process.
+            let holder = match prev {
+                Some(k) if rec.st.owner_tgid == 0 && k.holder.pid != 0 => k.holder,
+                _ => HolderKey::of(rec, || {
+                    let o = resolve_owner(rec);
+                    let pid = o.as_ref().map(|o| o.pid);
+                    looked_up = Some(o);
+                    pid
+                }),
+            };
+            match prev.map(|k| k.holder) {
+                Some(old) if old == holder => {}
+                Some(old) => {
+                    self.held.remove(old);
+                    self.held.add(holder, rec);
+                }
+                None => self.held.add(holder, rec),
+            }
+            let moved_ns = if opened || rec.moved_lately != 0 {
+                rec.now_ns
+            } else {
+                prev.map_or(self.start_ns, |k| k.moved_ns)
+            };
             let kept = Known {
                 last: *rec,
                 read_in: self.updates,
+                moved_ns,
+                holder,
             };
             match self.known.get_mut(&rec.cookie) {
                 Some(k) => **k = kept,
@@ -238,9 +295,29 @@ impl FlowTable {
             srtt_mean_us,
             opened,
             closed,
+            looked_up,
         });
         (m, was_known)
     }
+}
+
+/// A flow's owner: the task the kernel saw sending on it (with its thread),
+/// else `resolve_owner`'s (the socket's process found through /proc).
+pub(crate) fn owner_of(
+    rec: &ts_flow_record,
+    resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
+) -> Option<Owner> {
+    if rec.st.owner_tgid == 0 {
+        return resolve_owner(rec);
+    }
+    Some(Owner {
+        pid: rec.st.owner_tgid,
+        comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
+        thread: Some(c_string(&rec.st.owner_thread.map(|c| c as u8))).filter(|t| !t.is_empty()),
+        cgroup_id: rec.st.owner_cgroup_id,
+        cgroup: None,
+        workload: None,
+    })
 }
 
 /// A flow that moved, before its sample is built.
@@ -251,6 +328,8 @@ struct Measured<'r> {
     srtt_mean_us: Option<u32>,
     opened: bool,
     closed: bool,
+    /// The owner already looked up through /proc for it, if it was.
+    looked_up: Option<Option<Owner>>,
 }
 
 /// A flow's sample from its record and what was worked out from it.
@@ -266,20 +345,12 @@ fn build(
         srtt_mean_us,
         opened,
         closed,
+        ref looked_up,
     } = *m;
     let probe_delta = delta.probe_events;
-    let kernel_owner = rec.st.owner_tgid != 0;
-    let owner = if kernel_owner {
-        Some(Owner {
-            pid: rec.st.owner_tgid,
-            comm: c_string(&rec.st.owner_comm.map(|c| c as u8)),
-            thread: Some(c_string(&rec.st.owner_thread.map(|c| c as u8))).filter(|t| !t.is_empty()),
-            cgroup_id: rec.st.owner_cgroup_id,
-            cgroup: None,
-            workload: None,
-        })
-    } else {
-        resolve_owner(rec)
+    let owner = match looked_up {
+        Some(o) => o.clone(),
+        None => owner_of(rec, resolve_owner),
     };
     FlowSample {
         id: rec.cookie,
@@ -460,7 +531,7 @@ fn ip_of(family: u16, bytes: &[u8; 16]) -> IpAddr {
     }
 }
 
-fn c_string(bytes: &[u8]) -> String {
+pub(crate) fn c_string(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
@@ -569,6 +640,81 @@ mod tests {
             (s[0].delta.retrans_segs, s[0].delta.retrans_spurious),
             (3, 3)
         );
+    }
+
+    /// The open flows by holder follow flows as they open, change owner
+    /// and close; which are idle (not moved for 60 s) is counted at full
+    /// dumps, from the latest record that found each moving, or from the
+    /// observer's start for one that has not moved since.
+    #[test]
+    fn holders_count_open_flows_and_the_idle_at_full_dumps() {
+        let s = 1_000_000_000u64;
+        let mut t = FlowTable::new(s);
+        let at = |cookie: u64, now: u64, moved: bool, tgid: u32| {
+            let mut r = record(cookie, 1, 10, 0);
+            r.now_ns = now * s;
+            r.moved_lately = moved as u8;
+            r.st.owner_tgid = tgid;
+            r.sock_ino = cookie;
+            r
+        };
+        // The socket's process through /proc: 41 for every socket.
+        let owner = &mut |r: &ts_flow_record| {
+            Some(Owner {
+                pid: 41,
+                comm: "pool".into(),
+                thread: None,
+                cgroup_id: 0,
+                cgroup: None,
+                workload: None,
+            })
+            .filter(|_| r.sock_ino != 0)
+        };
+        let held = |t: &FlowTable| {
+            let mut v: Vec<(u32, u64, u64, u64)> = t
+                .held()
+                .iter()
+                .map(|(k, h)| (k.pid, h.open, h.idle, h.longest_idle_ns / s))
+                .collect();
+            v.sort();
+            v
+        };
+        // Seeded at 2 s: two idle (older than the observer) and one the
+        // kernel saw process 7 send on.
+        let full = |t: &mut FlowTable,
+                    recs: &[ts_flow_record],
+                    now: u64,
+                    owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>| {
+            t.update(recs, &[], true, now * s, owner, &mut |_| None);
+        };
+        full(
+            &mut t,
+            &[at(1, 2, false, 0), at(2, 2, false, 0), at(3, 2, true, 7)],
+            2,
+            owner,
+        );
+        assert_eq!(held(&t), [(7, 1, 0, 0), (41, 2, 0, 0)]);
+        // A minute later, a full dump: the two still idle since the start
+        // (1 s), process 7's moving. The second is now sent on by 41.
+        full(
+            &mut t,
+            &[at(1, 62, false, 0), at(2, 62, true, 41), at(3, 62, true, 7)],
+            62,
+            owner,
+        );
+        assert_eq!(held(&t), [(7, 1, 0, 0), (41, 2, 1, 61)]);
+        // Closed, and vanished from the next full dump: gone.
+        t.update(
+            &[],
+            &[at(3, 70, false, 7)],
+            false,
+            70 * s,
+            owner,
+            &mut |_| None,
+        );
+        assert_eq!(held(&t), [(41, 2, 1, 61)]);
+        full(&mut t, &[at(2, 130, false, 41)], 130, owner);
+        assert_eq!(held(&t), [(41, 1, 1, 68)]);
     }
 
     #[test]

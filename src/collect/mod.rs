@@ -10,6 +10,7 @@ pub mod cgroups;
 pub mod collector;
 pub(crate) mod flowtable;
 pub(crate) mod fragments;
+pub(crate) mod held;
 pub mod ifindex;
 pub(crate) mod ifstats;
 pub(crate) mod instance;

@@ -26,28 +26,30 @@ pub(crate) struct OwnerIndex {
 impl OwnerIndex {
     /// The owner of `inode`; rescans /proc at most once per interval `seq`.
     pub(crate) fn lookup(&mut self, inode: u64, seq: u64) -> Option<Owner> {
+        self.find(inode, seq).cloned()
+    }
+
+    fn find(&mut self, inode: u64, seq: u64) -> Option<&Owner> {
         if inode == 0 {
             return None;
         }
-        if let Some(o) = self.known(inode) {
-            return Some(o);
-        }
-        if self.rebuilt_at_seq != Some(seq) && !self.missing.contains(&inode) {
+        if self.known(inode).is_none()
+            && self.rebuilt_at_seq != Some(seq)
+            && !self.missing.contains(&inode)
+        {
             self.rebuild_from(scan_proc());
             self.rebuilt_at_seq = Some(seq);
         }
-        let found = self.known(inode);
-        if found.is_none() {
+        if self.known(inode).is_none() {
             self.missing.insert(inode);
         }
-        found
+        self.known(inode)
     }
 
-    fn known(&self, inode: u64) -> Option<Owner> {
+    fn known(&self, inode: u64) -> Option<&Owner> {
         self.by_inode
             .get(&inode)
             .or_else(|| self.departed.get(&inode))
-            .cloned()
     }
 
     /// As [`Self::lookup`], but an inode not found before is looked for

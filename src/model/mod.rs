@@ -5,6 +5,7 @@
 pub mod capacity;
 pub(crate) mod flow_json;
 pub mod fold;
+pub mod holders;
 pub mod instance;
 pub(crate) mod json_splice;
 pub mod kafka;

@@ -170,6 +170,11 @@ pub struct InterfaceSample {
     /// route, recordings before format 1.15).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linklocal: Option<super::linklocal::LinkLocalSample>,
+    /// The TCP flows open through this interface at the interval's end,
+    /// idle ones included, by owner (src/model/holders.rs): who holds
+    /// entries in its connection table. Absent before format 1.20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_holders: Option<super::holders::FlowHolderSample>,
 }
 
 /// Whether allowance counters could be read for an interface.

@@ -43,7 +43,8 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// host queue's `qdisc_drops`, `qdisc_sent` and `unseen_drops` (the
 /// qdisc's own counters, and the drops it counted that no drop event was
 /// seen for); 1.20 a link-local sender's `forwarded` and `from_netns` (a
-/// pod's datagrams forwarded through the node's interface).
+/// pod's datagrams forwarded through the node's interface), and an
+/// interface's `tcp_holders` (the TCP flows open, idle ones too, by owner).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
     minor: 20,

@@ -25,6 +25,7 @@ mod flow_iface;
 mod flows_vs_ss;
 mod hangup;
 mod headroom;
+mod holders;
 mod hostq;
 mod interval_extremes;
 mod kafka;

@@ -224,6 +224,16 @@ fn families(state: &ExporterState) -> Vec<Family> {
         "Last interval: packets per second sent to the link-local services through the device (limit: 1,024).",
         Kind::Gauge,
     );
+    let mut flows_open = Family::new(
+        "throttlescope_tcp_flows_open",
+        "TCP flows open through the device at the end of the last interval, idle ones included: each holds an entry in the hypervisor's connection table (conntrack_allowance_available).",
+        Kind::Gauge,
+    );
+    let mut flows_idle = Family::new(
+        "throttlescope_tcp_flows_idle",
+        "Of throttlescope_tcp_flows_open, those that have not moved for 60 s or more (the observer's start at most).",
+        Kind::Gauge,
+    );
     let mut verdict = Family::new(
         "throttlescope_verdict",
         "The device's verdict, held over the last intervals (no flapping at a threshold): 1 for the current verdict, 0 for every other.",
@@ -311,6 +321,12 @@ fn families(state: &ExporterState) -> Vec<Family> {
         if let Some(p) = d.linklocal_pps {
             ll_pps.float(dev(name), p);
         }
+        if let Some(n) = d.tcp_flows_open {
+            flows_open.int(dev(name), n);
+        }
+        if let Some(n) = d.tcp_flows_idle {
+            flows_idle.int(dev(name), n);
+        }
         for (i, direction) in ["tx", "rx"].into_iter().enumerate() {
             if let Some(v) = d.peak_bytes_per_s[i] {
                 peak_bytes.float(dev_dir(name, direction), v);
@@ -348,6 +364,8 @@ fn families(state: &ExporterState) -> Vec<Family> {
         peak_window,
         ll_packets,
         ll_pps,
+        flows_open,
+        flows_idle,
         verdict,
         confidence,
         verdict_secs,

@@ -778,6 +778,27 @@ fn kafka_group_labels_stay_bounded_with_500_groups() {
 /// over intervals (a counter) and the last interval's rate, one series per
 /// device, only where measured.
 #[test]
+fn tcp_flows_open_and_idle_only_where_measured() {
+    let mut st = ExporterState::new(20);
+    let mut a = analysis(0, vec![]);
+    for v in a.interfaces.iter_mut().filter(|v| v.iface == "b0") {
+        v.rates.conntrack_openers.open = Some(1_000);
+        v.rates.conntrack_openers.idle = Some(990);
+    }
+    st.apply(&snapshot(0), &a);
+    let text = encode_state(st);
+    let l = lines(&text);
+    for want in [
+        r#"throttlescope_tcp_flows_open{device="b0"} 1000"#,
+        r#"throttlescope_tcp_flows_idle{device="b0"} 990"#,
+        "# TYPE throttlescope_tcp_flows_open gauge",
+    ] {
+        assert!(l.contains(&want), "missing line {want:?} in:\n{text}");
+    }
+    assert!(!text.contains(r#"throttlescope_tcp_flows_open{device="lo""#));
+}
+
+#[test]
 fn linklocal_packets_only_where_measured() {
     let mut st = ExporterState::new(20);
     for seq in 0..2 {

@@ -242,6 +242,29 @@ pub fn metrics_request(
         ll_pps,
     );
 
+    // Who holds the connection table: the TCP flows open, idle ones too.
+    let (mut open, mut idle) = (Vec::new(), Vec::new());
+    for (name, d) in &state.devices {
+        if let Some(n) = d.tcp_flows_open {
+            open.push((iface(name), n as f64));
+        }
+        if let Some(n) = d.tcp_flows_idle {
+            idle.push((iface(name), n as f64));
+        }
+    }
+    m.gauge(
+        "throttlescope.tcp.flows.open",
+        "{flow}",
+        "TCP flows open through the interface at the end of the last interval, idle ones included: each holds an entry in the hypervisor's connection table.",
+        open,
+    );
+    m.gauge(
+        "throttlescope.tcp.flows.idle",
+        "{flow}",
+        "Of throttlescope.tcp.flows.open, those that have not moved for 60 s or more (the observer's start at most).",
+        idle,
+    );
+
     // The last interval's judgement.
     let mut ratio = Vec::new();
     let mut retrans = Vec::new();

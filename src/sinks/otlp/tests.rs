@@ -390,6 +390,56 @@ fn the_kafka_lookups_health_and_the_local_broker() {
 /// counted in the kernel), a cumulative sum and the last interval's rate,
 /// one point per interface; absent where not measured.
 #[test]
+fn tcp_flows_open_where_measured() {
+    use crate::model::holders::{FlowHolder, FlowHolderSample};
+    let mut snap = snapshot(0);
+    let (_, plain) = judged(0);
+    snap.interfaces[0].tcp_holders = Some(FlowHolderSample::of(vec![FlowHolder {
+        owner: crate::model::snapshot::Owner {
+            pid: 7,
+            comm: "pool".into(),
+            thread: None,
+            cgroup_id: 0,
+            cgroup: None,
+            workload: None,
+        },
+        open: 400,
+        idle: 380,
+        longest_idle_s: 900,
+    }]));
+    let a = analyze(&[], &snap, &Thresholds::default());
+    let mut state = ExporterState::new(20);
+    state.apply(&snap, &a);
+    let req = encode::metrics_request(&ec2(), &state, &snap, &a, 1_761_999_000_000);
+    let metrics: BTreeMap<&str, &Metric> = req.resource_metrics[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .map(|m| (m.name.as_str(), m))
+        .collect();
+    for (name, want) in [
+        ("throttlescope.tcp.flows.open", 400.0),
+        ("throttlescope.tcp.flows.idle", 380.0),
+    ] {
+        let Some(metric::Data::Gauge(g)) = &metrics[name].data else {
+            panic!("{name} is not a gauge")
+        };
+        assert_eq!(
+            g.data_points[0].value,
+            Some(number_data_point::Value::AsDouble(want))
+        );
+    }
+    // Not measured: no such metric.
+    let mut state = ExporterState::new(20);
+    let plain_snap = snapshot(0);
+    state.apply(&plain_snap, &plain);
+    let req = encode::metrics_request(&ec2(), &state, &plain_snap, &plain, 1_761_999_000_000);
+    assert!(!req.resource_metrics[0].scope_metrics[0]
+        .metrics
+        .iter()
+        .any(|m| m.name.starts_with("throttlescope.tcp.flows")));
+}
+
+#[test]
 fn linklocal_packets_where_measured() {
     use crate::model::linklocal::{LinkLocalSample, LinkLocalSender, LinkLocalService};
     let mut snap = snapshot(0);
