@@ -432,8 +432,9 @@ impl Collector {
     /// keeps the counts as flows come and go (src/collect/held.rs); this
     /// names the holders, one per process (a process's flows the kernel saw
     /// it send on and those found through /proc are one). A flow of another
-    /// namespace (--all-netns) has no interface here and counts on every
-    /// one, as the analysis counts it.
+    /// namespace (--all-netns) has no interface here: it counts on the
+    /// interfaces whose allowance counters were read (a node's ENIs, whose
+    /// tables it fills), or on every one where none were.
     fn tcp_holders_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) {
         use crate::model::holders::{FlowHolder, FlowHolderSample};
         use crate::model::snapshot::Owner;
@@ -480,10 +481,18 @@ impl Collector {
             };
             per_iface.entry(iface).or_default().push(h);
         }
+        // Another namespace's flows go on the interfaces with a connection
+        // allowance (ENA counters), where a table fills; on every one only
+        // where none has counters (not EC2). A pod's veth is not given every
+        // pod's flows.
         let everywhere = per_iface.remove(&None).unwrap_or_default();
+        let counted = |i: &InterfaceSample| i.allowance.sample().is_some();
+        let any_counted = interfaces.iter().any(counted);
         for i in interfaces.iter_mut() {
             let mut holders = per_iface.remove(&Some(i.name.clone())).unwrap_or_default();
-            holders.extend(everywhere.iter().cloned());
+            if !any_counted || counted(i) {
+                holders.extend(everywhere.iter().cloned());
+            }
             let mut sample = FlowHolderSample::of(holders);
             for h in &mut sample.holders {
                 self.workloads.resolve_owner(&mut h.owner, seq);
