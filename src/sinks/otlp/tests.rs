@@ -429,14 +429,23 @@ fn tcp_flows_open_where_measured() {
         );
     }
     // Not measured: no such metric.
+    assert!(!unmeasured_names(&plain)
+        .iter()
+        .any(|m| m.starts_with("throttlescope.tcp.flows")));
+}
+
+/// The metric names of `plain`'s interval over a plain snapshot (nothing
+/// optional measured).
+fn unmeasured_names(plain: &IntervalAnalysis) -> Vec<String> {
     let mut state = ExporterState::new(20);
     let plain_snap = snapshot(0);
-    state.apply(&plain_snap, &plain);
-    let req = encode::metrics_request(&ec2(), &state, &plain_snap, &plain, 1_761_999_000_000);
-    assert!(!req.resource_metrics[0].scope_metrics[0]
+    state.apply(&plain_snap, plain);
+    let req = encode::metrics_request(&ec2(), &state, &plain_snap, plain, 1_761_999_000_000);
+    req.resource_metrics[0].scope_metrics[0]
         .metrics
         .iter()
-        .any(|m| m.name.starts_with("throttlescope.tcp.flows")));
+        .map(|m| m.name.clone())
+        .collect()
 }
 
 #[test]
@@ -489,12 +498,7 @@ fn linklocal_packets_where_measured() {
         Some(number_data_point::Value::AsDouble(1_300.0))
     );
     // Not measured: no such metric.
-    let mut state = ExporterState::new(20);
-    let plain_snap = snapshot(0);
-    state.apply(&plain_snap, &plain);
-    let req = encode::metrics_request(&ec2(), &state, &plain_snap, &plain, 1_761_999_000_000);
-    assert!(!req.resource_metrics[0].scope_metrics[0]
-        .metrics
+    assert!(!unmeasured_names(&plain)
         .iter()
-        .any(|m| m.name.starts_with("throttlescope.linklocal")));
+        .any(|m| m.starts_with("throttlescope.linklocal")));
 }
