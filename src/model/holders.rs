@@ -66,15 +66,11 @@ impl FlowHolderSample {
                 .then(a.owner.cgroup_id.cmp(&b.owner.cgroup_id))
         });
         let mut s = FlowHolderSample::default();
-        for (i, h) in holders.into_iter().enumerate() {
-            if i < HOLDERS_LISTED {
-                s.holders.push(h);
-            } else {
-                s.folded_holders += 1;
-                s.folded_open += h.open;
-                s.folded_idle += h.idle;
-            }
-        }
+        s.holders = super::list_first(holders, HOLDERS_LISTED, |h| {
+            s.folded_holders += 1;
+            s.folded_open += h.open;
+            s.folded_idle += h.idle;
+        });
         s
     }
 

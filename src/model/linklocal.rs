@@ -157,15 +157,11 @@ impl LinkLocalSample {
             unattributed,
             ..Default::default()
         };
-        for (i, x) in senders.into_iter().enumerate() {
-            if i < LINKLOCAL_SENDERS_LISTED {
-                s.senders.push(x);
-            } else {
-                s.folded_senders += 1;
-                s.folded_packets += x.packets;
-                s.folded_bytes += x.bytes;
-            }
-        }
+        s.senders = super::list_first(senders, LINKLOCAL_SENDERS_LISTED, |x| {
+            s.folded_senders += 1;
+            s.folded_packets += x.packets;
+            s.folded_bytes += x.bytes;
+        });
         s
     }
 }

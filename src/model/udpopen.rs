@@ -76,14 +76,10 @@ impl SocketOpenSample {
             unattributed,
             ..Default::default()
         };
-        for (i, o) in openers.into_iter().enumerate() {
-            if i < OPENERS_LISTED {
-                s.openers.push(o);
-            } else {
-                s.folded_openers += 1;
-                s.folded_sockets += o.sockets;
-            }
-        }
+        s.openers = super::list_first(openers, OPENERS_LISTED, |o| {
+            s.folded_openers += 1;
+            s.folded_sockets += o.sockets;
+        });
         s
     }
 }
