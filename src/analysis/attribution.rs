@@ -15,7 +15,7 @@ use std::net::{IpAddr, SocketAddr};
 use serde::{Deserialize, Serialize};
 
 use super::outcome::{InterfaceVerdict, Verdict};
-use super::rates::{flow_rtt_inflation, flow_sent, flow_srtt_us, flow_uses};
+use super::rates::{flow_rtt_inflation, flow_sent, flow_srtt_us};
 use super::signal::Signal;
 use super::thresholds::Thresholds;
 use crate::model::snapshot::{FlowSample, Owner, Snapshot};
@@ -322,7 +322,7 @@ pub(crate) fn attribute(
             let local = is_local(f);
             let base = bases.base_us(f);
             let added = bases.added_delay_us(f);
-            let inbound = !local && inbound_ifaces.iter().any(|i| flow_uses(f, i));
+            let inbound = !local && inbound_ifaces.iter().any(|i| f.counts_for(i));
             // A flow that stays on the host paid for nothing it passed.
             let parts = if local {
                 BackoffParts::default()

@@ -402,11 +402,7 @@ impl ClusterTracker {
                 // rates count it).
                 let pick = |s: u64, r: u64| if ep.inbound { r } else { s };
                 let c = self.carriers.entry((h, e)).or_default();
-                for f in snap
-                    .flows
-                    .iter()
-                    .filter(|f| f.iface.as_deref().is_none_or(|i| i == ep.iface))
-                {
+                for f in snap.flows.iter().filter(|f| f.counts_for(&ep.iface)) {
                     let b = pick(f.delta.bytes_sent, f.delta.bytes_received);
                     c.total += b;
                     if f.kafka.is_some() {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::rates::{flow_uses, owner_name};
+use super::rates::owner_name;
 use crate::model::snapshot::Snapshot;
 use crate::model::udpopen::SocketOpenSample;
 
@@ -113,7 +113,7 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
     }
     let mut by: BTreeMap<OpenerKey, (u64, u64)> = BTreeMap::new();
     let mut opened = 0u64;
-    for f in snap.flows.iter().filter(|f| flow_uses(f, iface)) {
+    for f in snap.flows.iter().filter(|f| f.counts_for(iface)) {
         let name = f
             .owner
             .as_ref()
@@ -131,7 +131,7 @@ pub(crate) fn openers(snap: &Snapshot, iface: &str) -> ConnOpeners {
         .folded
         .flows
         .iter()
-        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
+        .filter(|g| g.counts_for(iface))
         .map(|g| g.opened)
         .sum::<u64>();
     let mut made = |sample: Option<&SocketOpenSample>, proto: &'static str| {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::outcome::{Evidence, InterfaceVerdict, Verdict};
 use super::signal::Signal;
 use crate::model::kafka::{KafkaIdentity, KafkaRole};
-use crate::model::snapshot::{FlowSample, Snapshot};
+use crate::model::snapshot::Snapshot;
 use crate::shared::units;
 
 /// One (interface, role, broker, group, client) of an interval.
@@ -67,12 +67,6 @@ impl KafkaRoleSum {
     }
 }
 
-/// Whether `f` counts for `iface`: a flow with no interface counts for
-/// every one, as the analysis's rates count it (src/analysis/rates.rs).
-fn on(f: &FlowSample, iface: &str) -> bool {
-    f.iface.as_deref().is_none_or(|i| i == iface)
-}
-
 /// The interval's sums per interface and Kafka identity, the interfaces in
 /// the snapshot's order, each by bytes sent then received, largest first.
 /// Empty when no flow has a Kafka identity.
@@ -83,7 +77,7 @@ pub(crate) fn sums(snap: &Snapshot) -> Vec<KafkaRoleSum> {
     let mut out = Vec::new();
     for iface in &snap.interfaces {
         let mut by: BTreeMap<(&KafkaIdentity, bool), (KafkaRoleSum, f64)> = BTreeMap::new();
-        for f in snap.flows.iter().filter(|f| on(f, &iface.name)) {
+        for f in snap.flows.iter().filter(|f| f.counts_for(&iface.name)) {
             let Some(k) = &f.kafka else { continue };
             let ambiguous = !k.ambiguous.is_empty();
             let (s, delay_weight) = by.entry((&k.who, ambiguous)).or_insert_with(|| {
@@ -152,7 +146,7 @@ pub(crate) fn evidence(
     let total: u64 = snap
         .flows
         .iter()
-        .filter(|f| on(f, &v.iface))
+        .filter(|f| f.counts_for(&v.iface))
         .map(|f| bytes(f.delta.bytes_sent, f.delta.bytes_received))
         .sum();
     if total == 0 {

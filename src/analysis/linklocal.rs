@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::model::linklocal::{LinkLocalSender, LinkLocalService};
 use crate::model::snapshot::{InterfaceSample, Owner, Snapshot};
 
-use super::rates::{flow_uses, owner_name};
+use super::rates::owner_name;
 
 /// Who sent: owner (as [`sender_name`] words it), service, protocol and
 /// the destination's family (4 or 6).
@@ -57,7 +57,7 @@ pub(crate) fn counts(snap: &Snapshot, iface: &InterfaceSample) -> Option<LinkLoc
         *by.entry(key).or_default() += s.packets;
     }
     let mut packets = sample.packets() + sample.unattributed;
-    for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
+    for f in snap.flows.iter().filter(|f| f.counts_for(&iface.name)) {
         let Some(service) = LinkLocalService::of(f.peer.ip(), None) else {
             continue;
         };

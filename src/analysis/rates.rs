@@ -7,12 +7,15 @@
 //!
 //! Flow-derived signals (segments, retransmits, RTT inflation, failed
 //! retransmits) of an interface come from the flows that use it: those whose
-//! `iface` names it (the egress device of the socket's cached route, see
-//! [`flow_uses`]). A loopback flow so counts for `lo` only, and retransmits
-//! on one ENI do not make another look lossy. A flow whose interface is not
-//! known (`iface: None`: flows of other network namespaces, recordings
-//! older than format 1.2) is shared by every interface of the snapshot, as
-//! all flows were before, so an old recording is judged the same again.
+//! `iface` names it (the egress device of the socket's cached route; for a
+//! flow of another namespace, the interface the node routes it out of; see
+//! `FlowSample::counts_for`). A loopback flow so counts for `lo` only, and
+//! retransmits on one ENI do not make another look lossy. A flow whose
+//! interface is not known (`iface: None`: before the kernel knew, in
+//! recordings older than format 1.2) is shared by every interface of the
+//! snapshot, as all flows were before, so an old recording is judged the
+//! same again; one of another namespace found to pass through none
+//! (`unrouted`) counts for none.
 
 use serde::{Deserialize, Serialize};
 
@@ -335,15 +338,6 @@ fn weighted_percentile(sorted: &[(f64, f64)], q: f64) -> Option<f64> {
     sorted.last().map(|(v, _)| *v)
 }
 
-/// Do `f`'s signals count for interface `iface`? Yes when it uses it, or
-/// when its interface is unknown (shared by all).
-pub(crate) fn flow_uses(f: &FlowSample, iface: &str) -> bool {
-    match &f.iface {
-        Some(name) => name == iface,
-        None => true,
-    }
-}
-
 /// Bytes resent for loss: the retransmitted bytes in the share of the
 /// retransmitted segments not D-SACKed (bytes are not split by spurious and
 /// lossy; segments are).
@@ -473,7 +467,7 @@ pub(crate) fn normalise(
     // unknown, not "never waiting". Any sending flow of 1.4 has busy time.
     let mut known = false;
     let mut lost_bytes = 0u64;
-    for f in snap.flows.iter().filter(|f| flow_uses(f, &iface.name)) {
+    for f in snap.flows.iter().filter(|f| f.counts_for(&iface.name)) {
         lost_bytes += lossy_bytes(&f.delta);
         r.segs_out += f.delta.segs_out;
         r.retrans_segs += f.delta.retrans_segs;
@@ -502,7 +496,7 @@ pub(crate) fn normalise(
         .folded
         .flows
         .iter()
-        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface.name))
+        .filter(|g| g.counts_for(&iface.name))
     {
         lost_bytes += lossy_bytes(&g.delta);
         r.segs_out += g.delta.segs_out;
@@ -616,13 +610,13 @@ fn packet_flows(r: &mut NormalisedRates, snap: &Snapshot, iface: &str, mtu: u32)
     let flows: Vec<&FlowSample> = snap
         .flows
         .iter()
-        .filter(|f| flow_uses(f, iface) && flow_packets(&f.delta).0 > 0)
+        .filter(|f| f.counts_for(iface) && flow_packets(&f.delta).0 > 0)
         .collect();
     let folded: u64 = snap
         .folded
         .flows
         .iter()
-        .filter(|g| g.iface.as_deref().is_none_or(|n| n == iface))
+        .filter(|g| g.counts_for(iface))
         .map(|g| flow_packets(&g.delta).0)
         .sum();
     let total = flows.iter().map(|f| flow_packets(&f.delta).0).sum::<u64>() + folded;
@@ -693,7 +687,7 @@ fn bursting_flows(snap: &Snapshot, iface: &str) -> Vec<BurstingFlow> {
     let mut flows: Vec<&FlowSample> = snap
         .flows
         .iter()
-        .filter(|f| flow_uses(f, iface) && f.peak_bps.is_some())
+        .filter(|f| f.counts_for(iface) && f.peak_bps.is_some())
         .collect();
     flows.sort_by_key(|f| std::cmp::Reverse(f.peak_bps));
     flows

@@ -1820,6 +1820,41 @@ fn flows_without_an_interface_count_for_every_interface() {
 }
 
 #[test]
+fn an_unrouted_flow_counts_for_no_interface() {
+    // A flow of another namespace with no path through this one (a
+    // namespace no veth here leads into): its retransmits are another
+    // host's, on no interface judged here; folded ones the same.
+    let mut s = two_enis(0.0, true);
+    s.flows[0].iface = None;
+    s.flows[0].unrouted = true;
+    s.flows[0].delta.retrans_segs = 500;
+    s.folded.add_counters(
+        None,
+        true,
+        false,
+        false,
+        &FlowCounters {
+            segs_out: 1_000,
+            retrans_segs: 300,
+            ..FlowCounters::default()
+        },
+    );
+    let a = analyze(&[], &s, &Thresholds::default());
+    for v in &a.interfaces {
+        assert_eq!(v.rates.retrans_segs, 0, "{}", v.iface);
+        assert_eq!(
+            v.verdict,
+            Verdict::FreeFlow,
+            "{}: {:#?}",
+            v.iface,
+            v.evidence
+        );
+    }
+    assert_eq!(a.interfaces[0].rates.active_flows, 3, "eth0 without it");
+    assert_eq!(a.interfaces[1].rates.active_flows, 4);
+}
+
+#[test]
 fn a_loopback_flow_does_not_count_for_the_real_interface() {
     // A broker talking to its local agent over 127.0.0.1: inflated RTT,
     // retransmits and failed retransmits, all on lo.

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use crate::collect::allowance::{AllowanceReader, CounterSource};
 use crate::collect::cgroups::WorkloadResolver;
-use crate::collect::flowtable::{ca_state_name, tcp_state_name, FlowTable};
+use crate::collect::egress::{Egress, ForeignFlow, NodeEgress};
+use crate::collect::flowtable::{ca_state_name, ip_of, tcp_state_name, FlowTable};
 use crate::collect::fragments;
 use crate::collect::ifindex::IfIndexNames;
 use crate::collect::ifstats;
@@ -24,7 +25,8 @@ use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
-    AllowanceStatus, FlowEvent, FlowEventKind, Health, InterfaceSample, LinkCounters, Snapshot,
+    AllowanceStatus, FlowEvent, FlowEventKind, FlowPath, Health, InterfaceSample, LinkCounters,
+    Snapshot,
 };
 use crate::model::udpopen::SocketOpenSample;
 use crate::model::workload::WorkloadFilter;
@@ -143,6 +145,9 @@ pub struct Collector {
     /// of its interfaces (`if_names` answers for this namespace).
     own_netns: u32,
     if_names: IfIndexNames,
+    /// The interface a flow of another namespace leaves this one by
+    /// (`--all-netns` only).
+    egress: Option<NodeEgress>,
     config: CollectorConfig,
     prev_links: HashMap<String, LinkCounters>,
     /// Each watched interface's MTU as last read: a removed interface's
@@ -280,6 +285,7 @@ impl Collector {
             netns_names: NetnsNames::for_host(),
             own_netns: netns,
             if_names: IfIndexNames::new().context("making a socket to look up interface names")?,
+            egress: config.all_netns.then(NodeEgress::new),
             config,
             prev_links: HashMap::new(),
             mtus: HashMap::new(),
@@ -320,7 +326,7 @@ impl Collector {
             true,
             now_ns,
             &mut |r| owners.lookup(r.sock_ino, seq),
-            &mut |_| None,
+            &mut |_| FlowPath::Unknown,
         );
         c.probes.drain_events()?;
         if let Some(hq) = c.host_queue.as_mut() {
@@ -646,10 +652,11 @@ impl Collector {
         let owners = &mut self.owners;
         let if_names = &mut self.if_names;
         let own_netns = self.own_netns;
-        // A flow of another namespace (--all-netns) keeps no interface: its
-        // ifindex is one of that namespace's devices (a veth end, its own
-        // lo), not one of the interfaces reported here, which its packets
-        // reach only through routing or bridging the socket does not show.
+        let egress = &mut self.egress;
+        // A flow of another namespace (--all-netns) records one of that
+        // namespace's devices (a pod's eth0); the interface here is the one
+        // the node routes its packets out of (src/collect/egress.rs), and
+        // none (unrouted) when no path is found.
         // Without an owner filter, the flows past the listing limit are
         // folded before their samples are built (FlowTable::update_listing);
         // with one, every flow needs its workload to be kept or not first.
@@ -662,9 +669,24 @@ impl Collector {
             mono_ns,
             &mut |r| owners.lookup(r.sock_ino, seq),
             &mut |r| {
-                (r.netns == own_netns)
-                    .then(|| if_names.name(r.st.ifindex, seq))
-                    .flatten()
+                let name = |n: Option<String>| n.map_or(FlowPath::Unknown, FlowPath::Iface);
+                if r.netns == own_netns {
+                    return name(if_names.name(r.st.ifindex, seq));
+                }
+                let Some(egress) = egress.as_mut() else {
+                    return FlowPath::Unknown;
+                };
+                let flow = ForeignFlow {
+                    netns: r.netns,
+                    ifindex: r.st.ifindex,
+                    local: ip_of(r.family, &r.saddr),
+                    peer: ip_of(r.family, &r.daddr),
+                };
+                match egress.of(flow, seq) {
+                    Egress::Ifindex(i) => name(if_names.name(i, seq)),
+                    Egress::Loopback => FlowPath::Iface("lo".to_string()),
+                    Egress::Unknown => FlowPath::Unrouted,
+                }
             },
             if filtered {
                 usize::MAX

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use crate::collect::held::{HeldFlows, HolderKey};
 use crate::collect::probes::flows_skel::types::ts_flow_record;
 use crate::model::fold::{choose_listed, Folded};
-use crate::model::snapshot::{FlowCounters, FlowSample, Owner, PerCaState};
+use crate::model::snapshot::{FlowCounters, FlowPath, FlowSample, Owner, PerCaState};
 
 const AF_INET6: u16 = 10;
 
@@ -103,7 +103,7 @@ impl FlowTable {
         all: bool,
         now_ns: u64,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
-        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> FlowPath,
     ) -> (Vec<FlowSample>, UpdateCounts) {
         let closed: Vec<&ts_flow_record> = closed.iter().collect();
         self.update_listing(
@@ -131,7 +131,7 @@ impl FlowTable {
         all: bool,
         now_ns: u64,
         resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
-        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+        resolve_iface: &mut dyn FnMut(&ts_flow_record) -> FlowPath,
         max_listed: usize,
         folded: &mut Folded,
     ) -> (Vec<FlowSample>, UpdateCounts) {
@@ -182,7 +182,8 @@ impl FlowTable {
             if list {
                 out.push(build(&m, resolve_owner, resolve_iface));
             } else {
-                folded.add_counters(resolve_iface(m.rec), m.opened, m.closed, &m.delta);
+                let (iface, unrouted) = resolve_iface(m.rec).fields();
+                folded.add_counters(iface, unrouted, m.opened, m.closed, &m.delta);
             }
         }
         (out, counts)
@@ -336,7 +337,7 @@ struct Measured<'r> {
 fn build(
     m: &Measured<'_>,
     resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
-    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
+    resolve_iface: &mut dyn FnMut(&ts_flow_record) -> FlowPath,
 ) -> FlowSample {
     let Measured {
         rec,
@@ -352,6 +353,7 @@ fn build(
         Some(o) => o.clone(),
         None => owner_of(rec, resolve_owner),
     };
+    let (iface, unrouted) = resolve_iface(rec).fields();
     FlowSample {
         id: rec.cookie,
         netns: rec.netns,
@@ -383,7 +385,8 @@ fn build(
         delta,
         opened,
         closed,
-        iface: resolve_iface(rec),
+        iface,
+        unrouted,
         netns_name: None,
         // Reset by each dump: a window ended since the last one.
         peak_bps: (rec.st.peak_bps > 0).then_some(rec.st.peak_bps),
@@ -519,7 +522,7 @@ pub(crate) fn diff(now: &FlowCounters, prev: &FlowCounters) -> FlowCounters {
 }
 
 /// An address from the record; IPv4-mapped IPv6 is shown as IPv4.
-fn ip_of(family: u16, bytes: &[u8; 16]) -> IpAddr {
+pub(crate) fn ip_of(family: u16, bytes: &[u8; 16]) -> IpAddr {
     if family == AF_INET6 {
         let v6 = Ipv6Addr::from(*bytes);
         match v6.to_ipv4_mapped() {
@@ -579,7 +582,9 @@ mod tests {
             resolve_owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>,
             resolve_iface: &mut dyn FnMut(&ts_flow_record) -> Option<String>,
         ) -> Vec<FlowSample> {
-            self.update(live, closed, true, 0, resolve_owner, resolve_iface)
+            let mut path =
+                |r: &ts_flow_record| resolve_iface(r).map_or(FlowPath::Unknown, FlowPath::Iface);
+            self.update(live, closed, true, 0, resolve_owner, &mut path)
                 .0
         }
     }
@@ -685,7 +690,7 @@ mod tests {
                     recs: &[ts_flow_record],
                     now: u64,
                     owner: &mut dyn FnMut(&ts_flow_record) -> Option<Owner>| {
-            t.update(recs, &[], true, now * s, owner, &mut |_| None);
+            t.update(recs, &[], true, now * s, owner, &mut |_| FlowPath::Unknown);
         };
         full(
             &mut t,
@@ -710,7 +715,7 @@ mod tests {
             false,
             70 * s,
             owner,
-            &mut |_| None,
+            &mut |_| FlowPath::Unknown,
         );
         assert_eq!(held(&t), [(41, 2, 1, 61)]);
         full(&mut t, &[at(2, 130, false, 41)], 130, owner);
@@ -797,7 +802,7 @@ mod tests {
                 owner_lookups += 1;
                 None
             },
-            &mut |_| None,
+            &mut |_| FlowPath::Unknown,
         );
         assert_eq!(
             counts,
@@ -816,7 +821,9 @@ mod tests {
         a2.now_ns = 12_000_000;
         a2.st.ca_since_ns = 4_000_000;
         a2.st.probe_events = 3;
-        let (s, counts) = t.update(&[a2], &[], false, 12_000_000, &mut |_| None, &mut |_| None);
+        let (s, counts) = t.update(&[a2], &[], false, 12_000_000, &mut |_| None, &mut |_| {
+            FlowPath::Unknown
+        });
         assert_eq!(
             counts,
             UpdateCounts {
@@ -842,7 +849,9 @@ mod tests {
         quiet.moved_lately = 0;
         let mut new = record(2, 2_000, 10, 0);
         new.moved_lately = 0;
-        let (s, counts) = t.update(&[quiet, new], &[], true, 0, &mut |_| None, &mut |_| None);
+        let (s, counts) = t.update(&[quiet, new], &[], true, 0, &mut |_| None, &mut |_| {
+            FlowPath::Unknown
+        });
         assert_eq!(s.iter().map(|f| f.id).collect::<Vec<_>>(), [2]);
         assert!(s[0].opened);
         assert_eq!(
@@ -856,7 +865,9 @@ mod tests {
         // Still counted, and its growth is counted once it moves.
         let mut moved = record(1, 0, 50, 0);
         moved.moved_lately = 1;
-        let (s, _) = t.update(&[moved], &[], false, 0, &mut |_| None, &mut |_| None);
+        let (s, _) = t.update(&[moved], &[], false, 0, &mut |_| None, &mut |_| {
+            FlowPath::Unknown
+        });
         assert_eq!(s.iter().find(|f| f.id == 1).unwrap().delta.bytes_sent, 40);
     }
 
@@ -875,19 +886,23 @@ mod tests {
             false,
             0,
             &mut |_| None,
-            &mut |_| None,
+            &mut |_| FlowPath::Unknown,
         );
         assert_eq!(s.len(), 1);
         assert!(s[0].id == 1 && s[0].closed && s[0].delta.bytes_sent == 10);
         assert_eq!((counts.carried, counts.idle), (1, 1), "2 is idle");
         // 2's close event was lost: a partial dump carries it, a full one
         // forgets it.
-        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| {
+            FlowPath::Unknown
+        });
         assert_eq!((counts.carried, counts.idle), (1, 1));
-        let (s, counts) = t.update(&[], &[], true, 0, &mut |_| None, &mut |_| None);
+        let (s, counts) = t.update(&[], &[], true, 0, &mut |_| None, &mut |_| FlowPath::Unknown);
         assert!(s.is_empty());
         assert_eq!(counts, UpdateCounts::default());
-        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| None);
+        let (_, counts) = t.update(&[], &[], false, 0, &mut |_| None, &mut |_| {
+            FlowPath::Unknown
+        });
         assert_eq!(counts, UpdateCounts::default());
     }
 

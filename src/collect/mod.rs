@@ -8,6 +8,7 @@
 pub mod allowance;
 pub mod cgroups;
 pub mod collector;
+pub(crate) mod egress;
 pub(crate) mod flowtable;
 pub(crate) mod fragments;
 pub(crate) mod held;
@@ -19,3 +20,4 @@ pub(crate) mod netns;
 pub(crate) mod owners;
 pub mod probes;
 pub(crate) mod removed_links;
+pub(crate) mod rtnetlink;

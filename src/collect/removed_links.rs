@@ -11,8 +11,8 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::collect::rtnetlink::{attributes, messages, u64_at, RouteSocket};
 use crate::model::snapshot::LinkCounters;
 
 /// rtnetlink's link multicast group (RTMGRP_LINK), message type
@@ -22,51 +22,23 @@ const RTMGRP_LINK: u32 = 1;
 const RTM_DELLINK: u16 = 17;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_STATS64: u16 = 23;
-/// struct nlmsghdr, struct ifinfomsg and struct rtattr sizes.
-const NLMSG_HDR: usize = 16;
+/// struct ifinfomsg's size.
 const IFINFOMSG: usize = 16;
-const RTA_HDR: usize = 4;
 /// The first eight u64 of struct rtnl_link_stats64: rx/tx packets, bytes,
 /// errors, dropped.
 const STATS64_USED: usize = 8 * 8;
 
 /// A netlink socket on the link group, read without blocking.
 pub(crate) struct RemovedLinks {
-    fd: OwnedFd,
+    socket: RouteSocket,
 }
 
 impl RemovedLinks {
     /// Opens the socket in the calling thread's network namespace.
     pub(crate) fn open() -> io::Result<Self> {
-        // SAFETY: plain socket(2); the fd is owned below.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                libc::NETLINK_ROUTE,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new fd nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: an all-zero sockaddr_nl is valid; fields set below.
-        let mut sa: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        sa.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        sa.nl_groups = RTMGRP_LINK;
-        // SAFETY: `sa` is a sockaddr_nl of the size given.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sa as *const libc::sockaddr_nl as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(RemovedLinks { fd })
+        Ok(RemovedLinks {
+            socket: RouteSocket::open(RTMGRP_LINK, libc::SOCK_NONBLOCK)?,
+        })
     }
 
     /// The interfaces removed since the last call, by name, with their
@@ -77,79 +49,33 @@ impl RemovedLinks {
         let mut lost = false;
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            // SAFETY: recv(2) into a buffer of the length given.
-            let n = unsafe {
-                libc::recv(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                match io::Error::last_os_error().raw_os_error() {
-                    Some(libc::ENOBUFS) => {
-                        lost = true;
-                        continue;
-                    }
-                    Some(libc::EINTR) => continue,
-                    _ => break, // EAGAIN: nothing more
-                }
+            match self.socket.recv(&mut buf, libc::MSG_DONTWAIT) {
+                Ok(Some(n)) => parse(&buf[..n], &mut out),
+                Ok(None) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => lost = true,
+                Err(_) => break,
             }
-            if n == 0 {
-                break;
-            }
-            parse(&buf[..n as usize], &mut out);
         }
         (out, lost)
     }
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
-/// Netlink lengths are padded to 4 bytes.
-fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
 /// The RTM_DELLINK messages of one datagram into `out` (name -> counters);
 /// other messages, and anything cut short, are skipped.
 fn parse(buf: &[u8], out: &mut HashMap<String, LinkCounters>) {
-    let mut at = 0;
-    while let (Some(len), Some(kind)) = (u32_at(buf, at), u16_at(buf, at + 4)) {
-        let len = len as usize;
-        if len < NLMSG_HDR || at + len > buf.len() {
-            return;
-        }
+    for (kind, payload) in messages(buf) {
         if kind == RTM_DELLINK {
-            if let Some((name, counters)) = dellink(&buf[at + NLMSG_HDR..at + len]) {
+            if let Some((name, counters)) = dellink(payload) {
                 out.insert(name, counters);
             }
         }
-        at += align4(len);
     }
 }
 
 /// One RTM_DELLINK payload: the link's name and statistics.
 fn dellink(msg: &[u8]) -> Option<(String, LinkCounters)> {
-    let mut at = IFINFOMSG;
     let (mut name, mut stats) = (None, None);
-    while let (Some(len), Some(kind)) = (u16_at(msg, at), u16_at(msg, at + 2)) {
-        let len = len as usize;
-        if len < RTA_HDR || at + len > msg.len() {
-            break;
-        }
-        let data = &msg[at + RTA_HDR..at + len];
+    for (kind, data) in attributes(msg, IFINFOMSG) {
         match kind {
             IFLA_IFNAME => {
                 let end = data.iter().position(|&c| c == 0).unwrap_or(data.len());
@@ -170,7 +96,6 @@ fn dellink(msg: &[u8]) -> Option<(String, LinkCounters)> {
             }
             _ => {}
         }
-        at += align4(len);
     }
     Some((name?, stats?))
 }
@@ -179,25 +104,11 @@ fn dellink(msg: &[u8]) -> Option<(String, LinkCounters)> {
 mod tests {
     use super::*;
 
-    fn attr(kind: u16, data: &[u8]) -> Vec<u8> {
-        let mut a = Vec::new();
-        a.extend(((RTA_HDR + data.len()) as u16).to_ne_bytes());
-        a.extend(kind.to_ne_bytes());
-        a.extend(data);
-        a.resize(align4(a.len()), 0);
-        a
-    }
+    use crate::collect::rtnetlink::attribute as attr;
+    use crate::collect::rtnetlink::tests::message as nl_message;
 
     fn message(kind: u16, attrs: &[Vec<u8>]) -> Vec<u8> {
-        let body: Vec<u8> = std::iter::repeat_n(0u8, IFINFOMSG)
-            .chain(attrs.iter().flatten().copied())
-            .collect();
-        let mut m = Vec::new();
-        m.extend(((NLMSG_HDR + body.len()) as u32).to_ne_bytes());
-        m.extend(kind.to_ne_bytes());
-        m.extend([0u8; 10]);
-        m.extend(body);
-        m
+        nl_message(kind, IFINFOMSG, attrs)
     }
 
     /// A datagram as the kernel lays it out: a NEWLINK (ignored) then a

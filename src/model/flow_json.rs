@@ -67,6 +67,7 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
         opened,
         closed,
         iface,
+        unrouted,
         netns_name,
         peak_bps,
         kafka,
@@ -101,6 +102,9 @@ fn write_flow(out: &mut Vec<u8>, flow: &FlowSample) -> serde_json::Result<()> {
     o.bool("opened", *opened);
     o.bool("closed", *closed);
     o.serde("iface", iface)?;
+    if *unrouted {
+        o.bool("unrouted", true);
+    }
     if let Some(name) = netns_name {
         o.serde("netns_name", name)?;
     }

@@ -31,6 +31,9 @@ pub struct FoldedFlows {
     /// The interface the flows used, as `FlowSample::iface` (None: not
     /// known, counted on every interface as such flows are).
     pub iface: Option<String>,
+    /// As `FlowSample::unrouted`: flows found to pass through none.
+    #[serde(default, skip_serializing_if = "crate::model::is_false")]
+    pub unrouted: bool,
     /// How many flows were folded, and of them how many opened, closed and
     /// sent data in the interval.
     pub flows: u64,
@@ -183,7 +186,7 @@ pub(crate) fn fold(
         if kept {
             flows.push(f);
         } else {
-            folded.add_counters(f.iface.clone(), f.opened, f.closed, &f.delta);
+            folded.add_counters(f.iface.clone(), f.unrouted, f.opened, f.closed, &f.delta);
         }
     }
     count
@@ -235,21 +238,34 @@ impl Snapshot {
     }
 }
 
+impl FoldedFlows {
+    /// As [`crate::model::snapshot::FlowSample::counts_for`].
+    pub fn counts_for(&self, iface: &str) -> bool {
+        crate::model::snapshot::counts_for(self.iface.as_deref(), self.unrouted, iface)
+    }
+}
+
 impl Folded {
-    /// Adds one flow (its interface, whether it opened or closed, its
-    /// growth) to its interface's sums.
+    /// Adds one flow (its interface or none, whether it opened or closed,
+    /// its growth) to its interface's sums.
     pub(crate) fn add_counters(
         &mut self,
         iface: Option<String>,
+        unrouted: bool,
         opened: bool,
         closed: bool,
         delta: &FlowCounters,
     ) {
-        let slot = match self.flows.iter().position(|g| g.iface == iface) {
+        let at = self
+            .flows
+            .iter()
+            .position(|g| g.iface == iface && g.unrouted == unrouted);
+        let slot = match at {
             Some(i) => &mut self.flows[i],
             None => {
                 self.flows.push(FoldedFlows {
                     iface,
+                    unrouted,
                     ..FoldedFlows::default()
                 });
                 self.flows.last_mut().expect("just pushed")

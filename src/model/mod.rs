@@ -24,6 +24,10 @@ pub(crate) fn list_first<T>(mut items: Vec<T>, listed: usize, fold: impl FnMut(T
     items
 }
 
+pub(crate) fn is_false(v: &bool) -> bool {
+    !*v
+}
+
 pub(crate) fn is_zero(v: &u64) -> bool {
     *v == 0
 }

@@ -573,13 +573,25 @@ pub struct FlowSample {
     pub opened: bool,
     /// Closed during this interval: reported this once, then forgotten.
     pub closed: bool,
-    /// The interface the flow uses (its cached route's egress device, else
-    /// the one its segments arrive on), for flows of the observer's own
-    /// network namespace. None when unknown: for flows of other namespaces,
-    /// before the kernel knew, and in recordings older than format 1.2.
-    /// The analysis counts a flow without one for every interface.
+    /// The interface the flow uses: for a flow of the observer's own
+    /// network namespace its cached route's egress device, else the one its
+    /// segments arrive on; for a flow of another namespace (`--all-netns`,
+    /// format 1.21 on) the interface here its packets are routed out of
+    /// (src/collect/egress.rs), `lo` for one that stays in its namespace.
+    /// None when unknown: before the kernel knew, when no path was found
+    /// (then `unrouted`), and in recordings older than format 1.2. The
+    /// analysis counts a flow without one for every interface, unless it
+    /// is `unrouted` ([`FlowSample::counts_for`]).
     #[serde(default)]
     pub iface: Option<String>,
+    /// A flow of another namespace whose packets were not found to pass
+    /// through this namespace (no veth end here leads into its namespace:
+    /// the lab's other namespaces, an isolated one, an ipvlan pod; or the
+    /// route lookup failed). It counts for no interface: judging every
+    /// interface by it would give them another host's losses. Absent
+    /// (false) before format 1.21.
+    #[serde(default, skip_serializing_if = "crate::model::is_false")]
+    pub unrouted: bool,
     /// For a flow of another network namespace (`--all-netns`): that
     /// namespace's `ip netns` name, else `pod NAMESPACE/NAME` of the pod
     /// that owns the flow; None for the observer's own namespace, when
@@ -599,6 +611,31 @@ pub struct FlowSample {
     /// cluster's, and in recordings before format 1.13.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<crate::model::kafka::KafkaFlow>,
+}
+
+/// [`FlowSample::counts_for`], for a flow or a folded group of flows.
+pub(crate) fn counts_for(uses: Option<&str>, unrouted: bool, iface: &str) -> bool {
+    !unrouted && uses.is_none_or(|u| u == iface)
+}
+
+/// Where the collector found a flow's packets go: an interface here, not
+/// known, or nowhere here (the `iface` and `unrouted` of [`FlowSample`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowPath {
+    Iface(String),
+    Unknown,
+    Unrouted,
+}
+
+impl FlowPath {
+    /// `FlowSample::iface` and `FlowSample::unrouted`.
+    pub fn fields(self) -> (Option<String>, bool) {
+        match self {
+            FlowPath::Iface(name) => (Some(name), false),
+            FlowPath::Unknown => (None, false),
+            FlowPath::Unrouted => (None, true),
+        }
+    }
 }
 
 impl FlowSample {
@@ -645,10 +682,18 @@ impl FlowSample {
             opened: false,
             closed: false,
             iface: None,
+            unrouted: false,
             netns_name: None,
             peak_bps: None,
             kafka: None,
         }
+    }
+
+    /// Whether the analysis counts the flow for interface `iface`: the
+    /// one it uses, or every one when that is unknown (not when it is
+    /// known to pass through none).
+    pub fn counts_for(&self, iface: &str) -> bool {
+        counts_for(self.iface.as_deref(), self.unrouted, iface)
     }
 
     /// What the views show of who the flow belongs to on a container host:

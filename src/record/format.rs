@@ -44,10 +44,13 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// qdisc's own counters, and the drops it counted that no drop event was
 /// seen for); 1.20 a link-local sender's `forwarded` and `from_netns` (a
 /// pod's datagrams forwarded through the node's interface), and an
-/// interface's `tcp_holders` (the TCP flows open, idle ones too, by owner).
+/// interface's `tcp_holders` (the TCP flows open, idle ones too, by owner);
+/// 1.21 a flow of another namespace's `iface` (the interface here its
+/// packets are routed out of) and `unrouted` (none found), on flows and
+/// folded flows.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 20,
+    minor: 21,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

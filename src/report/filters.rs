@@ -154,7 +154,12 @@ impl ReportFilters {
 
     pub(crate) fn flow_matches(&self, f: &FlowSample) -> bool {
         let by_pattern = self.flows.is_empty() || self.flows.iter().any(|p| p.matches(f));
-        let by_iface = f.iface.as_deref().is_none_or(|i| self.iface_matches(i));
+        // A flow of unknown interface counts for every one; one found to
+        // pass through none (`unrouted`) for none asked for.
+        let by_iface = match f.iface.as_deref() {
+            Some(i) => self.iface_matches(i),
+            None => !f.unrouted || self.interfaces.is_empty(),
+        };
         by_pattern && by_iface && f.passes(&self.workloads) && self.kafka.keeps(f.kafka.as_ref())
     }
 

@@ -10,7 +10,8 @@
 //!   record;
 //! - the analysis gives `d1` none of b0's retransmits (retransmit rate
 //!   unknown: it has no flows) and b0 none of the local flows' segments;
-//! - with `--all-netns`, flows of other namespaces have no interface.
+//! - with `--all-netns`, a pod's flows take the interface the broker routes
+//!   them out of, and a namespace with no veth into the broker's none.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -20,9 +21,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{in_netns, Lab};
+use crate::lab_support::Lab;
 use throttlescope::analysis::{analyze, Thresholds};
-use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 /// The `dev` of `ip route get PEER from LOCAL` in namespace `ns`: the
@@ -194,37 +194,194 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
     assert_eq!(b0_segs, lab_segs, "b0 counts its own flows' segments only");
 }
 
+/// With `--all-netns` in the broker: a pod's flows take the interface the
+/// broker routes them out of (the `dev` of `ip route get PEER from POD_IP
+/// iif pv0`: b0), the pod's loopback flows `lo`, and the client's flows
+/// (a namespace no veth of the broker's leads into) none: `unrouted`. The
+/// analysis gives the pod's veth none of the pod's retransmits on the lossy
+/// path and b0 all of them; the client's count for neither. (When flows of
+/// other namespaces counted for every interface, pv0 read b0's loss.)
 #[test]
-fn flows_of_other_namespaces_have_no_interface() {
+fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
     let _gate = crate::lab_support::gate::shared();
     let lab = Lab::up("ifo");
-    let listen: SocketAddr = format!("{}:7203", lab.broker_ip).parse().unwrap();
-    let (broker, client) = (lab.broker(), lab.client());
-    let broker_ns = lab.netns_inode(&broker);
-    let client_ns = lab.netns_inode(&client);
-    let ns = broker.clone();
-    let snap = in_netns(&broker, move || {
-        let mut c = Collector::start(CollectorConfig {
-            all_netns: true,
-            ..Default::default()
-        })
-        .expect("attach probes");
-        let bulk = Bulk::start(&ns, &client, listen, 2, Duration::from_secs(1), 1_000_000);
-        bulk.wait_sent();
-        let snap = c.collect().unwrap();
-        bulk.close();
-        snap
+    lab.tool(&["shape", "hv_drop"]);
+    lab.tool(&["pod"]);
+    let (broker, client, pod) = (lab.broker(), lab.client(), lab.pod());
+    // The client reaches the pod through the broker (hv routes the pod's
+    // subnet there), so the pod can be the one that sends.
+    let pod_net = format!("{}/32", lab.pod_ip);
+    lab.exec(
+        &lab.hv(),
+        "ip",
+        &["route", "replace", &pod_net, "via", &lab.broker_ip],
+    );
+    let (pod_ns, client_ns) = (lab.netns_inode(&pod), lab.netns_inode(&client));
+    const PORT: u16 = 7203;
+    const LOOP_PORT: u16 = 7204;
+    let to_pod: SocketAddr = format!("{}:{PORT}", lab.pod_ip).parse().unwrap();
+    let in_pod: SocketAddr = format!("127.0.0.1:{LOOP_PORT}").parse().unwrap();
+    // The observer as users run it in a namespace (`ip netns exec`, which
+    // also gives it that namespace's /sys).
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", &broker])
+        .arg(crate::support::binary())
+        .args([
+            "watch",
+            "--json",
+            "--all-netns",
+            "--interval",
+            "1s",
+            "--duration",
+            "7s",
+        ])
+        .args(["--iface", &lab.broker_if, "--iface", &lab.pod_broker_if])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn watch");
+    // Read as it comes: with --all-netns a line carries every namespace's
+    // flows, and a full pipe would stall the observer.
+    let (line_tx, line_rx) = mpsc::channel::<String>();
+    let stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
     });
-    let lab_flows: Vec<&FlowSample> = snap
-        .flows
+    let mut lines = vec![line_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("watch printed its first interval (probes attached)")];
+    let bulk = Bulk::start(&pod, &client, to_pod, 2, Duration::from_secs(3), 0);
+    let local = Bulk::start(&pod, &pod, in_pod, 1, Duration::from_secs(3), 5_000_000);
+    bulk.wait_sent();
+    local.wait_sent();
+    std::thread::sleep(Duration::from_secs(1));
+    bulk.close();
+    local.close();
+    let status = watch.wait().expect("watch ran");
+    reader.join().unwrap();
+    lines.extend(line_rx.try_iter());
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut stderr);
+    assert!(status.success(), "watch failed: {status}: {stderr}");
+    let snaps: Vec<Snapshot> = lines
         .iter()
-        .filter(|f| f.local.port() == 7203 || f.peer.port() == 7203)
+        .map(|l| serde_json::from_str(l).expect("JSON snapshot"))
         .collect();
-    let of = |ns: u32| lab_flows.iter().filter(move |f| f.netns == ns);
-    assert_eq!(of(broker_ns).count(), 2, "{lab_flows:#?}");
-    assert_eq!(of(client_ns).count(), 2, "{lab_flows:#?}");
-    assert!(of(broker_ns).all(|f| f.iface.as_deref() == Some("b0")));
-    assert!(of(client_ns).all(|f| f.iface.is_none()));
+    let route = lab.exec(
+        &broker,
+        "ip",
+        &[
+            "route",
+            "get",
+            &lab.client_ip,
+            "from",
+            &lab.pod_ip,
+            "iif",
+            &lab.pod_broker_if,
+        ],
+    );
+    let mut words = route.split_whitespace();
+    let dev = words
+        .by_ref()
+        .find(|w| *w == "dev")
+        .and_then(|_| words.next())
+        .unwrap_or_else(|| panic!("no dev in {route}"))
+        .to_string();
+    assert_eq!(
+        dev, lab.broker_if,
+        "the pod's traffic leaves by b0: {route}"
+    );
+
+    let ours = |f: &&FlowSample| {
+        [PORT, LOOP_PORT].contains(&f.local.port()) || [PORT, LOOP_PORT].contains(&f.peer.port())
+    };
+    let (mut pod_flows, mut loop_flows, mut client_flows) = (0, 0, 0);
+    for f in snaps.iter().flat_map(|s| &s.flows).filter(ours) {
+        let what = format!(
+            "{} -> {} netns {}: {:?} unrouted {}",
+            f.local, f.peer, f.netns, f.iface, f.unrouted
+        );
+        if f.netns == pod_ns && f.peer.ip().is_loopback() {
+            loop_flows += 1;
+            assert_eq!(
+                (f.iface.as_deref(), f.unrouted),
+                (Some("lo"), false),
+                "{what}"
+            );
+        } else if f.netns == pod_ns {
+            pod_flows += 1;
+            assert_eq!(
+                (f.iface.as_deref(), f.unrouted),
+                (Some(dev.as_str()), false),
+                "{what}"
+            );
+        } else if f.netns == client_ns {
+            client_flows += 1;
+            assert_eq!((f.iface.as_deref(), f.unrouted), (None, true), "{what}");
+        }
+    }
+    eprintln!("samples: pod {pod_flows}, pod loopback {loop_flows}, client {client_flows}");
+    assert!(pod_flows >= 2 && loop_flows >= 2 && client_flows >= 2);
+
+    let th = Thresholds::default();
+    let mut history: Vec<Snapshot> = Vec::new();
+    let (mut b0_retrans, mut pod_retrans) = (0, 0);
+    for s in &snaps {
+        let a = analyze(&history, s, &th);
+        let v = |name: &str| {
+            a.interfaces
+                .iter()
+                .find(|v| v.iface == name)
+                .unwrap_or_else(|| {
+                    panic!(
+                        "{name} judged: {:?}",
+                        a.interfaces.iter().map(|v| &v.iface).collect::<Vec<_>>()
+                    )
+                })
+        };
+        let (b0, pv0) = (v(&lab.broker_if), v(&lab.pod_broker_if));
+        assert_eq!(
+            (
+                pv0.rates.segs_out,
+                pv0.rates.retrans_segs,
+                pv0.rates.active_flows
+            ),
+            (0, 0, 0),
+            "seq {}: the pod's veth carries none of the pod's flows: {:?}",
+            s.seq,
+            pv0.rates
+        );
+        let routed: u64 = s
+            .flows
+            .iter()
+            .filter(|f| f.iface.as_deref() == Some(lab.broker_if.as_str()))
+            .map(|f| f.delta.retrans_segs)
+            .sum();
+        assert_eq!(
+            b0.rates.retrans_segs, routed,
+            "seq {}: b0 counts its flows' retransmits only",
+            s.seq
+        );
+        b0_retrans += b0.rates.retrans_segs;
+        pod_retrans += s
+            .flows
+            .iter()
+            .filter(|f| f.netns == pod_ns)
+            .map(|f| f.delta.retrans_segs)
+            .sum::<u64>();
+        history.push(s.clone());
+    }
+    eprintln!("b0: {b0_retrans} retransmits, the pod's flows: {pod_retrans}");
+    assert!(
+        pod_retrans > 20,
+        "the lossy path made the pod retransmit ({pod_retrans})"
+    );
+    assert_eq!(b0_retrans, pod_retrans);
 }
 
 /// `--iface b0 --iface d1`, and d1 is deleted while watching: b0 keeps its

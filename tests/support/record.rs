@@ -185,6 +185,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
             opened: seq == 0,
             closed: false,
             iface: None,
+            unrouted: false,
             netns_name: None,
             peak_bps: None,
             kafka: None,

@@ -393,6 +393,7 @@ impl Generator {
                 opened: f.opened,
                 closed: closing,
                 iface: Some(self.ifaces[f.iface].name.to_string()),
+                unrouted: false,
                 netns_name: None,
                 peak_bps: None,
                 kafka: None,

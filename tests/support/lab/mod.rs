@@ -32,6 +32,10 @@ pub struct Lab {
     pub counters: PathBuf,
     /// The lab's state directory (LAB_DIR): pid files, churn results.
     pub dir: PathBuf,
+    /// The address `tools/lab pod` gives the pod (LAB_POD_IP), and the
+    /// broker's end of its veth (LAB_POD_BROKER_IF).
+    pub pod_ip: String,
+    pub pod_broker_if: String,
 }
 
 impl Lab {
@@ -54,6 +58,8 @@ impl Lab {
             broker_if: String::new(),
             counters: PathBuf::new(),
             dir: PathBuf::new(),
+            pod_ip: String::new(),
+            pod_broker_if: String::new(),
         };
         lab.tool(&["up"]);
         let env = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout));
@@ -67,6 +73,8 @@ impl Lab {
         lab.broker_if = var("LAB_BROKER_IF");
         lab.counters = PathBuf::from(var("LAB_COUNTERS"));
         lab.dir = PathBuf::from(var("LAB_DIR"));
+        lab.pod_ip = var("LAB_POD_IP");
+        lab.pod_broker_if = var("LAB_POD_BROKER_IF");
         lab
     }
 

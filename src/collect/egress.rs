@@ -1,0 +1,467 @@
+//! The interface of the observer's namespace that a flow of another
+//! namespace (`--all-netns`: a pod's, a container's) leaves by.
+//!
+//! A socket in a pod knows only the pod's own device (its `eth0`, a veth
+//! end). Its packets cross to the node through the veth's other end, where
+//! the node routes them: out of an ENI for the world, into another pod's
+//! veth for a pod on the same node, up the node's own stack (`lo`) for the
+//! node's addresses. The node's route decides, and the node's route is
+//! asked, the way `ip route get PEER from POD_IP iif VETH` asks it:
+//!
+//! 1. the flow's namespace gets its id in the observer's namespace
+//!    (RTM_GETNSID on a file of that namespace: /run/netns/NAME or a
+//!    process's /proc/PID/ns/net);
+//! 2. the observer's link dump names the veth end whose peer
+//!    (IFLA_LINK_NETNSID, IFLA_LINK) is the flow's device in that namespace,
+//!    or the only one whose peer is in it; a veth enslaved to a bridge
+//!    (Docker's docker0, bridge CNIs) is routed on the bridge;
+//! 3. an input route lookup (RTM_GETROUTE with RTA_IIF, the flow's local
+//!    address as source and its peer as destination) gives the output
+//!    device: policy routing by source (a pod's ENI on a multi-ENI node)
+//!    is the kernel's to apply, as it does for the packets.
+//!
+//! A flow whose peer is its own namespace (loopback, or its own address)
+//! never leaves it: `lo`. A flow with no path found (a namespace with no
+//! veth into the observer's, an ipvlan pod, a refused lookup) stays
+//! without an interface, as before: the analysis counts it for every
+//! interface. Lookups are cached per (namespace, local, peer) and the
+//! caches are dropped every `REFRESH_INTERVALS` intervals, so a changed
+//! route is seen within that; a namespace met for the first time is looked
+//! up in the interval it appears.
+
+use std::collections::HashMap;
+use std::fs;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+
+use crate::collect::netns::inode_of;
+use crate::collect::rtnetlink::{attribute, attributes, u32_at, RouteSocket};
+
+/// rtnetlink message types and attributes (linux/rtnetlink.h,
+/// linux/if_link.h, linux/net_namespace.h).
+const RTM_GETLINK: u16 = 18;
+const RTM_NEWLINK: u16 = 16;
+const RTM_GETROUTE: u16 = 26;
+const RTM_NEWROUTE: u16 = 24;
+const RTM_GETNSID: u16 = 90;
+const RTM_NEWNSID: u16 = 88;
+const IFLA_LINK: u16 = 5;
+const IFLA_MASTER: u16 = 10;
+const IFLA_LINK_NETNSID: u16 = 37;
+const RTA_DST: u16 = 1;
+const RTA_SRC: u16 = 2;
+const RTA_IIF: u16 = 3;
+const RTA_OIF: u16 = 4;
+const NETNSA_NSID: u16 = 1;
+const NETNSA_FD: u16 = 3;
+/// struct ifinfomsg, struct rtmsg and struct rtgenmsg (padded) sizes.
+const IFINFOMSG: usize = 16;
+const RTMSG: usize = 12;
+const RTGENMSG: usize = 4;
+
+/// Caches live this many intervals (a minute at the default interval).
+pub(crate) const REFRESH_INTERVALS: u64 = 60;
+/// A namespace or flow with no path found is asked again after this many
+/// intervals (not every interval: each asking reads the links and /proc).
+pub(crate) const RETRY_INTERVALS: u64 = 5;
+
+/// A link of the observer's namespace whose other end is in another
+/// namespace (a veth end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PeerLink {
+    ifindex: u32,
+    /// The peer namespace's id here (IFLA_LINK_NETNSID).
+    peer_nsid: i32,
+    /// The peer's ifindex in its namespace (IFLA_LINK).
+    peer_ifindex: u32,
+    /// The bridge it is a port of (IFLA_MASTER), 0 for none.
+    master: u32,
+}
+
+/// What a flow of another namespace needs looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ForeignFlow {
+    pub netns: u32,
+    /// The flow's device in its namespace (0: not known yet).
+    pub ifindex: u32,
+    pub local: IpAddr,
+    pub peer: IpAddr,
+}
+
+/// The answer: the observer's ifindex the flow leaves by, `Loopback` for
+/// a flow that stays in its namespace, or nothing found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Egress {
+    Ifindex(u32),
+    Loopback,
+    Unknown,
+}
+
+/// The resolver, one per collector.
+pub(crate) struct NodeEgress {
+    socket: Option<RouteSocket>,
+    links: Vec<PeerLink>,
+    /// The interval `links` and `netns_files` were last read in.
+    read_at: Option<u64>,
+    /// netns inode -> a file of that namespace, from /run/netns and /proc.
+    netns_files: HashMap<u32, PathBuf>,
+    /// netns inode -> its id here, or none found (and when it was asked).
+    nsids: HashMap<u32, (Option<i32>, u64)>,
+    /// (netns, device, local, peer) -> the answer and when it was found.
+    routes: HashMap<(u32, u32, IpAddr, IpAddr), (Egress, u64)>,
+    /// The interval the caches were started in.
+    started_at: u64,
+}
+
+impl NodeEgress {
+    /// A resolver for the calling thread's namespace; one whose socket
+    /// cannot be opened finds nothing (every flow `Unknown`).
+    pub(crate) fn new() -> Self {
+        NodeEgress {
+            socket: RouteSocket::open(0, 0).ok(),
+            links: Vec::new(),
+            read_at: None,
+            netns_files: HashMap::new(),
+            nsids: HashMap::new(),
+            routes: HashMap::new(),
+            started_at: 0,
+        }
+    }
+
+    /// Where `flow` leaves the observer's namespace, in interval `seq`.
+    pub(crate) fn of(&mut self, flow: ForeignFlow, seq: u64) -> Egress {
+        if flow.peer.is_loopback() || flow.peer == flow.local {
+            return Egress::Loopback;
+        }
+        if seq >= self.started_at + REFRESH_INTERVALS || seq < self.started_at {
+            self.routes.clear();
+            self.nsids.clear();
+            self.started_at = seq;
+        }
+        let key = (flow.netns, flow.ifindex, flow.local, flow.peer);
+        match self.routes.get(&key) {
+            Some((Egress::Unknown, at)) if seq >= at + RETRY_INTERVALS => {}
+            Some((e, _)) => return *e,
+            None => {}
+        }
+        let found = self.look_up(flow, seq);
+        self.routes.insert(key, (found, seq));
+        found
+    }
+
+    fn look_up(&mut self, flow: ForeignFlow, seq: u64) -> Egress {
+        let Some(nsid) = self.nsid(flow.netns, seq) else {
+            return Egress::Unknown;
+        };
+        let mut link = pick(&self.links, nsid, flow.ifindex);
+        if link.is_none() && self.read_at != Some(seq) {
+            // A veth made since the links were read.
+            self.read(seq);
+            link = pick(&self.links, nsid, flow.ifindex);
+        }
+        let Some(link) = link else {
+            return Egress::Unknown;
+        };
+        let iif = if link.master != 0 {
+            link.master
+        } else {
+            link.ifindex
+        };
+        match self.route(flow.local, flow.peer, iif) {
+            Some(oif) => Egress::Ifindex(oif),
+            None => Egress::Unknown,
+        }
+    }
+
+    /// The links and the namespace files, read again.
+    fn read(&mut self, seq: u64) {
+        self.read_at = Some(seq);
+        // The link dump first: listing a veth whose peer is in a namespace
+        // without an id here gives that namespace one.
+        self.links = self.dump_links().unwrap_or_default();
+        self.netns_files = netns_files();
+    }
+
+    /// The namespace's id here. One not known is asked again (reading the
+    /// links and namespace files again, at most once an interval) after
+    /// `RETRY_INTERVALS`.
+    fn nsid(&mut self, netns: u32, seq: u64) -> Option<i32> {
+        match self.nsids.get(&netns) {
+            Some((Some(id), _)) => return Some(*id),
+            Some((None, at)) if seq < at + RETRY_INTERVALS => return None,
+            _ => {}
+        }
+        if self.read_at != Some(seq) {
+            self.read(seq);
+        }
+        let id = self
+            .netns_files
+            .get(&netns)
+            .cloned()
+            .and_then(|path| self.ask_nsid(&path));
+        self.nsids.insert(netns, (id, seq));
+        id
+    }
+
+    fn dump_links(&mut self) -> Option<Vec<PeerLink>> {
+        let socket = self.socket.as_mut()?;
+        let mut links = Vec::new();
+        socket
+            .request(RTM_GETLINK, true, &[0u8; IFINFOMSG], |kind, payload| {
+                if kind == RTM_NEWLINK {
+                    links.extend(peer_link(payload));
+                }
+            })
+            .ok()?;
+        Some(links)
+    }
+
+    fn ask_nsid(&mut self, path: &PathBuf) -> Option<i32> {
+        let socket = self.socket.as_mut()?;
+        let file = fs::File::open(path).ok()?;
+        let mut body = vec![0u8; RTGENMSG];
+        body[0] = libc::AF_UNSPEC as u8;
+        body.extend(attribute(
+            NETNSA_FD,
+            &(file.as_raw_fd() as u32).to_ne_bytes(),
+        ));
+        let mut id = None;
+        socket
+            .request(RTM_GETNSID, false, &body, |kind, payload| {
+                if kind == RTM_NEWNSID {
+                    id = attributes(payload, RTGENMSG)
+                        .find(|(a, _)| *a == NETNSA_NSID)
+                        .and_then(|(_, d)| u32_at(d, 0))
+                        .map(|v| v as i32);
+                }
+            })
+            .ok()?;
+        // -1: the namespace has no id here (no link into it).
+        id.filter(|v| *v >= 0)
+    }
+
+    /// The output device of a packet from `src` to `dst` arriving on
+    /// `iif`, as the kernel routes it.
+    fn route(&mut self, src: IpAddr, dst: IpAddr, iif: u32) -> Option<u32> {
+        let socket = self.socket.as_mut()?;
+        let body = route_request(src, dst, iif)?;
+        let mut oif = None;
+        socket
+            .request(RTM_GETROUTE, false, &body, |kind, payload| {
+                if kind == RTM_NEWROUTE {
+                    oif = attributes(payload, RTMSG)
+                        .find(|(a, _)| *a == RTA_OIF)
+                        .and_then(|(_, d)| u32_at(d, 0));
+                }
+            })
+            .ok()?;
+        oif
+    }
+}
+
+/// The RTM_GETROUTE body for a lookup of `dst` from `src` arriving on
+/// `iif` (None when the families differ).
+fn route_request(src: IpAddr, dst: IpAddr, iif: u32) -> Option<Vec<u8>> {
+    let (family, bits, src, dst): (u8, u8, Vec<u8>, Vec<u8>) = match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => (
+            libc::AF_INET as u8,
+            32,
+            s.octets().into(),
+            d.octets().into(),
+        ),
+        (IpAddr::V6(s), IpAddr::V6(d)) => (
+            libc::AF_INET6 as u8,
+            128,
+            s.octets().into(),
+            d.octets().into(),
+        ),
+        _ => return None,
+    };
+    let mut body = vec![0u8; RTMSG];
+    body[0] = family;
+    body[1] = bits; // rtm_dst_len
+    body[2] = bits; // rtm_src_len
+    body.extend(attribute(RTA_DST, &dst));
+    body.extend(attribute(RTA_SRC, &src));
+    body.extend(attribute(RTA_IIF, &iif.to_ne_bytes()));
+    Some(body)
+}
+
+/// A link of the dump whose peer is in another namespace.
+fn peer_link(payload: &[u8]) -> Option<PeerLink> {
+    let ifindex = u32_at(payload, 4)?; // ifinfomsg.ifi_index
+    let (mut nsid, mut peer, mut master) = (None, 0, 0);
+    for (kind, data) in attributes(payload, IFINFOMSG) {
+        match kind {
+            IFLA_LINK_NETNSID => nsid = u32_at(data, 0).map(|v| v as i32),
+            IFLA_LINK => peer = u32_at(data, 0).unwrap_or(0),
+            IFLA_MASTER => master = u32_at(data, 0).unwrap_or(0),
+            _ => {}
+        }
+    }
+    Some(PeerLink {
+        ifindex,
+        peer_nsid: nsid.filter(|v| *v >= 0)?,
+        peer_ifindex: peer,
+        master,
+    })
+}
+
+/// The link into namespace `nsid` for a flow on `ifindex` there: the one
+/// whose peer is that device, else the only link into the namespace.
+fn pick(links: &[PeerLink], nsid: i32, ifindex: u32) -> Option<PeerLink> {
+    let mut into = links.iter().filter(|l| l.peer_nsid == nsid);
+    if let Some(l) = into
+        .clone()
+        .find(|l| ifindex != 0 && l.peer_ifindex == ifindex)
+    {
+        return Some(*l);
+    }
+    match (into.next(), into.next()) {
+        (Some(l), None) => Some(*l),
+        _ => None,
+    }
+}
+
+/// A file of each network namespace on the host by inode: `ip netns`'s
+/// names, then every process's (a pod's namespace has its sandbox's).
+fn netns_files() -> HashMap<u32, PathBuf> {
+    let mut out = HashMap::new();
+    let mut add = |path: PathBuf| {
+        if let Ok(ino) = inode_of(&path) {
+            out.entry(ino as u32).or_insert(path);
+        }
+    };
+    for dir in ["/run/netns", "/var/run/docker/netns"] {
+        if let Ok(rd) = fs::read_dir(dir) {
+            rd.flatten().for_each(|e| add(e.path()));
+        }
+    }
+    if let Ok(rd) = fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let name = e.file_name();
+            if name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+                add(e.path().join("ns/net"));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::rtnetlink::tests::message;
+    use crate::collect::rtnetlink::{messages, NLMSG_HDR};
+
+    fn link(ifindex: u32, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let mut m = message(RTM_NEWLINK, IFINFOMSG, attrs);
+        m[NLMSG_HDR + 4..NLMSG_HDR + 8].copy_from_slice(&ifindex.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn a_veth_end_names_its_peer_and_a_plain_link_is_not_one() {
+        let veth = link(
+            7,
+            &[
+                attribute(IFLA_LINK, &2u32.to_ne_bytes()),
+                attribute(IFLA_LINK_NETNSID, &3i32.to_ne_bytes()),
+                attribute(IFLA_MASTER, &5u32.to_ne_bytes()),
+            ],
+        );
+        let eth = link(2, &[attribute(IFLA_LINK, &2u32.to_ne_bytes())]);
+        let mut buf = veth.clone();
+        buf.extend(eth);
+        let got: Vec<PeerLink> = messages(&buf).filter_map(|(_, p)| peer_link(p)).collect();
+        assert_eq!(
+            got,
+            vec![PeerLink {
+                ifindex: 7,
+                peer_nsid: 3,
+                peer_ifindex: 2,
+                master: 5
+            }]
+        );
+    }
+
+    #[test]
+    fn the_link_to_a_flows_device_is_picked_else_the_only_one_into_its_namespace() {
+        let l = |ifindex, peer_nsid, peer_ifindex| PeerLink {
+            ifindex,
+            peer_nsid,
+            peer_ifindex,
+            master: 0,
+        };
+        let links = [l(10, 1, 2), l(11, 1, 3), l(12, 2, 2)];
+        assert_eq!(pick(&links, 1, 3).map(|l| l.ifindex), Some(11));
+        assert_eq!(pick(&links, 1, 0), None, "two links in, device unknown");
+        assert_eq!(pick(&links, 2, 0).map(|l| l.ifindex), Some(12));
+        assert_eq!(pick(&links, 2, 9).map(|l| l.ifindex), Some(12));
+        assert_eq!(pick(&links, 4, 2), None);
+    }
+
+    #[test]
+    fn a_flow_to_its_own_namespace_stays_on_loopback() {
+        let mut e = NodeEgress::new();
+        let f = |local: &str, peer: &str| ForeignFlow {
+            netns: 1,
+            ifindex: 2,
+            local: local.parse().unwrap(),
+            peer: peer.parse().unwrap(),
+        };
+        assert_eq!(e.of(f("127.0.0.1", "127.0.0.1"), 1), Egress::Loopback);
+        assert_eq!(e.of(f("10.0.0.5", "10.0.0.5"), 1), Egress::Loopback);
+        assert_eq!(e.of(f("::1", "::1"), 1), Egress::Loopback);
+    }
+
+    #[test]
+    fn a_route_request_carries_source_destination_and_iif() {
+        let body = route_request(
+            "10.77.3.2".parse().unwrap(),
+            "10.77.1.2".parse().unwrap(),
+            9,
+        )
+        .unwrap();
+        assert_eq!(&body[..3], &[libc::AF_INET as u8, 32, 32]);
+        let attrs: Vec<(u16, Vec<u8>)> = attributes(&body, RTMSG)
+            .map(|(a, d)| (a, d.to_vec()))
+            .collect();
+        assert_eq!(
+            attrs,
+            vec![
+                (RTA_DST, vec![10, 77, 1, 2]),
+                (RTA_SRC, vec![10, 77, 3, 2]),
+                (RTA_IIF, 9u32.to_ne_bytes().to_vec()),
+            ]
+        );
+        assert!(route_request("10.77.3.2".parse().unwrap(), "::1".parse().unwrap(), 9).is_none());
+    }
+}
+
+#[cfg(test)]
+mod cost {
+    use super::*;
+
+    /// Not a check: how long a route lookup takes here (run with
+    /// `--ignored --nocapture`, in a namespace where ROUTE_IIF (an
+    /// ifindex) forwards from ROUTE_SRC, e.g. a lab broker with a pod).
+    #[test]
+    #[ignore]
+    fn route_lookup_cost() {
+        let var = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        let iif: u32 = var("ROUTE_IIF", "1").parse().unwrap();
+        let src: IpAddr = var("ROUTE_SRC", "127.0.0.1").parse().unwrap();
+        let mut e = NodeEgress::new();
+        let n = 10_000;
+        let t = std::time::Instant::now();
+        let mut found = 0;
+        for i in 0..n {
+            let dst = IpAddr::from([10, 1, (i / 256) as u8, (i % 256) as u8]);
+            found += e.route(src, dst, iif).is_some() as u32;
+        }
+        let per = t.elapsed() / n;
+        eprintln!("{n} lookups, {found} answered: {per:?} each");
+    }
+}
