@@ -438,16 +438,27 @@ impl Collector {
     /// keeps the counts as flows come and go (src/collect/held.rs); this
     /// names the holders, one per process (a process's flows the kernel saw
     /// it send on and those found through /proc are one). A flow of another
-    /// namespace (--all-netns) has no interface here: it counts on the
-    /// interfaces whose allowance counters were read (a node's ENIs, whose
-    /// tables it fills), or on every one where none were.
+    /// namespace (--all-netns) is held by namespace, not by route: it counts
+    /// on the interfaces whose allowance counters were read (a node's ENIs,
+    /// whose tables it fills), or on every one where none were, when a veth
+    /// here leads into its namespace (src/collect/egress.rs), and on none
+    /// when none does.
     fn tcp_holders_into(&mut self, interfaces: &mut [InterfaceSample], seq: u64) {
         use crate::model::holders::{FlowHolder, FlowHolderSample};
         use crate::model::snapshot::Owner;
         // (interface here, pid; for no pid known, the cgroup) -> holder
         let mut by: HashMap<(Option<u32>, u32, u64), FlowHolder> = HashMap::new();
         for (k, h) in self.flows.held().iter() {
-            let ifindex = (k.netns == self.own_netns).then_some(k.ifindex);
+            let own = k.netns == self.own_netns;
+            if !own
+                && !self
+                    .egress
+                    .as_mut()
+                    .is_some_and(|e| e.reaches(k.netns, seq))
+            {
+                continue;
+            }
+            let ifindex = own.then_some(k.ifindex);
             let cgroup = if k.pid == 0 { k.cgroup_id } else { 0 };
             let e = by
                 .entry((ifindex, k.pid, cgroup))
@@ -512,9 +523,10 @@ impl Collector {
     /// the task that made the socket is the owner, its name as the kernel
     /// read it then (it may have exited since: a `dig` or a `ping` per
     /// query), its cgroup from the kernel, resolved to a workload as a
-    /// flow's. Other namespaces' count only with --all-netns (a node's pods:
-    /// their flows leave through this namespace's interfaces, into the same
-    /// connection table). None when the program is not attached.
+    /// flow's. Other namespaces' count only with --all-netns, and only those
+    /// a veth here leads into (a node's pods: their flows leave through this
+    /// namespace's interfaces, into the same connection table). None when
+    /// the program is not attached.
     fn socket_openers(&mut self, seq: u64) -> Result<Option<[SocketOpenSample; 2]>> {
         use crate::model::snapshot::Owner;
         use crate::model::udpopen::SocketOpener;
@@ -528,7 +540,17 @@ impl Collector {
         // made and closed every interval without a datagram sent.
         let me = std::process::id();
         for c in read.counts {
-            if (c.netns != self.own_netns && !self.config.all_netns) || c.tgid == me {
+            if c.tgid == me {
+                continue;
+            }
+            // Another namespace's count only where its packets can pass
+            // through this one (a pod's, not another host's in a lab).
+            if c.netns != self.own_netns
+                && !self
+                    .egress
+                    .as_mut()
+                    .is_some_and(|e| e.reaches(c.netns, seq))
+            {
                 continue;
             }
             let o = by

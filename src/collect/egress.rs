@@ -110,6 +110,8 @@ pub(crate) struct NodeEgress {
     nsids: HashMap<u32, (Option<i32>, u64)>,
     /// (netns, device, local, peer) -> the answer and when it was found.
     routes: HashMap<(u32, u32, IpAddr, IpAddr), (Egress, u64)>,
+    /// netns inode -> whether a veth end here leads into it, and when.
+    reach: HashMap<u32, (bool, u64)>,
     /// The interval the caches were started in.
     started_at: u64,
 }
@@ -125,8 +127,44 @@ impl NodeEgress {
             netns_files: HashMap::new(),
             nsids: HashMap::new(),
             routes: HashMap::new(),
+            reach: HashMap::new(),
             started_at: 0,
         }
+    }
+
+    /// Drops the caches every `REFRESH_INTERVALS`.
+    fn age(&mut self, seq: u64) {
+        if seq >= self.started_at + REFRESH_INTERVALS || seq < self.started_at {
+            self.routes.clear();
+            self.nsids.clear();
+            self.reach.clear();
+            self.started_at = seq;
+        }
+    }
+
+    /// Whether a veth end here leads into namespace `netns`: whether its
+    /// sockets' packets can pass through this namespace at all. What is
+    /// counted by namespace and not by flow (the UDP and ICMP sockets
+    /// made, the TCP flows held) counts only for namespaces that do.
+    pub(crate) fn reaches(&mut self, netns: u32, seq: u64) -> bool {
+        self.age(seq);
+        match self.reach.get(&netns) {
+            Some((false, at)) if seq >= at + RETRY_INTERVALS => {}
+            Some((known, _)) => return *known,
+            None => {}
+        }
+        let into = |links: &[PeerLink], nsid: Option<i32>| {
+            nsid.is_some_and(|id| links.iter().any(|l| l.peer_nsid == id))
+        };
+        let nsid = self.nsid(netns, seq);
+        let mut found = into(&self.links, nsid);
+        if !found && self.read_at != Some(seq) {
+            self.read(seq);
+            let nsid = self.nsid(netns, seq);
+            found = into(&self.links, nsid);
+        }
+        self.reach.insert(netns, (found, seq));
+        found
     }
 
     /// Where `flow` leaves the observer's namespace, in interval `seq`.
@@ -134,11 +172,7 @@ impl NodeEgress {
         if flow.peer.is_loopback() || flow.peer == flow.local {
             return Egress::Loopback;
         }
-        if seq >= self.started_at + REFRESH_INTERVALS || seq < self.started_at {
-            self.routes.clear();
-            self.nsids.clear();
-            self.started_at = seq;
-        }
+        self.age(seq);
         let key = (flow.netns, flow.ifindex, flow.local, flow.peer);
         match self.routes.get(&key) {
             Some((Egress::Unknown, at)) if seq >= at + RETRY_INTERVALS => {}

@@ -541,17 +541,38 @@ fn conntrack_limit_names_the_udp_retry_storm_first_and_the_ping_loop() {
 
 /// The same from a pod (`tools/lab pod`, forwarded and masqueraded out of
 /// b0), watched from the broker with --all-netns: the pod's sockets fill
-/// the table its node's interface leads to, and are named. Alone: with
-/// --all-netns every namespace's sockets count, another test's storm too.
+/// the table its node's interface leads to, and are named. Another lab's
+/// DNS storm runs beside it: that namespace has no veth into the broker's,
+/// its packets never pass through it, and its sockets must not be counted
+/// (--all-netns sees them; they counted before namespaces were checked for
+/// a path). Beside other tests: theirs are other labs' too.
 #[test]
 fn conntrack_limit_names_a_pods_udp_retry_storm_with_all_netns() {
-    let _gate = crate::lab_support::gate::alone("--all-netns counts every lab's sockets");
-    udp_and_icmp_openers_named(true);
+    let _gate = crate::lab_support::gate::shared();
+    let other = Lab::up("cpo");
+    let decoy = std::process::Command::new("ip")
+        .args(["netns", "exec", &other.broker(), "python3"])
+        .arg(crate::support::repo_root().join("tools/lab.d/dns_loop.py"))
+        .args([&other.client_ip, "300", "12", "new"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("another lab's DNS storm");
+    let decoy_pid = decoy.id();
+    let owners = udp_and_icmp_openers_named(true);
+    let mut decoy = decoy;
+    let _ = decoy.wait();
+    let theirs = format!("python3/{decoy_pid}");
+    assert!(
+        !owners.contains(&theirs),
+        "another lab's storm ({theirs}) counted among the pod's node's openers: {owners:?}"
+    );
 }
 
 /// A DNS retry storm and a ping loop in the broker, or in a pod behind it
-/// (`pod`, watched with --all-netns), under the conntrack limit.
-fn udp_and_icmp_openers_named(pod: bool) {
+/// (`pod`, watched with --all-netns), under the conntrack limit. Returns
+/// every opener the `conntrack_limit` intervals listed.
+fn udp_and_icmp_openers_named(pod: bool) -> Vec<String> {
     let lab = Lab::up(if pod { "cp" } else { "cu" });
     if pod {
         lab.tool(&["pod"]);
@@ -593,9 +614,17 @@ fn udp_and_icmp_openers_named(pod: bool) {
     let lines = String::from_utf8_lossy(&v);
     let ifaces = interface_analyses(&lines, "b0");
     let mut judged = Vec::new();
+    let mut listed = Vec::new();
     for i in &ifaces {
         let verdict = i["verdict"].as_str().unwrap_or("").to_string();
         let o = &i["rates"]["conntrack_openers"];
+        if let Some(owners) = o["owners"].as_array() {
+            listed.extend(
+                owners
+                    .iter()
+                    .filter_map(|w| w["owner"].as_str().map(String::from)),
+            );
+        }
         let note = i["evidence"][0]["note"].as_str().unwrap_or("").to_string();
         eprintln!("udp and icmp storm: {verdict}: {note}");
         judged.push(verdict.clone());
@@ -646,4 +675,5 @@ fn udp_and_icmp_openers_named(pod: bool) {
         "udp and icmp storm: {names:?}; the workloads sent {measured}/s and pinged \
          {ping_measured}/s for {send_secs} s"
     );
+    listed
 }
