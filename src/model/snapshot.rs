@@ -689,6 +689,16 @@ impl FlowSample {
         }
     }
 
+    /// The interface column of the views: its name, `none` for a flow
+    /// that passes through none here (`unrouted`), `-` when not known.
+    pub fn iface_label(&self) -> &str {
+        match (&self.iface, self.unrouted) {
+            (Some(name), _) => name,
+            (None, true) => "none",
+            (None, false) => "-",
+        }
+    }
+
     /// Whether the analysis counts the flow for interface `iface`: the
     /// one it uses, or every one when that is unknown (not when it is
     /// known to pass through none).

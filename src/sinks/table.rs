@@ -110,7 +110,7 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
     let iface_col = snap.interfaces.len() > 1;
     let iface_of = |f: &FlowSample| {
         if iface_col {
-            format!(" {:<10}", f.iface.as_deref().unwrap_or("-"))
+            format!(" {:<10}", f.iface_label())
         } else {
             String::new()
         }

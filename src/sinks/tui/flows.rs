@@ -52,7 +52,7 @@ pub(crate) struct FlowRow<'a> {
     pub tx_bps: f64,
     /// Closed during the interval (shown once, then gone).
     pub closed: bool,
-    /// The interface the flow uses, when known.
+    /// The interface the flow uses (`FlowSample::iface_label`).
     pub iface: Option<String>,
     /// Its pod, container, service or namespace (`FlowSample::workload_label`).
     pub workload: Option<String>,
@@ -149,7 +149,7 @@ pub(crate) fn rows<'a>(
                     0.0
                 },
                 closed: sample.is_some_and(|f| f.closed),
-                iface: sample.and_then(|f| f.iface.clone()),
+                iface: sample.map(|f| f.iface_label().to_string()),
                 workload: sample.and_then(|f| f.workload_label()),
             }
         })

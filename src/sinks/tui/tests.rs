@@ -543,6 +543,16 @@ fn with_two_interfaces_a_wide_flow_table_says_which_each_flow_uses() {
     assert!(row("10.77.1.1:41001").contains(" b1 "), "{screen}");
     assert!(row("10.77.1.9:41002").contains(" - "), "{screen}");
 
+    // A flow of another namespace that passes through neither: `none`.
+    snap.flows[2].unrouted = true;
+    let a = analyze(&[], &snap, &th);
+    let mut m = Model::default();
+    m.push(&snap, &a, "live");
+    let lines = render(&m, &UiState::default(), 140, 40);
+    let screen = lines.join("\n");
+    let row = |peer: &str| lines[find(&lines, peer).expect(&screen)].clone();
+    assert!(row("10.77.1.9:41002").contains(" none "), "{screen}");
+
     // One interface: no such column, even on a wide screen.
     let (m, _) = model(1);
     let lines = render(&m, &UiState::default(), 140, 40);
