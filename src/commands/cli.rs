@@ -131,7 +131,10 @@ pub struct ObserveArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Observe sockets of every network namespace, not only this one.
+    /// Observe sockets of every network namespace, not only this one (a
+    /// node's pods). A pod's flow counts for the interface this namespace
+    /// routes it out of; a flow of a namespace no veth here leads into
+    /// counts for none (its interface column reads `none`).
     #[arg(long)]
     pub all_netns: bool,
 
