@@ -41,7 +41,7 @@ use judge::Judge;
 pub(crate) use judging::Judging;
 pub(crate) use rates::NormalisedRates;
 pub use thresholds::Thresholds;
-pub(crate) use verdict::InterfaceVerdict;
+pub use verdict::InterfaceVerdict;
 pub use verdict::{Evidence, Location, Verdict, VerdictFamily};
 
 use crate::model::snapshot::Snapshot;

@@ -260,19 +260,9 @@ impl NodeEgress {
             NETNSA_FD,
             &(file.as_raw_fd() as u32).to_ne_bytes(),
         ));
-        let mut id = None;
-        socket
-            .request(RTM_GETNSID, false, &body, |kind, payload| {
-                if kind == RTM_NEWNSID {
-                    id = attributes(payload, RTGENMSG)
-                        .find(|(a, _)| *a == NETNSA_NSID)
-                        .and_then(|(_, d)| u32_at(d, 0))
-                        .map(|v| v as i32);
-                }
-            })
-            .ok()?;
+        let id = socket.ask_u32(RTM_GETNSID, &body, RTM_NEWNSID, RTGENMSG, NETNSA_NSID)? as i32;
         // -1: the namespace has no id here (no link into it).
-        id.filter(|v| *v >= 0)
+        (id >= 0).then_some(id)
     }
 
     /// The output device of a packet from `src` to `dst` arriving on
@@ -280,17 +270,7 @@ impl NodeEgress {
     fn route(&mut self, src: IpAddr, dst: IpAddr, iif: u32) -> Option<u32> {
         let socket = self.socket.as_mut()?;
         let body = route_request(src, dst, iif)?;
-        let mut oif = None;
-        socket
-            .request(RTM_GETROUTE, false, &body, |kind, payload| {
-                if kind == RTM_NEWROUTE {
-                    oif = attributes(payload, RTMSG)
-                        .find(|(a, _)| *a == RTA_OIF)
-                        .and_then(|(_, d)| u32_at(d, 0));
-                }
-            })
-            .ok()?;
-        oif
+        socket.ask_u32(RTM_GETROUTE, &body, RTM_NEWROUTE, RTMSG, RTA_OIF)
     }
 }
 

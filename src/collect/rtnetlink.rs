@@ -234,6 +234,29 @@ impl RouteSocket {
             }
         }
     }
+
+    /// One request of type `kind` (not a dump) and, from its answer of
+    /// type `answer` (a fixed header of `fixed` bytes), the u32 attribute
+    /// `attr`: None when the kernel refused or the answer has none.
+    pub(crate) fn ask_u32(
+        &mut self,
+        kind: u16,
+        body: &[u8],
+        answer: u16,
+        fixed: usize,
+        attr: u16,
+    ) -> Option<u32> {
+        let mut value = None;
+        self.request(kind, false, body, |k, payload| {
+            if k == answer {
+                value = attributes(payload, fixed)
+                    .find(|(a, _)| *a == attr)
+                    .and_then(|(_, d)| u32_at(d, 0));
+            }
+        })
+        .ok()?;
+        value
+    }
 }
 
 #[cfg(test)]

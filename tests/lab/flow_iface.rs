@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
 use crate::lab_support::Lab;
-use throttlescope::analysis::{analyze, Thresholds};
+use throttlescope::analysis::{analyze, InterfaceVerdict, IntervalAnalysis, Thresholds};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 /// The `dev` of `ip route get PEER from LOCAL` in namespace `ns`: the
@@ -43,6 +43,58 @@ fn route_dev(lab: &Lab, ns: &str, f: &FlowSample) -> String {
 /// Flows of the test's own traffic: the lab port or the loopback port.
 fn ours(f: &FlowSample, ports: &[u16]) -> bool {
     ports.contains(&f.local.port()) || ports.contains(&f.peer.port())
+}
+
+/// `watch --json --interval 1s ARGS` in namespace `ns` as users run it
+/// there (`ip netns exec`, which also gives it that namespace's /sys),
+/// `traffic` run once its first interval is out (probes attached); its
+/// snapshots. The output is read as it comes: with --all-netns a line
+/// carries every namespace's flows, and a full pipe would stall it.
+fn watching(ns: &str, args: &[&str], traffic: impl FnOnce()) -> Vec<Snapshot> {
+    let mut watch = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(crate::support::binary())
+        .args(["watch", "--json", "--interval", "1s"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn watch");
+    let (line_tx, line_rx) = mpsc::channel::<String>();
+    let stdout = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = vec![line_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("watch printed its first interval (probes attached)")];
+    traffic();
+    let status = watch.wait().expect("watch ran");
+    reader.join().unwrap();
+    lines.extend(line_rx.try_iter());
+    let mut stderr = String::new();
+    let _ = std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut stderr);
+    assert!(status.success(), "watch failed: {status}: {stderr}");
+    lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON snapshot"))
+        .collect()
+}
+
+/// Interface `name`'s verdict in `a`.
+fn judged<'a>(a: &'a IntervalAnalysis, name: &str) -> &'a InterfaceVerdict {
+    a.interfaces
+        .iter()
+        .find(|v| v.iface == name)
+        .unwrap_or_else(|| {
+            let all: Vec<&str> = a.interfaces.iter().map(|v| v.iface.as_str()).collect();
+            panic!("{name} judged: {all:?}")
+        })
 }
 
 #[test]
@@ -67,57 +119,25 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
     let to_client: SocketAddr = format!("{}:{LAB_PORT}", lab.broker_ip).parse().unwrap();
     let local: SocketAddr = format!("127.0.0.1:{LOCAL_PORT}").parse().unwrap();
 
-    // The observer as users run it in a namespace (`ip netns exec`, which
-    // also gives it that namespace's /sys).
-    let mut watch = Command::new("ip")
-        .args(["netns", "exec", &broker])
-        .arg(crate::support::binary())
-        .args(["watch", "--json", "--interval", "1s", "--duration", "12s"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn watch");
-    let (line_tx, line_rx) = mpsc::channel::<String>();
-    let stdout = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut lines = vec![line_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("watch printed its first interval (probes attached)")];
-
     let client = lab.client();
-    let lab_flows = Bulk::start(&broker, &client, to_client, 3, Duration::from_secs(4), 0);
-    // A broker talking to a local agent: 2 connections at 20 MB/s each.
-    let local_flows = Bulk::start(
-        &broker,
-        &broker,
-        local,
-        2,
-        Duration::from_secs(4),
-        20_000_000,
-    );
-    lab_flows.wait_sent();
-    local_flows.wait_sent();
-    std::thread::sleep(Duration::from_secs(1));
-    // Their close records come in the intervals that follow.
-    lab_flows.close();
-    local_flows.close();
-    let status = watch.wait().expect("watch ran");
-    reader.join().unwrap();
-    lines.extend(line_rx.try_iter());
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut stderr);
-    assert!(status.success(), "watch failed: {status}: {stderr}");
-    let snaps: Vec<Snapshot> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).expect("JSON snapshot"))
-        .collect();
+    let snaps = watching(&broker, &["--duration", "12s"], || {
+        let lab_flows = Bulk::start(&broker, &client, to_client, 3, Duration::from_secs(4), 0);
+        // A broker talking to a local agent: 2 connections at 20 MB/s each.
+        let local_flows = Bulk::start(
+            &broker,
+            &broker,
+            local,
+            2,
+            Duration::from_secs(4),
+            20_000_000,
+        );
+        lab_flows.wait_sent();
+        local_flows.wait_sent();
+        std::thread::sleep(Duration::from_secs(1));
+        // Their close records come in the intervals that follow.
+        lab_flows.close();
+        local_flows.close();
+    });
 
     // Every flow of the test, while open and as closed, against ip route.
     let mut route_of: HashMap<(SocketAddr, SocketAddr), String> = HashMap::new();
@@ -161,13 +181,7 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
     let (mut b0_retrans, mut b0_segs, mut lab_segs, mut local_segs) = (0, 0, 0, 0);
     for s in &snaps {
         let a = analyze(&history, s, &th);
-        let v = |name: &str| {
-            a.interfaces
-                .iter()
-                .find(|v| v.iface == name)
-                .unwrap_or_else(|| panic!("{name} judged"))
-        };
-        let (b0, d1) = (v("b0"), v("d1"));
+        let (b0, d1) = (judged(&a, "b0"), judged(&a, "d1"));
         assert_eq!(d1.rates.retrans_segs, 0, "seq {}: {:?}", s.seq, d1.rates);
         assert_eq!(d1.rates.segs_out, 0, "seq {}", s.seq);
         assert_eq!(d1.rates.retransmit_pct, None, "seq {}", s.seq);
@@ -221,57 +235,24 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
     const LOOP_PORT: u16 = 7204;
     let to_pod: SocketAddr = format!("{}:{PORT}", lab.pod_ip).parse().unwrap();
     let in_pod: SocketAddr = format!("127.0.0.1:{LOOP_PORT}").parse().unwrap();
-    // The observer as users run it in a namespace (`ip netns exec`, which
-    // also gives it that namespace's /sys).
-    let mut watch = Command::new("ip")
-        .args(["netns", "exec", &broker])
-        .arg(crate::support::binary())
-        .args([
-            "watch",
-            "--json",
-            "--all-netns",
-            "--interval",
-            "1s",
-            "--duration",
-            "7s",
-        ])
-        .args(["--iface", &lab.broker_if, "--iface", &lab.pod_broker_if])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn watch");
-    // Read as it comes: with --all-netns a line carries every namespace's
-    // flows, and a full pipe would stall the observer.
-    let (line_tx, line_rx) = mpsc::channel::<String>();
-    let stdout = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line_tx.send(line).is_err() {
-                break;
-            }
-        }
+    let args = [
+        "--all-netns",
+        "--duration",
+        "7s",
+        "--iface",
+        &lab.broker_if,
+        "--iface",
+        &lab.pod_broker_if,
+    ];
+    let snaps = watching(&broker, &args, || {
+        let bulk = Bulk::start(&pod, &client, to_pod, 2, Duration::from_secs(3), 0);
+        let local = Bulk::start(&pod, &pod, in_pod, 1, Duration::from_secs(3), 5_000_000);
+        bulk.wait_sent();
+        local.wait_sent();
+        std::thread::sleep(Duration::from_secs(1));
+        bulk.close();
+        local.close();
     });
-    let mut lines = vec![line_rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("watch printed its first interval (probes attached)")];
-    let bulk = Bulk::start(&pod, &client, to_pod, 2, Duration::from_secs(3), 0);
-    let local = Bulk::start(&pod, &pod, in_pod, 1, Duration::from_secs(3), 5_000_000);
-    bulk.wait_sent();
-    local.wait_sent();
-    std::thread::sleep(Duration::from_secs(1));
-    bulk.close();
-    local.close();
-    let status = watch.wait().expect("watch ran");
-    reader.join().unwrap();
-    lines.extend(line_rx.try_iter());
-    let mut stderr = String::new();
-    let _ = std::io::Read::read_to_string(&mut watch.stderr.take().unwrap(), &mut stderr);
-    assert!(status.success(), "watch failed: {status}: {stderr}");
-    let snaps: Vec<Snapshot> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).expect("JSON snapshot"))
-        .collect();
     let route = lab.exec(
         &broker,
         "ip",
@@ -333,18 +314,7 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
     let (mut b0_retrans, mut pod_retrans) = (0, 0);
     for s in &snaps {
         let a = analyze(&history, s, &th);
-        let v = |name: &str| {
-            a.interfaces
-                .iter()
-                .find(|v| v.iface == name)
-                .unwrap_or_else(|| {
-                    panic!(
-                        "{name} judged: {:?}",
-                        a.interfaces.iter().map(|v| &v.iface).collect::<Vec<_>>()
-                    )
-                })
-        };
-        let (b0, pv0) = (v(&lab.broker_if), v(&lab.pod_broker_if));
+        let (b0, pv0) = (judged(&a, &lab.broker_if), judged(&a, &lab.pod_broker_if));
         assert_eq!(
             (
                 pv0.rates.segs_out,
