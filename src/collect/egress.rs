@@ -12,19 +12,19 @@
 //!    (RTM_GETNSID on a file of that namespace: /run/netns/NAME or a
 //!    process's /proc/PID/ns/net);
 //! 2. the observer's link dump names the veth end whose peer
-//!    (IFLA_LINK_NETNSID, IFLA_LINK) is the flow's device in that namespace,
-//!    or the only one whose peer is in it; a veth enslaved to a bridge
-//!    (Docker's docker0, bridge CNIs) is routed on the bridge;
+//!    (IFLA_LINK_NETNSID, IFLA_LINK) is the flow's device in that namespace
+//!    (a flow that leaves its namespace by another device never passes
+//!    here); a veth enslaved to a bridge (Docker's docker0, bridge CNIs) is
+//!    routed on the bridge;
 //! 3. an input route lookup (RTM_GETROUTE with RTA_IIF, the flow's local
 //!    address as source and its peer as destination) gives the output
 //!    device: policy routing by source (a pod's ENI on a multi-ENI node)
 //!    is the kernel's to apply, as it does for the packets.
 //!
 //! A flow whose peer is its own namespace (loopback, or its own address)
-//! never leaves it: `lo`. A flow with no path found (a namespace with no
-//! veth into the observer's, an ipvlan pod, a refused lookup) stays
-//! without an interface, as before: the analysis counts it for every
-//! interface. Lookups are cached per (namespace, local, peer) and the
+//! never leaves it: `lo`. A flow with no path found (its device is no
+//! veth into the observer's namespace, or not known yet; an ipvlan pod; a
+//! refused lookup) is unrouted: the analysis counts it for none. Lookups are cached per (namespace, local, peer) and the
 //! caches are dropped every `REFRESH_INTERVALS` intervals, so a changed
 //! route is seen within that; a namespace met for the first time is looked
 //! up in the interval it appears.
@@ -322,20 +322,16 @@ fn peer_link(payload: &[u8]) -> Option<PeerLink> {
     })
 }
 
-/// The link into namespace `nsid` for a flow on `ifindex` there: the one
-/// whose peer is that device, else the only link into the namespace.
+/// The link into namespace `nsid` whose peer is the flow's device
+/// `ifindex` there. None for a device that does not lead here: a namespace
+/// with interfaces of its own (a router's, a pod's second network) sends
+/// some flows out of them, never through this namespace; and none while
+/// the device is not known (0).
 fn pick(links: &[PeerLink], nsid: i32, ifindex: u32) -> Option<PeerLink> {
-    let mut into = links.iter().filter(|l| l.peer_nsid == nsid);
-    if let Some(l) = into
-        .clone()
-        .find(|l| ifindex != 0 && l.peer_ifindex == ifindex)
-    {
-        return Some(*l);
-    }
-    match (into.next(), into.next()) {
-        (Some(l), None) => Some(*l),
-        _ => None,
-    }
+    links
+        .iter()
+        .find(|l| ifindex != 0 && l.peer_nsid == nsid && l.peer_ifindex == ifindex)
+        .copied()
 }
 
 /// A file of each network namespace on the host by inode: `ip netns`'s
@@ -401,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn the_link_to_a_flows_device_is_picked_else_the_only_one_into_its_namespace() {
+    fn the_link_to_a_flows_device_is_picked_and_no_other() {
         let l = |ifindex, peer_nsid, peer_ifindex| PeerLink {
             ifindex,
             peer_nsid,
@@ -410,10 +406,15 @@ mod tests {
         };
         let links = [l(10, 1, 2), l(11, 1, 3), l(12, 2, 2)];
         assert_eq!(pick(&links, 1, 3).map(|l| l.ifindex), Some(11));
-        assert_eq!(pick(&links, 1, 0), None, "two links in, device unknown");
-        assert_eq!(pick(&links, 2, 0).map(|l| l.ifindex), Some(12));
-        assert_eq!(pick(&links, 2, 9).map(|l| l.ifindex), Some(12));
-        assert_eq!(pick(&links, 4, 2), None);
+        assert_eq!(pick(&links, 2, 2).map(|l| l.ifindex), Some(12));
+        assert_eq!(pick(&links, 1, 0), None, "device not known");
+        assert_eq!(pick(&links, 2, 0), None, "device not known, one link in");
+        assert_eq!(
+            pick(&links, 2, 9),
+            None,
+            "a device of its own, not the link"
+        );
+        assert_eq!(pick(&links, 4, 2), None, "no link into that namespace");
     }
 
     #[test]

@@ -211,7 +211,9 @@ fn flow_interface_is_the_route_dev_and_signals_stay_on_it() {
 /// With `--all-netns` in the broker: a pod's flows take the interface the
 /// broker routes them out of (the `dev` of `ip route get PEER from POD_IP
 /// iif pv0`: b0), the pod's loopback flows `lo`, and the client's flows
-/// (a namespace no veth of the broker's leads into) none: `unrouted`. The
+/// (a namespace no veth of the broker's leads into) none: `unrouted`; so
+/// are hv's to the client (hv has a veth into the broker's namespace, but
+/// these leave hv by another device). The
 /// analysis gives the pod's veth none of the pod's retransmits on the lossy
 /// path and b0 all of them; the client's count for neither. (When flows of
 /// other namespaces counted for every interface, pv0 read b0's loss.)
@@ -231,8 +233,22 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
         &["route", "replace", &pod_net, "via", &lab.broker_ip],
     );
     let (pod_ns, client_ns) = (lab.netns_inode(&pod), lab.netns_inode(&client));
+    let (hv, hv_ns) = (lab.hv(), lab.netns_inode(&lab.hv()));
+    // hv has a veth into the broker's namespace (its end of b0), and sends
+    // to the client out of another device of its own: never through the
+    // broker.
+    let hv_to_client = lab.exec(&hv, "ip", &["route", "get", &lab.client_ip]);
+    let mut words = hv_to_client.split_whitespace();
+    let hv_ip = words
+        .by_ref()
+        .find(|w| *w == "src")
+        .and_then(|_| words.next())
+        .unwrap_or_else(|| panic!("no src in {hv_to_client}"))
+        .to_string();
     const PORT: u16 = 7203;
     const LOOP_PORT: u16 = 7204;
+    const HV_PORT: u16 = 7205;
+    let from_hv: SocketAddr = format!("{hv_ip}:{HV_PORT}").parse().unwrap();
     let to_pod: SocketAddr = format!("{}:{PORT}", lab.pod_ip).parse().unwrap();
     let in_pod: SocketAddr = format!("127.0.0.1:{LOOP_PORT}").parse().unwrap();
     let args = [
@@ -247,11 +263,14 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
     let snaps = watching(&broker, &args, || {
         let bulk = Bulk::start(&pod, &client, to_pod, 2, Duration::from_secs(3), 0);
         let local = Bulk::start(&pod, &pod, in_pod, 1, Duration::from_secs(3), 5_000_000);
+        let router = Bulk::start(&hv, &client, from_hv, 1, Duration::from_secs(3), 2_000_000);
         bulk.wait_sent();
         local.wait_sent();
+        router.wait_sent();
         std::thread::sleep(Duration::from_secs(1));
         bulk.close();
         local.close();
+        router.close();
     });
     let route = lab.exec(
         &broker,
@@ -278,10 +297,9 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
         "the pod's traffic leaves by b0: {route}"
     );
 
-    let ours = |f: &&FlowSample| {
-        [PORT, LOOP_PORT].contains(&f.local.port()) || [PORT, LOOP_PORT].contains(&f.peer.port())
-    };
-    let (mut pod_flows, mut loop_flows, mut client_flows) = (0, 0, 0);
+    let ports = [PORT, LOOP_PORT, HV_PORT];
+    let ours = |f: &&FlowSample| ports.contains(&f.local.port()) || ports.contains(&f.peer.port());
+    let (mut pod_flows, mut loop_flows, mut client_flows, mut hv_flows) = (0, 0, 0, 0);
     for f in snaps.iter().flat_map(|s| &s.flows).filter(ours) {
         let what = format!(
             "{} -> {} netns {}: {:?} unrouted {}",
@@ -301,13 +319,19 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
                 (Some(dev.as_str()), false),
                 "{what}"
             );
-        } else if f.netns == client_ns {
-            client_flows += 1;
+        } else if f.netns == client_ns || f.netns == hv_ns {
+            if f.netns == hv_ns {
+                hv_flows += 1;
+            } else {
+                client_flows += 1;
+            }
             assert_eq!((f.iface.as_deref(), f.unrouted), (None, true), "{what}");
         }
     }
-    eprintln!("samples: pod {pod_flows}, pod loopback {loop_flows}, client {client_flows}");
-    assert!(pod_flows >= 2 && loop_flows >= 2 && client_flows >= 2);
+    eprintln!(
+        "samples: pod {pod_flows}, pod loopback {loop_flows}, client {client_flows}, hv {hv_flows}"
+    );
+    assert!(pod_flows >= 2 && loop_flows >= 2 && client_flows >= 3 && hv_flows >= 1);
 
     let th = Thresholds::default();
     let mut history: Vec<Snapshot> = Vec::new();
