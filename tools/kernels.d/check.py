@@ -75,6 +75,19 @@ def held_as(rows, iface):
     return out
 
 
+POD_IP = "10.77.3.2"
+
+
+def pod_flow_ifaces(row):
+    """The interfaces the guest's pod's flows (from POD_IP, behind this namespace) were given
+    in an interval of `watch --all-netns`: "none" for an unrouted one, "-" for none known."""
+    out = []
+    for f in row.get("flows", []):
+        if str(f.get("local", "")).startswith(POD_IP + ":"):
+            out.append(f.get("iface") or ("none" if f.get("unrouted") else "-"))
+    return out
+
+
 def snmp(body):
     lines = [l for l in body.splitlines() if l.startswith("Tcp:")]
     if len(lines) < 2:
@@ -240,6 +253,11 @@ def main():
                     fails.append(f"watch --all-netns: dev_xmit not attached: {progs}")
                 else:
                     verdicts.append("--all-netns dev_xmit attached")
+                pod = pod_flow_ifaces(row)
+                if pod and all(i == "b0" for i in pod):
+                    verdicts.append(f"a pod's flow on b0 ({len(pod)} of {len(pod)})")
+                else:
+                    fails.append(f"watch --all-netns: the pod's flows on {pod or 'none seen'}, not b0")
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 fails.append(f"watch --all-netns: no interval read ({e})")
         dumped = "the moved set" if "flow dump: flows that moved" in doctor else "NOT the moved set"

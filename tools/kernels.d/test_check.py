@@ -53,10 +53,15 @@ def scenario(name, rows, retrans_before=100, retrans_after=110, rc=0):
 MOVED_SET = "[ok]   flow dump: flows that moved, from the moved set (sweep_moved); every flow once a minute through the socket-storage map iterator"
 
 
-def all_netns(rc=0, dev_xmit=True):
-    """The guest's `watch --all-netns` sections: its exit and last interval."""
+POD_FLOW = {"local": "10.77.3.2:41000", "peer": "10.77.1.1:5202", "iface": "b0"}
+
+
+def all_netns(rc=0, dev_xmit=True, flows=(POD_FLOW,)):
+    """The guest's `watch --all-netns` sections: its exit and last interval, with the pod's
+    flow given b0 unless told."""
     last = json.dumps({"health": {"programs": [{"name": "tcp_probe", "attached": True},
-                                               {"name": "dev_xmit", "attached": dev_xmit}]}})
+                                               {"name": "dev_xmit", "attached": dev_xmit}]},
+                       "flows": list(flows)})
     return "\n".join([f"=== ALLNETNS_RC {rc}", "=== ALLNETNS_ERR",
                       "refused" if rc else "", "=== ALLNETNS", last if rc == 0 else ""])
 
@@ -112,6 +117,17 @@ class Judge(unittest.TestCase):
         self.assertIn("hv_queuing held 2/2 hypervisor_queuing", cols[3])
         self.assertIn("hv_queuing data waiting 90%", cols[3])
         self.assertEqual(cols[4], "hv_queuing 10/10; hv_drop 10/10")
+
+    def test_all_netns_gives_the_pods_flow_b0(self):
+        rc, out = self.judge(good_observe())
+        self.assertEqual(rc, 0, out)
+        self.assertIn("a pod's flow on b0 (1 of 1)", out)
+        for flows, said in [((), "none seen"),
+                            (({**POD_FLOW, "iface": None, "unrouted": True},), "['none']"),
+                            (({**POD_FLOW, "iface": "pv0"},), "['pv0']")]:
+            rc, out = self.judge(good_observe(allnetns=all_netns(flows=flows)))
+            self.assertEqual(rc, 1, out)
+            self.assertIn(f"the pod's flows on {said}, not b0", out)
 
     def test_all_netns_must_load_with_dev_xmit_attached(self):
         rc, out = self.judge(good_observe())
