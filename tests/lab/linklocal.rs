@@ -50,13 +50,16 @@ struct Cgroups {
 }
 
 impl Cgroups {
-    fn new() -> Cgroups {
+    /// One cgroup per workload, named after the lab (`tag`, its prefix):
+    /// unique to the test, as the lab tests of one process run side by
+    /// side and each removes its own on drop.
+    fn new(tag: &str) -> Cgroups {
         let mounts = fs::read_to_string("/proc/mounts").unwrap();
         let root = cgroup2_mount(&mounts).expect("no cgroup2 mount in /proc/mounts");
         let dirs = WORKLOADS
             .iter()
             .map(|(name, _, _)| {
-                let d = root.join(format!("ts-ll-{}-{name}", std::process::id()));
+                let d = root.join(format!("ts-ll-{tag}-{name}"));
                 fs::create_dir_all(&d).unwrap();
                 d
             })
@@ -177,7 +180,7 @@ fn named_first(lab: Lab, qdisc: Option<&str>, pod: bool) {
             format!("add rule inet lab_cap pre udp sport {sport} ip daddr 169.254.169.253 counter");
         lab.exec(&hv, "nft", &[rule.as_str()]);
     }
-    let cgroups = Cgroups::new();
+    let cgroups = Cgroups::new(&lab.prefix);
 
     let mut extra = vec!["--interval", "1s"];
     if pod {

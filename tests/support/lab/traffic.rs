@@ -6,7 +6,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -186,19 +186,32 @@ impl Bulk {
 
 /// Renames this test process (its thread group leader's comm, the name
 /// `ps` shows and throttlescope reports as a flow's process) while the
-/// guard lives; the old name comes back on drop.
+/// guard lives; the old name comes back on drop. The name is the whole
+/// process's: one test renames it at a time (a second waits for the
+/// first's guard), or two tests run side by side would each see the
+/// other's name.
 pub struct ProcessName {
     path: PathBuf,
     old: Vec<u8>,
+    _one_at_a_time: MutexGuard<'static, ()>,
 }
+
+static RENAMING: Mutex<()> = Mutex::new(());
 
 impl ProcessName {
     pub fn set(name: &str) -> ProcessName {
+        // A test that panicked while holding it poisons it; the name was
+        // put back by its guard's drop all the same.
+        let one = RENAMING.lock().unwrap_or_else(|e| e.into_inner());
         let pid = std::process::id();
         let path = PathBuf::from(format!("/proc/self/task/{pid}/comm"));
         let old = std::fs::read(&path).expect("reading the process name");
         std::fs::write(&path, name.as_bytes()).expect("naming the process");
-        ProcessName { path, old }
+        ProcessName {
+            path,
+            old,
+            _one_at_a_time: one,
+        }
     }
 }
 
