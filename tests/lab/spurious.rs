@@ -31,7 +31,7 @@ use std::time::Duration;
 use crate::lab_support::traffic::Bulk;
 use crate::lab_support::{enter_netns, in_netns, parse_ss, Lab, SsFlow};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
-use throttlescope::model::snapshot::FlowSample;
+use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 /// hv's interface toward the client (tools/lab, HV_TO_CLIENT_IF): the
 /// broker's packets leave hv there.
@@ -189,6 +189,60 @@ struct Sums {
     recovery_undone: u64,
 }
 
+/// The undone episodes counted, against nstat's. Each is seen as two
+/// congestion-state changes (into Recovery or Loss, and out with the undo
+/// marker cleared), by one program: a run of it the kernel skipped (the
+/// program re-entered on its CPU, a softirq interrupting it) is counted in
+/// health as missed, and can hide one undo. So ours may fall short of
+/// nstat's by at most the runs missed, never more, and never exceed it.
+#[derive(Debug)]
+struct Undos {
+    rto_undone: u64,
+    recovery_undone: u64,
+    /// tcp_cong_state_set's runs skipped since the collector started.
+    runs_missed: u64,
+}
+
+impl Undos {
+    fn of(snap: &Snapshot, sums: &Sums) -> Undos {
+        let p = snap
+            .health
+            .programs
+            .iter()
+            .find(|p| p.name == "tcp_cong_state_set")
+            .unwrap_or_else(|| panic!("no tcp_cong_state_set in {:?}", snap.health.programs));
+        assert!(p.attached, "tcp_cong_state_set attached: {p:?}");
+        Undos {
+            rto_undone: sums.rto_undone,
+            recovery_undone: sums.recovery_undone,
+            runs_missed: p.missed,
+        }
+    }
+
+    fn held(&self, ours: u64, nstat: u64, what: &str) {
+        assert!(
+            ours <= nstat && nstat - ours <= self.runs_missed,
+            "{what}: ours {ours}, nstat {nstat} ({self:?})"
+        );
+    }
+
+    fn timeouts(&self, nstat: u64, counter: &str) {
+        self.held(
+            self.rto_undone,
+            nstat,
+            &format!("undone timeouts: {counter}"),
+        );
+    }
+
+    fn recoveries(&self, nstat: u64) {
+        self.held(
+            self.recovery_undone,
+            nstat,
+            "undone recoveries: TcpExtTCPFullUndo + PartialUndo + DSACKUndo",
+        );
+    }
+}
+
 /// The flows of `ports` against ss, per flow; their sums.
 fn per_flow_against_ss(flows: &[FlowSample], ss: &[SsFlow], ports: &[u16]) -> Sums {
     let mut sums = Sums::default();
@@ -255,9 +309,9 @@ fn lab_for(tag: &str, timestamps: bool) -> Lab {
 
 /// Why these tests run with no other lab test beside them.
 const ALONE: &str =
-    "it holds each flow's undone timeouts and loss probes to nstat's exact counts: \
-                     beside another lab, one undone timeout was missed (9 of TCPLossUndo's 10), \
-                     cause not yet found";
+    "it holds each flow's undone timeouts and loss probes to nstat's counts, short only by \
+                     the congestion-state program's skipped runs: another lab's sockets on the \
+                     same CPUs make those likelier";
 
 /// Request/response through 5 stalls, timestamps on: each stall's probe
 /// retransmits and its timeout is undone by the timestamps (the first ACK
@@ -292,7 +346,8 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
         COUNTERS.iter().zip(&d).collect::<Vec<_>>()
     );
     let sums = per_flow_against_ss(&snap.flows, &ss, &ports);
-    eprintln!("ours: {sums:?}");
+    let undo = Undos::of(&snap, &sums);
+    eprintln!("ours: {sums:?}; {undo:?}");
     assert_eq!(sums.retrans, d[0], "retransmits: TcpRetransSegs");
     assert!(sums.probes >= 3, "the stalls made tail loss probes");
     // TCPLossProbes counts every probe: tcp_send_loss_probe() first tries to
@@ -307,12 +362,8 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
         d[1]
     );
     assert!(sums.rto_undone >= 3, "the stalls made undone timeouts");
-    assert_eq!(sums.rto_undone, d[2], "undone timeouts: TcpExtTCPLossUndo");
-    assert_eq!(
-        sums.recovery_undone,
-        d[4] + d[5] + d[6],
-        "undone recoveries: TcpExtTCPFullUndo + PartialUndo + DSACKUndo"
-    );
+    undo.timeouts(d[2], "TcpExtTCPLossUndo");
+    undo.recoveries(d[4] + d[5] + d[6]);
     assert_eq!(sums.dsack, 0, "the client sends no D-SACKs");
     // Each undone timeout's episode holds its retransmit and the probe
     // still unanswered when it began (undone counts both); without
@@ -368,19 +419,14 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
         COUNTERS.iter().zip(&d).collect::<Vec<_>>()
     );
     let sums = per_flow_against_ss(&snap.flows, &ss, &ports);
-    eprintln!("ours: {sums:?}");
+    let undo = Undos::of(&snap, &sums);
+    eprintln!("ours: {sums:?}; {undo:?}");
     assert_eq!(sums.retrans, d[0], "retransmits: TcpRetransSegs");
     assert!(sums.rto_undone >= 3, "the stalls made undone timeouts");
-    assert_eq!(sums.rto_undone, d[2], "undone timeouts: TcpExtTCPLossUndo");
-    assert_eq!(
-        sums.rto_undone, d[3],
-        "without timestamps every undone timeout is F-RTO's: TcpExtTCPSpuriousRTOs"
-    );
-    assert_eq!(
-        sums.recovery_undone,
-        d[4] + d[5] + d[6],
-        "undone recoveries: TcpExtTCPFullUndo + PartialUndo + DSACKUndo"
-    );
+    undo.timeouts(d[2], "TcpExtTCPLossUndo");
+    // Without timestamps every undone timeout is F-RTO's.
+    undo.timeouts(d[3], "TcpExtTCPSpuriousRTOs");
+    undo.recoveries(d[4] + d[5] + d[6]);
     assert!(
         sums.probes <= d[1],
         "probes that retransmitted: at most TcpExtTCPLossProbes"
