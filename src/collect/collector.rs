@@ -450,12 +450,7 @@ impl Collector {
         let mut by: HashMap<(Option<u32>, u32, u64), FlowHolder> = HashMap::new();
         for (k, h) in self.flows.held().iter() {
             let own = k.netns == self.own_netns;
-            if !own
-                && !self
-                    .egress
-                    .as_mut()
-                    .is_some_and(|e| e.reaches(k.netns, seq))
-            {
+            if !counts_here(self.own_netns, &mut self.egress, k.netns, seq) {
                 continue;
             }
             let ifindex = own.then_some(k.ifindex);
@@ -518,6 +513,13 @@ impl Collector {
         }
     }
 
+    /// Whether what namespace `netns` holds or makes, counted by namespace
+    /// and not by flow, counts here: the observer's own, and with
+    /// --all-netns those a veth here leads into (src/collect/egress.rs).
+    fn counts_here(&mut self, netns: u32, seq: u64) -> bool {
+        counts_here(self.own_netns, &mut self.egress, netns, seq)
+    }
+
     /// The UDP and ICMP sockets made in the observer's namespace since the
     /// last read, by owner (bpf/udpopen.bpf.h), one sample per protocol:
     /// the task that made the socket is the owner, its name as the kernel
@@ -545,12 +547,7 @@ impl Collector {
             }
             // Another namespace's count only where its packets can pass
             // through this one (a pod's, not another host's in a lab).
-            if c.netns != self.own_netns
-                && !self
-                    .egress
-                    .as_mut()
-                    .is_some_and(|e| e.reaches(c.netns, seq))
-            {
+            if !self.counts_here(c.netns, seq) {
                 continue;
             }
             let o = by
@@ -1083,4 +1080,9 @@ fn event_kind(kind: u32, arg0: i32, arg1: i32) -> FlowEventKind {
             to: tcp_state_name(arg1 as u8).to_string(),
         },
     }
+}
+
+/// [`Collector::counts_here`], for callers holding other fields borrowed.
+fn counts_here(own_netns: u32, egress: &mut Option<NodeEgress>, netns: u32, seq: u64) -> bool {
+    netns == own_netns || egress.as_mut().is_some_and(|e| e.reaches(netns, seq))
 }

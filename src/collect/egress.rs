@@ -24,10 +24,13 @@
 //! A flow whose peer is its own namespace (loopback, or its own address)
 //! never leaves it: `lo`. A flow with no path found (its device is no
 //! veth into the observer's namespace, or not known yet; an ipvlan pod; a
-//! refused lookup) is unrouted: the analysis counts it for none. Lookups are cached per (namespace, local, peer) and the
-//! caches are dropped every `REFRESH_INTERVALS` intervals, so a changed
-//! route is seen within that; a namespace met for the first time is looked
-//! up in the interval it appears.
+//! refused lookup) is unrouted: the analysis counts it for none.
+//!
+//! Lookups are cached per (namespace, device, local, peer) and the caches
+//! are dropped every `REFRESH_INTERVALS` intervals, so a changed route is
+//! seen within that; a namespace met for the first time is looked up in
+//! the interval it appears, and one with no path found again after
+//! `RETRY_INTERVALS`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -36,7 +39,7 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use crate::collect::netns::inode_of;
-use crate::collect::rtnetlink::{attribute, attributes, u32_at, RouteSocket};
+use crate::collect::rtnetlink::{attribute, attributes, u32_at, RouteSocket, IFINFOMSG};
 
 /// rtnetlink message types and attributes (linux/rtnetlink.h,
 /// linux/if_link.h, linux/net_namespace.h).
@@ -55,8 +58,7 @@ const RTA_IIF: u16 = 3;
 const RTA_OIF: u16 = 4;
 const NETNSA_NSID: u16 = 1;
 const NETNSA_FD: u16 = 3;
-/// struct ifinfomsg, struct rtmsg and struct rtgenmsg (padded) sizes.
-const IFINFOMSG: usize = 16;
+/// struct rtmsg and struct rtgenmsg (padded) sizes.
 const RTMSG: usize = 12;
 const RTGENMSG: usize = 4;
 

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use crate::collect::rtnetlink::{attributes, messages, u64_at, RouteSocket};
+use crate::collect::rtnetlink::{attributes, messages, u64_at, RouteSocket, IFINFOMSG};
 use crate::model::snapshot::LinkCounters;
 
 /// rtnetlink's link multicast group (RTMGRP_LINK), message type
@@ -22,8 +22,6 @@ const RTMGRP_LINK: u32 = 1;
 const RTM_DELLINK: u16 = 17;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_STATS64: u16 = 23;
-/// struct ifinfomsg's size.
-const IFINFOMSG: usize = 16;
 /// The first eight u64 of struct rtnl_link_stats64: rx/tx packets, bytes,
 /// errors, dropped.
 const STATS64_USED: usize = 8 * 8;

@@ -13,6 +13,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 /// struct nlattr: the same layout).
 pub(crate) const NLMSG_HDR: usize = 16;
 pub(crate) const RTA_HDR: usize = 4;
+/// struct ifinfomsg's size: the fixed header of link messages.
+pub(crate) const IFINFOMSG: usize = 16;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 0x1;
