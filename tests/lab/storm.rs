@@ -477,7 +477,15 @@ fn check_report(trace: &Path, snaps: &[Snapshot]) {
     .chain(
         last.programs
             .iter()
-            .map(|p| format!("{} {} events, {} missed", p.name, p.events, p.missed))
+            .map(|p| {
+                // A program the kernel refused (dump_flows where a BPF LSM
+                // policy refuses map iterators) is said to be, with why.
+                if p.attached {
+                    format!("{} {} events, {} missed", p.name, p.events, p.missed)
+                } else {
+                    format!("{} NOT attached", p.name)
+                }
+            })
             .collect::<Vec<_>>()
             .iter(),
     ) {
