@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, Result};
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -698,8 +699,8 @@ impl Collector {
                 let flow = ForeignFlow {
                     netns: r.netns,
                     ifindex: r.st.ifindex,
-                    local: ip_of(r.family, &r.saddr),
-                    peer: ip_of(r.family, &r.daddr),
+                    local: SocketAddr::new(ip_of(r.family, &r.saddr), r.lport),
+                    peer: SocketAddr::new(ip_of(r.family, &r.daddr), r.rport),
                 };
                 match egress.of(flow, seq) {
                     Egress::Ifindex(i) => name(if_names.name(i, seq)),

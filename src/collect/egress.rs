@@ -21,12 +21,17 @@
 //!    device: policy routing by source (a pod's ENI on a multi-ENI node)
 //!    is the kernel's to apply, as it does for the packets.
 //!
+//! A flow to a service's address is routed where the node's conntrack
+//! sends it (nat.rs: a ClusterIP's backend, perhaps a pod on this node),
+//! not as the service's address.
+//!
 //! A flow whose peer is its own namespace (loopback, or its own address)
 //! never leaves it: `lo`. A flow with no path found (its device is no
 //! veth into the observer's namespace, or not known yet; an ipvlan pod; a
 //! refused lookup) is unrouted: the analysis counts it for none.
 //!
-//! Lookups are cached per (namespace, device, local, peer) and the caches
+//! Routes are cached per (namespace, device, local address, destination),
+//! translations per flow (namespace and both ends, ports included), and the caches
 //! are dropped every `REFRESH_INTERVALS` intervals, so a changed route is
 //! seen within that; a namespace met for the first time is looked up in
 //! the interval it appears, and one with no path found again after
@@ -34,12 +39,13 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
+use crate::collect::nat::NatLookup;
 use crate::collect::netns::inode_of;
-use crate::collect::rtnetlink::{attribute, attributes, u32_at, RouteSocket, IFINFOMSG};
+use crate::collect::rtnetlink::{attribute, attributes, u32_at, NetlinkSocket, IFINFOMSG};
 
 /// rtnetlink message types and attributes (linux/rtnetlink.h,
 /// linux/if_link.h, linux/net_namespace.h).
@@ -87,8 +93,8 @@ pub(crate) struct ForeignFlow {
     pub netns: u32,
     /// The flow's device in its namespace (0: not known yet).
     pub ifindex: u32,
-    pub local: IpAddr,
-    pub peer: IpAddr,
+    pub local: SocketAddr,
+    pub peer: SocketAddr,
 }
 
 /// The answer: the observer's ifindex the flow leaves by, `Loopback` for
@@ -102,7 +108,7 @@ pub(crate) enum Egress {
 
 /// The resolver, one per collector.
 pub(crate) struct NodeEgress {
-    socket: Option<RouteSocket>,
+    socket: Option<NetlinkSocket>,
     links: Vec<PeerLink>,
     /// The interval `links` and `netns_files` were last read in.
     read_at: Option<u64>,
@@ -110,8 +116,14 @@ pub(crate) struct NodeEgress {
     netns_files: HashMap<u32, PathBuf>,
     /// netns inode -> its id here, or none found (and when it was asked).
     nsids: HashMap<u32, (Option<i32>, u64)>,
-    /// (netns, device, local, peer) -> the answer and when it was found.
+    /// (netns, device, local, destination) -> the answer and when it was
+    /// found.
     routes: HashMap<(u32, u32, IpAddr, IpAddr), (Egress, u64)>,
+    /// The node's conntrack: where a flow to a service's address goes.
+    nat: NatLookup,
+    /// (netns, local, peer) -> the destination conntrack translated the
+    /// peer to (None: not translated).
+    translated: HashMap<(u32, SocketAddr, SocketAddr), Option<IpAddr>>,
     /// netns inode -> whether a veth end here leads into it, and when.
     reach: HashMap<u32, (bool, u64)>,
     /// The interval the caches were started in.
@@ -123,12 +135,14 @@ impl NodeEgress {
     /// cannot be opened finds nothing (every flow `Unknown`).
     pub(crate) fn new() -> Self {
         NodeEgress {
-            socket: RouteSocket::open(0, 0).ok(),
+            socket: NetlinkSocket::route(0, 0).ok(),
             links: Vec::new(),
             read_at: None,
             netns_files: HashMap::new(),
             nsids: HashMap::new(),
             routes: HashMap::new(),
+            nat: NatLookup::new(),
+            translated: HashMap::new(),
             reach: HashMap::new(),
             started_at: 0,
         }
@@ -138,6 +152,7 @@ impl NodeEgress {
     fn age(&mut self, seq: u64) {
         if seq >= self.started_at + REFRESH_INTERVALS || seq < self.started_at {
             self.routes.clear();
+            self.translated.clear();
             self.nsids.clear();
             self.reach.clear();
             self.started_at = seq;
@@ -171,22 +186,34 @@ impl NodeEgress {
 
     /// Where `flow` leaves the observer's namespace, in interval `seq`.
     pub(crate) fn of(&mut self, flow: ForeignFlow, seq: u64) -> Egress {
-        if flow.peer.is_loopback() || flow.peer == flow.local {
+        if flow.peer.ip().is_loopback() || flow.peer.ip() == flow.local.ip() {
             return Egress::Loopback;
         }
         self.age(seq);
-        let key = (flow.netns, flow.ifindex, flow.local, flow.peer);
+        let destination = self.destination(flow);
+        let key = (flow.netns, flow.ifindex, flow.local.ip(), destination);
         match self.routes.get(&key) {
             Some((Egress::Unknown, at)) if seq >= at + RETRY_INTERVALS => {}
             Some((e, _)) => return *e,
             None => {}
         }
-        let found = self.look_up(flow, seq);
+        let found = self.look_up(flow, destination, seq);
         self.routes.insert(key, (found, seq));
         found
     }
 
-    fn look_up(&mut self, flow: ForeignFlow, seq: u64) -> Egress {
+    /// Where the flow's packets are sent: its peer, or the backend the
+    /// node's conntrack translated the peer to (asked once a flow).
+    fn destination(&mut self, flow: ForeignFlow) -> IpAddr {
+        let nat = &mut self.nat;
+        let translated = self
+            .translated
+            .entry((flow.netns, flow.local, flow.peer))
+            .or_insert_with(|| nat.destination(flow.local, flow.peer));
+        translated.unwrap_or(flow.peer.ip())
+    }
+
+    fn look_up(&mut self, flow: ForeignFlow, destination: IpAddr, seq: u64) -> Egress {
         let Some(nsid) = self.nsid(flow.netns, seq) else {
             return Egress::Unknown;
         };
@@ -204,7 +231,7 @@ impl NodeEgress {
         } else {
             link.ifindex
         };
-        match self.route(flow.local, flow.peer, iif) {
+        match self.route(flow.local.ip(), destination, iif) {
             Some(oif) => Egress::Ifindex(oif),
             None => Egress::Unknown,
         }
@@ -428,9 +455,12 @@ mod tests {
             local: local.parse().unwrap(),
             peer: peer.parse().unwrap(),
         };
-        assert_eq!(e.of(f("127.0.0.1", "127.0.0.1"), 1), Egress::Loopback);
-        assert_eq!(e.of(f("10.0.0.5", "10.0.0.5"), 1), Egress::Loopback);
-        assert_eq!(e.of(f("::1", "::1"), 1), Egress::Loopback);
+        assert_eq!(
+            e.of(f("127.0.0.1:5000", "127.0.0.1:80"), 1),
+            Egress::Loopback
+        );
+        assert_eq!(e.of(f("10.0.0.5:5000", "10.0.0.5:80"), 1), Egress::Loopback);
+        assert_eq!(e.of(f("[::1]:5000", "[::1]:80"), 1), Egress::Loopback);
     }
 
     #[test]

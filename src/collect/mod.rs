@@ -16,6 +16,7 @@ pub mod ifindex;
 pub(crate) mod ifstats;
 pub(crate) mod instance;
 pub mod kafka;
+pub(crate) mod nat;
 pub(crate) mod netns;
 pub(crate) mod owners;
 pub mod probes;

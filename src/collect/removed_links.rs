@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use crate::collect::rtnetlink::{attributes, messages, u64_at, RouteSocket, IFINFOMSG};
+use crate::collect::rtnetlink::{attributes, messages, u64_at, NetlinkSocket, IFINFOMSG};
 use crate::model::snapshot::LinkCounters;
 
 /// rtnetlink's link multicast group (RTMGRP_LINK), message type
@@ -28,14 +28,14 @@ const STATS64_USED: usize = 8 * 8;
 
 /// A netlink socket on the link group, read without blocking.
 pub(crate) struct RemovedLinks {
-    socket: RouteSocket,
+    socket: NetlinkSocket,
 }
 
 impl RemovedLinks {
     /// Opens the socket in the calling thread's network namespace.
     pub(crate) fn open() -> io::Result<Self> {
         Ok(RemovedLinks {
-            socket: RouteSocket::open(RTMGRP_LINK, libc::SOCK_NONBLOCK)?,
+            socket: NetlinkSocket::route(RTMGRP_LINK, libc::SOCK_NONBLOCK)?,
         })
     }
 

@@ -1,7 +1,9 @@
-//! rtnetlink, the kernel's routing socket: the few messages the collector
-//! reads (link notices, link dumps, namespace ids, route lookups), laid out
-//! by hand from linux/netlink.h and linux/rtnetlink.h. Every request is a
-//! read of kernel state: nothing here changes a link, route or namespace.
+//! Netlink, read by hand: the few messages the collector reads from
+//! rtnetlink, the kernel's routing socket (link notices, link dumps,
+//! namespace ids, route lookups), laid out from linux/netlink.h and
+//! linux/rtnetlink.h, and the socket ctnetlink's lookups use too
+//! (nat.rs). Every request is a read of kernel state: nothing here changes
+//! a link, route, namespace or connection.
 //!
 //! A netlink socket belongs to the network namespace of the thread that
 //! opens it: the observer's.
@@ -79,22 +81,29 @@ pub(crate) fn attribute(kind: u16, data: &[u8]) -> Vec<u8> {
     a
 }
 
-/// A NETLINK_ROUTE socket of the calling thread's namespace.
-pub(crate) struct RouteSocket {
+/// A netlink socket of the calling thread's namespace.
+pub(crate) struct NetlinkSocket {
     fd: OwnedFd,
     seq: u32,
 }
 
-impl RouteSocket {
-    /// Opens the socket, joined to the multicast `groups` (0: none), with
-    /// `flags` for socket(2) (SOCK_NONBLOCK for a notice reader).
-    pub(crate) fn open(groups: u32, flags: libc::c_int) -> io::Result<Self> {
+impl NetlinkSocket {
+    /// Opens a NETLINK_ROUTE socket, joined to the multicast `groups` (0:
+    /// none), with `flags` for socket(2) (SOCK_NONBLOCK for a notice
+    /// reader).
+    pub(crate) fn route(groups: u32, flags: libc::c_int) -> io::Result<Self> {
+        Self::open(libc::NETLINK_ROUTE, groups, flags)
+    }
+
+    /// Opens a socket of netlink `protocol` (NETLINK_ROUTE,
+    /// NETLINK_NETFILTER), as [`Self::route`].
+    pub(crate) fn open(protocol: libc::c_int, groups: u32, flags: libc::c_int) -> io::Result<Self> {
         // SAFETY: plain socket(2); the fd is owned below.
         let raw = unsafe {
             libc::socket(
                 libc::AF_NETLINK,
                 libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
-                libc::NETLINK_ROUTE,
+                protocol,
             )
         };
         if raw < 0 {
@@ -133,7 +142,7 @@ impl RouteSocket {
                 std::mem::size_of::<libc::timeval>() as libc::socklen_t,
             )
         };
-        Ok(RouteSocket { fd, seq: 0 })
+        Ok(NetlinkSocket { fd, seq: 0 })
     }
 
     /// One datagram into `buf`: its length, or None when there is none to
@@ -310,7 +319,7 @@ pub(crate) mod tests {
     /// A real request to this machine's kernel: the link dump names lo.
     #[test]
     fn a_link_dump_of_this_namespace_names_lo() {
-        let mut s = RouteSocket::open(0, 0).unwrap();
+        let mut s = NetlinkSocket::route(0, 0).unwrap();
         let mut names = Vec::new();
         s.request(18, true, &[0u8; 16], |kind, payload| {
             assert_eq!(kind, 16, "RTM_NEWLINK");

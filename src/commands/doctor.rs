@@ -157,6 +157,17 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
             r.check(false, format!("cannot read this network namespace: {e}"));
         }
     }
+    r.push(
+        Mark::Ok,
+        if crate::collect::nat::NatLookup::new().available() {
+            "with --all-netns, a pod's flow to a service address (a ClusterIP) takes its \
+             backend's route: conntrack's translation is read through ctnetlink"
+        } else {
+            "with --all-netns, a pod's flow to a service address (a ClusterIP) takes that \
+             address's route, not its backend's: this kernel has no conntrack or no ctnetlink \
+             loaded (nf_conntrack_netlink; not loaded by throttlescope)"
+        },
+    );
     match ifstats::interfaces(&[]) {
         Ok(names) if names.is_empty() => r.push(Mark::Ok, "no interfaces besides lo"),
         Ok(names) => {

@@ -11,7 +11,8 @@
 //! - the analysis gives `d1` none of b0's retransmits (retransmit rate
 //!   unknown: it has no flows) and b0 none of the local flows' segments;
 //! - with `--all-netns`, a pod's flows take the interface the broker routes
-//!   them out of, and a namespace with no veth into the broker's none.
+//!   them out of (a flow to a service's address: its backend's, after the
+//!   broker's DNAT), and a namespace with no veth into the broker's none.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -376,6 +377,135 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
         "the lossy path made the pod retransmit ({pod_retrans})"
     );
     assert_eq!(b0_retrans, pod_retrans);
+}
+
+/// A pod's flow to a service's address (a ClusterIP: the broker's
+/// conntrack translates it, DNAT, to the broker's own address, as
+/// kube-proxy does to a backend on the same node) takes the interface its
+/// packets take, `lo` here (`ip route get BACKEND from POD_IP iif pv0`),
+/// not the service address's route (b0, the default route): b0 is judged
+/// by none of it. Without the translation followed, the flow read b0.
+#[test]
+fn a_pods_flow_to_a_service_address_takes_its_backends_interface() {
+    let _gate = crate::lab_support::gate::shared();
+    let lab = Lab::up("svc");
+    lab.tool(&["pod"]);
+    let (broker, pod) = (lab.broker(), lab.pod());
+    const SERVICE_IP: &str = "10.96.0.10";
+    const PORT: u16 = 7206;
+    let dev_of = |out: &str| {
+        let mut words = out.split_whitespace();
+        words
+            .by_ref()
+            .find(|w| *w == "dev")
+            .and_then(|_| words.next())
+            .unwrap_or_else(|| panic!("no dev in {out}"))
+            .to_string()
+    };
+    let route_from_pod = |dst: &str| {
+        dev_of(&lab.exec(
+            &broker,
+            "ip",
+            &[
+                "route",
+                "get",
+                dst,
+                "from",
+                &lab.pod_ip,
+                "iif",
+                &lab.pod_broker_if,
+            ],
+        ))
+    };
+    assert_eq!(
+        route_from_pod(SERVICE_IP),
+        lab.broker_if,
+        "the service address itself routes out of b0"
+    );
+    let backend_dev = route_from_pod(&lab.broker_ip);
+    assert_eq!(backend_dev, "lo", "the backend is the broker's own");
+    let rules = format!(
+        "table ip lab_svc {{\n chain pre {{\n type nat hook prerouting priority dstnat; \
+         policy accept;\n ip daddr {SERVICE_IP} tcp dport {PORT} dnat to {}:{PORT}\n }}\n}}\n",
+        lab.broker_ip
+    );
+    let mut nft = Command::new("ip")
+        .args(["netns", "exec", &broker, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("nft");
+    std::io::Write::write_all(&mut nft.stdin.take().unwrap(), rules.as_bytes()).unwrap();
+    assert!(nft.wait().unwrap().success(), "nft: {rules}");
+
+    let backend: SocketAddr = format!("{}:{PORT}", lab.broker_ip).parse().unwrap();
+    let service: SocketAddr = format!("{SERVICE_IP}:{PORT}").parse().unwrap();
+    let pod_ns = lab.netns_inode(&pod);
+    let args = [
+        "--all-netns",
+        "--duration",
+        "5s",
+        "--iface",
+        &lab.broker_if,
+        "--iface",
+        &lab.pod_broker_if,
+    ];
+    let (broker_path, pod_path) = (
+        std::path::PathBuf::from("/run/netns").join(&broker),
+        std::path::PathBuf::from("/run/netns").join(&pod),
+    );
+    let snaps = watching(&broker, &args, move || {
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let server = std::thread::spawn(move || {
+            crate::lab_support::enter_netns(&broker_path);
+            let listener = std::net::TcpListener::bind(backend).expect("bind the backend");
+            ready_tx.send(()).unwrap();
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut buf = vec![0u8; 64 * 1024];
+            while std::io::Read::read(&mut s, &mut buf).is_ok_and(|n| n > 0) {}
+        });
+        ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let client = std::thread::spawn(move || {
+            crate::lab_support::enter_netns(&pod_path);
+            let mut s = std::net::TcpStream::connect_timeout(&service, Duration::from_secs(5))
+                .expect("the pod connects to the service address");
+            let buf = vec![0x5au8; 16 * 1024];
+            let start = std::time::Instant::now();
+            while start.elapsed() < Duration::from_secs(3) {
+                std::io::Write::write_all(&mut s, &buf).expect("send");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        client.join().unwrap();
+        server.join().unwrap();
+    });
+
+    let mut samples = 0;
+    for s in &snaps {
+        for f in s
+            .flows
+            .iter()
+            .filter(|f| f.netns == pod_ns && f.peer == service)
+        {
+            samples += 1;
+            assert_eq!(
+                (f.iface.as_deref(), f.unrouted),
+                (Some(backend_dev.as_str()), false),
+                "seq {}: {} -> {}: the pod's flow to the service takes the backend's route",
+                s.seq,
+                f.local,
+                f.peer
+            );
+        }
+        let on_b0 = s
+            .flows
+            .iter()
+            .filter(|f| f.peer.port() == PORT || f.local.port() == PORT)
+            .filter(|f| f.iface.as_deref() == Some(lab.broker_if.as_str()))
+            .count();
+        assert_eq!(on_b0, 0, "seq {}: no flow of the service on b0", s.seq);
+    }
+    eprintln!("the pod's flow to {service} seen in {samples} intervals");
+    assert!(samples >= 2, "the pod's flow was seen ({samples})");
 }
 
 /// `--iface b0 --iface d1`, and d1 is deleted while watching: b0 keeps its
