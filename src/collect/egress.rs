@@ -23,10 +23,11 @@
 //!
 //! A flow to a service's address is routed where the node's conntrack
 //! sends it (nat.rs: a ClusterIP's backend, perhaps a pod on this node),
-//! not as the service's address.
+//! not as the service's address; one its own namespace's conntrack
+//! redirects to itself (a sidecar proxy's REDIRECT) never leaves it.
 //!
-//! A flow whose peer is its own namespace (loopback, or its own address)
-//! never leaves it: `lo`. A flow with no path found (its device is no
+//! A flow whose peer is its own namespace (loopback, or its own address),
+//! or whose local address is a loopback one, never leaves it: `lo`. A flow with no path found (its device is no
 //! veth into the observer's namespace, or not known yet; an ipvlan pod; a
 //! refused lookup) is unrouted: the analysis counts it for none.
 //!
@@ -106,6 +107,20 @@ pub(crate) enum Egress {
     Unknown,
 }
 
+/// Where a flow's packets go after the NAT of its own namespace and the
+/// node's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    /// Back into its own namespace (a sidecar's REDIRECT to its proxy).
+    Home,
+    /// To this address, the peer's or the one conntrack translated it to.
+    To(IpAddr),
+}
+
+/// Sockets open at once for lookups in other namespaces' conntrack; past
+/// it they are all closed and opened again as flows need them.
+const NAMESPACE_LOOKUPS: usize = 128;
+
 /// The resolver, one per collector.
 pub(crate) struct NodeEgress {
     socket: Option<NetlinkSocket>,
@@ -121,9 +136,12 @@ pub(crate) struct NodeEgress {
     routes: HashMap<(u32, u32, IpAddr, IpAddr), (Egress, u64)>,
     /// The node's conntrack: where a flow to a service's address goes.
     nat: NatLookup,
-    /// (netns, local, peer) -> the destination conntrack translated the
-    /// peer to (None: not translated).
-    translated: HashMap<(u32, SocketAddr, SocketAddr), Option<IpAddr>>,
+    /// Each other namespace's own conntrack (a sidecar's REDIRECT), by
+    /// netns inode: at most `NAMESPACE_LOOKUPS` sockets open at once, all
+    /// closed with the caches (a socket keeps its namespace alive).
+    namespace_nat: HashMap<u32, NatLookup>,
+    /// (netns, local, peer) -> where the flow's packets go after NAT.
+    translated: HashMap<(u32, SocketAddr, SocketAddr), Sent>,
     /// netns inode -> whether a veth end here leads into it, and when.
     reach: HashMap<u32, (bool, u64)>,
     /// The interval the caches were started in.
@@ -142,6 +160,7 @@ impl NodeEgress {
             nsids: HashMap::new(),
             routes: HashMap::new(),
             nat: NatLookup::new(),
+            namespace_nat: HashMap::new(),
             translated: HashMap::new(),
             reach: HashMap::new(),
             started_at: 0,
@@ -153,6 +172,8 @@ impl NodeEgress {
         if seq >= self.started_at + REFRESH_INTERVALS || seq < self.started_at {
             self.routes.clear();
             self.translated.clear();
+            // A socket holds its namespace: a deleted pod's is let go.
+            self.namespace_nat.clear();
             self.nsids.clear();
             self.reach.clear();
             self.started_at = seq;
@@ -186,11 +207,23 @@ impl NodeEgress {
 
     /// Where `flow` leaves the observer's namespace, in interval `seq`.
     pub(crate) fn of(&mut self, flow: ForeignFlow, seq: u64) -> Egress {
-        if flow.peer.ip().is_loopback() || flow.peer.ip() == flow.local.ip() {
+        // A socket on a loopback address never sends out of its namespace
+        // (a proxy's side of a connection redirected to it).
+        if flow.peer.ip().is_loopback()
+            || flow.local.ip().is_loopback()
+            || flow.peer.ip() == flow.local.ip()
+        {
             return Egress::Loopback;
         }
         self.age(seq);
-        let destination = self.destination(flow);
+        if !self.reaches(flow.netns, seq) {
+            // No veth here leads into its namespace: no NAT asked about.
+            return Egress::Unknown;
+        }
+        let destination = match self.sent(flow, seq) {
+            Sent::Home => return Egress::Loopback,
+            Sent::To(ip) => ip,
+        };
         let key = (flow.netns, flow.ifindex, flow.local.ip(), destination);
         match self.routes.get(&key) {
             Some((Egress::Unknown, at)) if seq >= at + RETRY_INTERVALS => {}
@@ -202,15 +235,50 @@ impl NodeEgress {
         found
     }
 
-    /// Where the flow's packets are sent: its peer, or the backend the
-    /// node's conntrack translated the peer to (asked once a flow).
-    fn destination(&mut self, flow: ForeignFlow) -> IpAddr {
-        let nat = &mut self.nat;
-        let translated = self
-            .translated
-            .entry((flow.netns, flow.local, flow.peer))
-            .or_insert_with(|| nat.destination(flow.local, flow.peer));
-        translated.unwrap_or(flow.peer.ip())
+    /// Where the flow's packets are sent (asked once a flow): back home
+    /// when its own namespace's conntrack redirects them to itself (a
+    /// sidecar proxy's REDIRECT), else to its peer or the backend the
+    /// node's conntrack translated the peer to.
+    fn sent(&mut self, flow: ForeignFlow, seq: u64) -> Sent {
+        let key = (flow.netns, flow.local, flow.peer);
+        if let Some(sent) = self.translated.get(&key) {
+            return *sent;
+        }
+        let home = self.namespace_nat(flow.netns, seq).is_some_and(|nat| {
+            nat.destination(flow.local, flow.peer)
+                .is_some_and(|to| to.is_loopback() || to == flow.local.ip())
+        });
+        let sent = if home {
+            Sent::Home
+        } else {
+            Sent::To(
+                self.nat
+                    .destination(flow.local, flow.peer)
+                    .unwrap_or(flow.peer.ip()),
+            )
+        };
+        self.translated.insert(key, sent);
+        sent
+    }
+
+    /// The conntrack lookup of namespace `netns` (None without ctnetlink,
+    /// or no file of the namespace found).
+    fn namespace_nat(&mut self, netns: u32, seq: u64) -> Option<&mut NatLookup> {
+        if !self.nat.available() {
+            return None;
+        }
+        if !self.namespace_nat.contains_key(&netns) {
+            if !self.netns_files.contains_key(&netns) && self.read_at != Some(seq) {
+                self.read(seq);
+            }
+            let path = self.netns_files.get(&netns)?.clone();
+            if self.namespace_nat.len() >= NAMESPACE_LOOKUPS {
+                self.namespace_nat.clear();
+            }
+            self.namespace_nat
+                .insert(netns, NatLookup::in_namespace(&path));
+        }
+        self.namespace_nat.get_mut(&netns)
     }
 
     fn look_up(&mut self, flow: ForeignFlow, destination: IpAddr, seq: u64) -> Egress {
@@ -461,6 +529,11 @@ mod tests {
         );
         assert_eq!(e.of(f("10.0.0.5:5000", "10.0.0.5:80"), 1), Egress::Loopback);
         assert_eq!(e.of(f("[::1]:5000", "[::1]:80"), 1), Egress::Loopback);
+        assert_eq!(
+            e.of(f("127.0.0.1:15001", "10.0.0.5:5000"), 1),
+            Egress::Loopback,
+            "a proxy's side of a redirected connection"
+        );
     }
 
     #[test]

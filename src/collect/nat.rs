@@ -27,7 +27,9 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::collect::rtnetlink::{attribute, attributes, NetlinkSocket};
 
@@ -69,12 +71,40 @@ impl NatLookup {
     /// the kernel has no conntrack or no ctnetlink loaded, or the socket
     /// cannot be opened.
     pub(crate) fn new() -> Self {
-        let ready = Path::new(CONNTRACK_SYSCTL).exists() && kernel_has_ctnetlink();
         NatLookup {
-            socket: ready
+            socket: ctnetlink_ready()
                 .then(|| NetlinkSocket::open(libc::NETLINK_NETFILTER, 0, 0).ok())
                 .flatten(),
         }
+    }
+
+    /// A lookup in the namespace of the file `netns` (/run/netns/NAME,
+    /// /proc/PID/ns/net): its socket is opened from a thread that enters
+    /// it, and stays that namespace's. None where [`Self::new`] would be,
+    /// or the namespace cannot be entered.
+    pub(crate) fn in_namespace(netns: &Path) -> Self {
+        if !ctnetlink_ready() {
+            return NatLookup { socket: None };
+        }
+        let Ok(file) = std::fs::File::open(netns) else {
+            return NatLookup { socket: None };
+        };
+        // A thread of its own: entering a namespace changes the calling
+        // thread's, and the collector's must stay where it is.
+        let socket = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: setns(2) on an open namespace file; this thread
+                // ends here.
+                if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return None;
+                }
+                NetlinkSocket::open(libc::NETLINK_NETFILTER, 0, 0).ok()
+            })
+            .join()
+            .ok()
+            .flatten()
+        });
+        NatLookup { socket }
     }
 
     /// A lookup that translates nothing.
@@ -180,6 +210,12 @@ fn tuple_of(data: &[u8]) -> Option<(SocketAddr, SocketAddr)> {
             port(CTA_PROTO_DST_PORT)?,
         ),
     ))
+}
+
+/// Whether conntrack and ctnetlink are in the kernel (asked once).
+fn ctnetlink_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| Path::new(CONNTRACK_SYSCTL).exists() && kernel_has_ctnetlink())
 }
 
 /// Whether the running kernel has ctnetlink's functions: a symbol of it

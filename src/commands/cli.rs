@@ -134,7 +134,8 @@ pub struct ObserveArgs {
     /// Observe sockets of every network namespace, not only this one (a
     /// node's pods). A pod's flow counts for the interface this namespace
     /// routes it out of (a flow to a service address: where conntrack
-    /// sends it, its backend's route; `doctor` says whether it can); a
+    /// sends it, its backend's route, or `lo` when the pod's sidecar
+    /// redirects it to itself; `doctor` says whether it can); a
     /// flow of a namespace no veth here leads into counts for none (its
     /// interface column reads `none`).
     #[arg(long)]

@@ -161,7 +161,8 @@ pub fn run(args: &DoctorArgs) -> Result<ExitCode> {
         Mark::Ok,
         if crate::collect::nat::NatLookup::new().available() {
             "with --all-netns, a pod's flow to a service address (a ClusterIP) takes its \
-             backend's route: conntrack's translation is read through ctnetlink"
+             backend's route, or lo where the pod's sidecar redirects it: conntrack's \
+             translations are read through ctnetlink"
         } else {
             "with --all-netns, a pod's flow to a service address (a ClusterIP) takes that \
              address's route, not its backend's: this kernel has no conntrack or no ctnetlink \

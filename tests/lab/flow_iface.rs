@@ -31,13 +31,17 @@ use throttlescope::model::snapshot::{FlowSample, Snapshot};
 fn route_dev(lab: &Lab, ns: &str, f: &FlowSample) -> String {
     let peer = f.peer.ip().to_string();
     let local = f.local.ip().to_string();
-    let out = lab.exec(ns, "ip", &["route", "get", &peer, "from", &local]);
+    dev_in(&lab.exec(ns, "ip", &["route", "get", &peer, "from", &local]))
+}
+
+/// The word after `dev` in `ip route get`'s answer `out`.
+fn dev_in(out: &str) -> String {
     let mut words = out.split_whitespace();
     words
         .by_ref()
         .find(|w| *w == "dev")
         .and_then(|_| words.next())
-        .unwrap_or_else(|| panic!("no dev in `ip route get {peer} from {local}`: {out}"))
+        .unwrap_or_else(|| panic!("no dev in `ip route get`'s {out}"))
         .to_string()
 }
 
@@ -286,13 +290,7 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
             &lab.pod_broker_if,
         ],
     );
-    let mut words = route.split_whitespace();
-    let dev = words
-        .by_ref()
-        .find(|w| *w == "dev")
-        .and_then(|_| words.next())
-        .unwrap_or_else(|| panic!("no dev in {route}"))
-        .to_string();
+    let dev = dev_in(&route);
     assert_eq!(
         dev, lab.broker_if,
         "the pod's traffic leaves by b0: {route}"
@@ -379,6 +377,126 @@ fn a_pods_flows_take_the_interface_the_node_routes_them_out_of() {
     assert_eq!(b0_retrans, pod_retrans);
 }
 
+/// One connection from namespace `from` to `connect`, accepted on
+/// `listen` in namespace `listener` (they differ where a NAT translates):
+/// 3 s of writes, then closed.
+fn one_connection(listener: &str, listen: SocketAddr, from: &str, connect: SocketAddr) {
+    let (listener, from) = (
+        std::path::PathBuf::from("/run/netns").join(listener),
+        std::path::PathBuf::from("/run/netns").join(from),
+    );
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let server = std::thread::spawn(move || {
+        crate::lab_support::enter_netns(&listener);
+        let l = std::net::TcpListener::bind(listen).expect("bind the listener");
+        ready_tx.send(()).unwrap();
+        let (mut s, _) = l.accept().expect("accept");
+        let mut buf = vec![0u8; 64 * 1024];
+        while std::io::Read::read(&mut s, &mut buf).is_ok_and(|n| n > 0) {}
+    });
+    ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let client = std::thread::spawn(move || {
+        crate::lab_support::enter_netns(&from);
+        let mut s = std::net::TcpStream::connect_timeout(&connect, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("connect to {connect}: {e}"));
+        let buf = vec![0x5au8; 16 * 1024];
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_secs(3) {
+            std::io::Write::write_all(&mut s, &buf).expect("send");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    client.join().unwrap();
+    server.join().unwrap();
+}
+
+/// `watch --all-netns` in the broker (b0 and the pod's veth) while the pod
+/// makes one connection to `connect`, accepted on `listen` in namespace
+/// `listener`.
+fn watching_a_pods_connection(
+    lab: &Lab,
+    listener: &str,
+    listen: SocketAddr,
+    connect: SocketAddr,
+) -> Vec<Snapshot> {
+    let args = [
+        "--all-netns",
+        "--duration",
+        "5s",
+        "--iface",
+        &lab.broker_if,
+        "--iface",
+        &lab.pod_broker_if,
+    ];
+    watching(&lab.broker(), &args, || {
+        one_connection(listener, listen, &lab.pod(), connect)
+    })
+}
+
+/// `nft -f -` in namespace `ns` with `rules`.
+fn nft(ns: &str, rules: &str) {
+    let mut nft = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("nft");
+    std::io::Write::write_all(&mut nft.stdin.take().unwrap(), rules.as_bytes()).unwrap();
+    assert!(nft.wait().unwrap().success(), "nft: {rules}");
+}
+
+/// A pod's flow that its own namespace's conntrack redirects to itself (a
+/// service mesh's sidecar: `redirect` in the pod's output hook, to a proxy
+/// on 15001) never leaves the pod: both its ends read `lo`, though the
+/// service address it was sent to routes out of b0. Without the pod's own
+/// conntrack asked, the application's side read b0.
+#[test]
+fn a_pods_flow_its_sidecar_redirects_stays_on_loopback() {
+    let _gate = crate::lab_support::gate::shared();
+    let lab = Lab::up("msh");
+    lab.tool(&["pod"]);
+    let pod = lab.pod();
+    const SERVICE_IP: &str = "10.96.0.20";
+    const PORT: u16 = 7207;
+    const PROXY_PORT: u16 = 15001;
+    nft(
+        &pod,
+        &format!(
+            "table ip lab_mesh {{\n chain out {{\n type nat hook output priority -100; \
+             policy accept;\n ip daddr {SERVICE_IP} tcp dport {PORT} redirect to :{PROXY_PORT}\n \
+             }}\n}}\n"
+        ),
+    );
+    let proxy: SocketAddr = format!("0.0.0.0:{PROXY_PORT}").parse().unwrap();
+    let service: SocketAddr = format!("{SERVICE_IP}:{PORT}").parse().unwrap();
+    let pod_ns = lab.netns_inode(&pod);
+    let snaps = watching_a_pods_connection(&lab, &pod, proxy, service);
+    let (mut app, mut sidecar) = (0, 0);
+    for s in &snaps {
+        for f in s.flows.iter().filter(|f| f.netns == pod_ns) {
+            let is_app = f.peer == service;
+            let is_sidecar = f.local.port() == PROXY_PORT;
+            if !(is_app || is_sidecar) {
+                continue;
+            }
+            app += is_app as u32;
+            sidecar += is_sidecar as u32;
+            assert_eq!(
+                (f.iface.as_deref(), f.unrouted),
+                (Some("lo"), false),
+                "seq {}: {} -> {} stays in the pod",
+                s.seq,
+                f.local,
+                f.peer
+            );
+        }
+    }
+    eprintln!("the application's side seen in {app} intervals, the sidecar's in {sidecar}");
+    assert!(
+        app >= 2 && sidecar >= 2,
+        "both ends seen ({app}, {sidecar})"
+    );
+}
+
 /// A pod's flow to a service's address (a ClusterIP: the broker's
 /// conntrack translates it, DNAT, to the broker's own address, as
 /// kube-proxy does to a backend on the same node) takes the interface its
@@ -393,17 +511,8 @@ fn a_pods_flow_to_a_service_address_takes_its_backends_interface() {
     let (broker, pod) = (lab.broker(), lab.pod());
     const SERVICE_IP: &str = "10.96.0.10";
     const PORT: u16 = 7206;
-    let dev_of = |out: &str| {
-        let mut words = out.split_whitespace();
-        words
-            .by_ref()
-            .find(|w| *w == "dev")
-            .and_then(|_| words.next())
-            .unwrap_or_else(|| panic!("no dev in {out}"))
-            .to_string()
-    };
     let route_from_pod = |dst: &str| {
-        dev_of(&lab.exec(
+        dev_in(&lab.exec(
             &broker,
             "ip",
             &[
@@ -429,55 +538,12 @@ fn a_pods_flow_to_a_service_address_takes_its_backends_interface() {
          policy accept;\n ip daddr {SERVICE_IP} tcp dport {PORT} dnat to {}:{PORT}\n }}\n}}\n",
         lab.broker_ip
     );
-    let mut nft = Command::new("ip")
-        .args(["netns", "exec", &broker, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("nft");
-    std::io::Write::write_all(&mut nft.stdin.take().unwrap(), rules.as_bytes()).unwrap();
-    assert!(nft.wait().unwrap().success(), "nft: {rules}");
+    nft(&broker, &rules);
 
     let backend: SocketAddr = format!("{}:{PORT}", lab.broker_ip).parse().unwrap();
     let service: SocketAddr = format!("{SERVICE_IP}:{PORT}").parse().unwrap();
     let pod_ns = lab.netns_inode(&pod);
-    let args = [
-        "--all-netns",
-        "--duration",
-        "5s",
-        "--iface",
-        &lab.broker_if,
-        "--iface",
-        &lab.pod_broker_if,
-    ];
-    let (broker_path, pod_path) = (
-        std::path::PathBuf::from("/run/netns").join(&broker),
-        std::path::PathBuf::from("/run/netns").join(&pod),
-    );
-    let snaps = watching(&broker, &args, move || {
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let server = std::thread::spawn(move || {
-            crate::lab_support::enter_netns(&broker_path);
-            let listener = std::net::TcpListener::bind(backend).expect("bind the backend");
-            ready_tx.send(()).unwrap();
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut buf = vec![0u8; 64 * 1024];
-            while std::io::Read::read(&mut s, &mut buf).is_ok_and(|n| n > 0) {}
-        });
-        ready_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        let client = std::thread::spawn(move || {
-            crate::lab_support::enter_netns(&pod_path);
-            let mut s = std::net::TcpStream::connect_timeout(&service, Duration::from_secs(5))
-                .expect("the pod connects to the service address");
-            let buf = vec![0x5au8; 16 * 1024];
-            let start = std::time::Instant::now();
-            while start.elapsed() < Duration::from_secs(3) {
-                std::io::Write::write_all(&mut s, &buf).expect("send");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        });
-        client.join().unwrap();
-        server.join().unwrap();
-    });
+    let snaps = watching_a_pods_connection(&lab, &broker, backend, service);
 
     let mut samples = 0;
     for s in &snaps {
