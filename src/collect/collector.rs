@@ -514,13 +514,6 @@ impl Collector {
         }
     }
 
-    /// Whether what namespace `netns` holds or makes, counted by namespace
-    /// and not by flow, counts here: the observer's own, and with
-    /// --all-netns those a veth here leads into (src/collect/egress.rs).
-    fn counts_here(&mut self, netns: u32, seq: u64) -> bool {
-        counts_here(self.own_netns, &mut self.egress, netns, seq)
-    }
-
     /// The UDP and ICMP sockets made in the observer's namespace since the
     /// last read, by owner (bpf/udpopen.bpf.h), one sample per protocol:
     /// the task that made the socket is the owner, its name as the kernel
@@ -548,7 +541,7 @@ impl Collector {
             }
             // Another namespace's count only where its packets can pass
             // through this one (a pod's, not another host's in a lab).
-            if !self.counts_here(c.netns, seq) {
+            if !counts_here(self.own_netns, &mut self.egress, c.netns, seq) {
                 continue;
             }
             let o = by
@@ -1083,7 +1076,10 @@ fn event_kind(kind: u32, arg0: i32, arg1: i32) -> FlowEventKind {
     }
 }
 
-/// [`Collector::counts_here`], for callers holding other fields borrowed.
+/// Whether what namespace `netns` holds or makes, counted by namespace
+/// and not by flow, counts here: the observer's own, and with --all-netns
+/// those a veth here leads into (src/collect/egress.rs). Takes the fields
+/// it needs, for callers holding others borrowed.
 fn counts_here(own_netns: u32, egress: &mut Option<NodeEgress>, netns: u32, seq: u64) -> bool {
     netns == own_netns || egress.as_mut().is_some_and(|e| e.reaches(netns, seq))
 }

@@ -46,7 +46,9 @@ use std::path::PathBuf;
 
 use crate::collect::nat::NatLookup;
 use crate::collect::netns::inode_of;
-use crate::collect::rtnetlink::{attribute, attributes, u32_at, NetlinkSocket, IFINFOMSG};
+use crate::collect::rtnetlink::{
+    attribute, attributes, family_octets, u32_at, NetlinkSocket, IFINFOMSG,
+};
 
 /// rtnetlink message types and attributes (linux/rtnetlink.h,
 /// linux/if_link.h, linux/net_namespace.h).
@@ -374,21 +376,8 @@ impl NodeEgress {
 /// The RTM_GETROUTE body for a lookup of `dst` from `src` arriving on
 /// `iif` (None when the families differ).
 fn route_request(src: IpAddr, dst: IpAddr, iif: u32) -> Option<Vec<u8>> {
-    let (family, bits, src, dst): (u8, u8, Vec<u8>, Vec<u8>) = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => (
-            libc::AF_INET as u8,
-            32,
-            s.octets().into(),
-            d.octets().into(),
-        ),
-        (IpAddr::V6(s), IpAddr::V6(d)) => (
-            libc::AF_INET6 as u8,
-            128,
-            s.octets().into(),
-            d.octets().into(),
-        ),
-        _ => return None,
-    };
+    let (family, src, dst) = family_octets(src, dst)?;
+    let bits = (dst.len() * 8) as u8;
     let mut body = vec![0u8; RTMSG];
     body[0] = family;
     body[1] = bits; // rtm_dst_len
@@ -459,7 +448,7 @@ fn netns_files() -> HashMap<u32, PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::rtnetlink::tests::message;
+    use crate::collect::rtnetlink::tests::{message, owned_attributes};
     use crate::collect::rtnetlink::{messages, NLMSG_HDR};
 
     fn link(ifindex: u32, attrs: &[Vec<u8>]) -> Vec<u8> {
@@ -545,11 +534,8 @@ mod tests {
         )
         .unwrap();
         assert_eq!(&body[..3], &[libc::AF_INET as u8, 32, 32]);
-        let attrs: Vec<(u16, Vec<u8>)> = attributes(&body, RTMSG)
-            .map(|(a, d)| (a, d.to_vec()))
-            .collect();
         assert_eq!(
-            attrs,
+            owned_attributes(&body, RTMSG),
             vec![
                 (RTA_DST, vec![10, 77, 1, 2]),
                 (RTA_SRC, vec![10, 77, 3, 2]),

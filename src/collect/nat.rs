@@ -31,7 +31,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::collect::rtnetlink::{attribute, attributes, NetlinkSocket};
+use crate::collect::rtnetlink::{attribute, attributes, family_octets, NetlinkSocket};
 
 /// nfnetlink: ctnetlink's subsystem and messages (nfnetlink.h,
 /// nfnetlink_conntrack.h).
@@ -239,25 +239,13 @@ fn kernel_has_ctnetlink() -> bool {
 /// The IPCTNL_MSG_CT_GET body for the original tuple `local -> peer`
 /// (None when the families differ).
 fn get_request(local: SocketAddr, peer: SocketAddr) -> Option<Vec<u8>> {
-    let (family, ips) = match (local.ip(), peer.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => (
-            libc::AF_INET as u8,
-            [
-                attribute(CTA_IP_V4_SRC, &s.octets()),
-                attribute(CTA_IP_V4_DST, &d.octets()),
-            ]
-            .concat(),
-        ),
-        (IpAddr::V6(s), IpAddr::V6(d)) => (
-            libc::AF_INET6 as u8,
-            [
-                attribute(CTA_IP_V6_SRC, &s.octets()),
-                attribute(CTA_IP_V6_DST, &d.octets()),
-            ]
-            .concat(),
-        ),
-        _ => return None,
+    let (family, src, dst) = family_octets(local.ip(), peer.ip())?;
+    let (src_attr, dst_attr) = if family == libc::AF_INET as u8 {
+        (CTA_IP_V4_SRC, CTA_IP_V4_DST)
+    } else {
+        (CTA_IP_V6_SRC, CTA_IP_V6_DST)
     };
+    let ips = [attribute(src_attr, &src), attribute(dst_attr, &dst)].concat();
     // Ports in network order, as in the packets.
     let proto = [
         attribute(CTA_PROTO_NUM, &[IPPROTO_TCP]),
@@ -279,6 +267,7 @@ fn get_request(local: SocketAddr, peer: SocketAddr) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::rtnetlink::tests::owned_attributes;
 
     fn sa(s: &str) -> SocketAddr {
         s.parse().unwrap()
@@ -290,17 +279,11 @@ mod tests {
     fn a_get_request_carries_the_original_tuple() {
         let body = get_request(sa("10.77.3.2:40000"), sa("10.96.0.10:7300")).unwrap();
         assert_eq!(&body[..NFGENMSG], &[libc::AF_INET as u8, 0, 0, 0]);
-        let orig: Vec<(u16, Vec<u8>)> = attributes(&body, NFGENMSG)
-            .map(|(k, d)| (k, d.to_vec()))
-            .collect();
+        let orig = owned_attributes(&body, NFGENMSG);
         assert_eq!(orig.len(), 1);
         assert_eq!(orig[0].0, CTA_TUPLE_ORIG, "the nested flag is cleared");
-        let parts: Vec<(u16, Vec<u8>)> = attributes(&orig[0].1, 0)
-            .map(|(k, d)| (k, d.to_vec()))
-            .collect();
-        let ip: Vec<(u16, Vec<u8>)> = attributes(&parts[0].1, 0)
-            .map(|(k, d)| (k, d.to_vec()))
-            .collect();
+        let parts = owned_attributes(&orig[0].1, 0);
+        let ip = owned_attributes(&parts[0].1, 0);
         assert_eq!(
             ip,
             vec![
@@ -308,9 +291,7 @@ mod tests {
                 (CTA_IP_V4_DST, vec![10, 96, 0, 10])
             ]
         );
-        let proto: Vec<(u16, Vec<u8>)> = attributes(&parts[1].1, 0)
-            .map(|(k, d)| (k, d.to_vec()))
-            .collect();
+        let proto = owned_attributes(&parts[1].1, 0);
         assert_eq!(
             proto,
             vec![

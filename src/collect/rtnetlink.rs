@@ -9,6 +9,7 @@
 //! opens it: the observer's.
 
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// struct nlmsghdr's size, and the header of an attribute (struct rtattr,
@@ -69,6 +70,20 @@ pub(crate) fn attributes(payload: &[u8], fixed: usize) -> impl Iterator<Item = (
         at += align4(len);
         Some((kind, data))
     })
+}
+
+/// The address family of `a` and `b` and their bytes in network order;
+/// None when their families differ (a request names one family).
+pub(crate) fn family_octets(a: IpAddr, b: IpAddr) -> Option<(u8, Vec<u8>, Vec<u8>)> {
+    match (a, b) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            Some((libc::AF_INET as u8, a.octets().into(), b.octets().into()))
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => {
+            Some((libc::AF_INET6 as u8, a.octets().into(), b.octets().into()))
+        }
+        _ => None,
+    }
 }
 
 /// One attribute, padded.
@@ -286,6 +301,13 @@ pub(crate) mod tests {
         m.extend([0u8; 10]);
         m.extend(body);
         m
+    }
+
+    /// The attributes after `fixed` bytes, copied out: (type, data).
+    pub(crate) fn owned_attributes(payload: &[u8], fixed: usize) -> Vec<(u16, Vec<u8>)> {
+        attributes(payload, fixed)
+            .map(|(k, d)| (k, d.to_vec()))
+            .collect()
     }
 
     #[test]
