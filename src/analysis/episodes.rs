@@ -147,7 +147,12 @@ struct Running {
     verdicts: BTreeMap<Verdict, u64>,
     /// Enforcement in the inbound direction: throughput is rx, not tx.
     inbound: bool,
+    /// Throughput summed over the episode's intervals that were not idle
+    /// (`idle`): an interval with no traffic to shape (a queue still
+    /// draining after the application stopped sending) keeps the held
+    /// verdict but says nothing of the rate the shaper lets through.
     throughput_sum: f64,
+    idle: u64,
     /// Enforcement stepped down from a burst ceiling: the episode's first
     /// intervals that still ran at the ceiling (above `episode_step_ratio`
     /// of it), their count and throughput. An onset dated back can take in
@@ -166,6 +171,8 @@ struct Past {
     start_ns: u64,
     end_ns: u64,
     verdict: Verdict,
+    /// The interval's own verdict was idle (see `Running::idle`).
+    idle: bool,
     /// Outbound: what got past the drops (see `throughput_before_bps`).
     tx_bps: f64,
     rx_bps: f64,
@@ -178,6 +185,13 @@ struct Past {
     above: Option<[(f64, f64); 2]>,
 }
 
+/// A running episode's sums an interval taken back leaves.
+struct Sums<'a> {
+    throughput: &'a mut f64,
+    confidence: &'a mut f64,
+    idle: &'a mut u64,
+}
+
 /// See `Running::lead`.
 #[derive(Default)]
 struct Lead {
@@ -188,9 +202,13 @@ struct Lead {
 }
 
 impl Running {
-    /// Counts one interval's throughput into the episode (its interval
-    /// count is the caller's).
-    fn add_throughput(&mut self, bps: f64, step_ratio: f64) {
+    /// Counts one interval's throughput into the episode, unless it was
+    /// idle (its interval count is the caller's).
+    fn add_throughput(&mut self, bps: f64, idle: bool, step_ratio: f64) {
+        if idle {
+            self.idle += 1;
+            return;
+        }
         self.throughput_sum += bps;
         let ceiling = self.episode.throughput_before_bps.unwrap_or(0.0);
         if !self.lead.closed && ceiling > 0.0 && bps > ceiling * step_ratio {
@@ -201,10 +219,16 @@ impl Running {
         }
     }
 
-    /// Mean throughput during the episode: from the first interval under
-    /// the step on (`lead`), or over all of it when none came under.
+    /// The episode's intervals that count for its throughput.
+    fn busy(&self) -> u64 {
+        self.episode.intervals.saturating_sub(self.idle)
+    }
+
+    /// Mean throughput during the episode's busy intervals: from the first
+    /// one under the step on (`lead`), or over all of them when none came
+    /// under.
     fn throughput_during(&self) -> f64 {
-        let n = self.episode.intervals;
+        let n = self.busy();
         let lead = self.lead.intervals.min(n);
         if lead < n {
             (self.throughput_sum - self.lead.throughput_sum) / (n - lead) as f64
@@ -279,7 +303,8 @@ impl EpisodeTracker {
         }
     }
 
-    /// Mean throughput of the non-idle intervals before `seq`.
+    /// Mean throughput of the intervals before `seq` that were not idle,
+    /// held or on their own.
     fn before(&self, iface: &str, inbound: bool, seq: u64) -> Option<f64> {
         let n = Thresholds::count(self.th.episode_before_intervals);
         let picked: Vec<f64> = self
@@ -287,7 +312,7 @@ impl EpisodeTracker {
             .get(iface)?
             .iter()
             .rev()
-            .filter(|p| p.seq < seq && p.verdict != Verdict::Idle)
+            .filter(|p| p.seq < seq && !p.idle && p.verdict != Verdict::Idle)
             .take(n)
             .map(|p| if inbound { p.rx_bps } else { p.tx_bps })
             .collect();
@@ -329,8 +354,9 @@ impl EpisodeTracker {
     /// mean: the shaper moved from the burst ceiling to the baseline.
     fn level_shift(&self, run: &Running, v: &InterfaceVerdict) -> bool {
         if !run.episode.verdict.is_enforcement()
-            || run.episode.intervals == 0
+            || run.busy() == 0
             || run.microbursting()
+            || v.verdict == Verdict::Idle
         {
             return false;
         }
@@ -361,16 +387,20 @@ impl EpisodeTracker {
             .get(iface)
             .and_then(|h| h.iter().rev().find(|p| p.seq < since))
             .map(|p| (p.seq, p.end_ns));
-        let trim = |ep: &mut Episode, sums: Option<(&mut f64, &mut f64, bool)>| {
+        let trim = |ep: &mut Episode, sums: Option<(&mut Sums, bool)>| {
             let gone: Vec<&Past> = moved
                 .iter()
                 .filter(|p| p.seq >= ep.start_seq && p.seq <= ep.end_seq)
                 .collect();
             let n = gone.len() as u64;
-            if let Some((tp, conf, inbound)) = sums {
+            if let Some((sums, inbound)) = sums {
                 for p in &gone {
-                    *tp -= if inbound { p.rx_bps } else { p.tx_bps };
-                    *conf -= p.confidence;
+                    if p.idle {
+                        *sums.idle -= 1;
+                    } else {
+                        *sums.throughput -= if inbound { p.rx_bps } else { p.tx_bps };
+                    }
+                    *sums.confidence -= p.confidence;
                 }
             }
             ep.intervals = ep.intervals.saturating_sub(n);
@@ -381,16 +411,18 @@ impl EpisodeTracker {
         };
         if let Some(mut run) = self.open.remove(iface) {
             let inbound = run.inbound;
-            trim(
-                &mut run.episode,
-                Some((&mut run.throughput_sum, &mut run.confidence_sum, inbound)),
-            );
+            let mut sums = Sums {
+                throughput: &mut run.throughput_sum,
+                confidence: &mut run.confidence_sum,
+                idle: &mut run.idle,
+            };
+            trim(&mut run.episode, Some((&mut sums, inbound)));
             if run.episode.intervals > 0 {
                 // The intervals taken are the latest: the lead shrinks only
                 // when they reach into it.
-                if run.lead.intervals >= run.episode.intervals {
+                if run.lead.intervals >= run.busy() {
                     run.lead = Lead {
-                        intervals: run.episode.intervals,
+                        intervals: run.busy(),
                         throughput_sum: run.throughput_sum,
                         closed: false,
                     };
@@ -489,6 +521,7 @@ impl EpisodeTracker {
                         verdicts: BTreeMap::new(),
                         inbound,
                         throughput_sum: 0.0,
+                        idle: 0,
                         lead: Lead::default(),
                         confidence_sum: 0.0,
                         microbursts: 0,
@@ -500,7 +533,8 @@ impl EpisodeTracker {
             let run = self.open.get_mut(&v.iface).expect("inserted above");
             let inbound = run.inbound;
             for p in &moved {
-                run.add_throughput(if inbound { p.rx_bps } else { p.tx_bps }, step_ratio);
+                let bps = if inbound { p.rx_bps } else { p.tx_bps };
+                run.add_throughput(bps, p.idle, step_ratio);
                 run.confidence_sum += p.confidence;
                 run.episode.intervals += 1;
                 *run.verdicts.entry(held.verdict).or_default() += 1;
@@ -525,7 +559,8 @@ impl EpisodeTracker {
                 v.rates.tx_passed_or_sent_bps()
             };
             run.episode.intervals += 1;
-            run.add_throughput(bps, step_ratio);
+            let idle = v.verdict == Verdict::Idle;
+            run.add_throughput(bps, idle, step_ratio);
             run.confidence_sum += held.confidence;
             let during = run.throughput_during();
             let ep = &mut run.episode;
@@ -555,6 +590,7 @@ impl EpisodeTracker {
                 start_ns,
                 end_ns: a.mono_ns,
                 verdict: held.verdict,
+                idle,
                 tx_bps: v.rates.tx_passed_or_sent_bps(),
                 rx_bps: v.rates.rx_bps,
                 confidence: held.confidence,

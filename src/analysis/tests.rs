@@ -2010,6 +2010,32 @@ fn burst_then_enforcement_is_one_episode_dated_to_its_onset_with_a_step_down() {
 }
 
 #[test]
+fn an_idle_interval_the_held_enforcement_spans_is_not_in_its_baseline() {
+    // The traffic ends at seq 30 while the shaper's queue still drains: the
+    // allowance counter rises in an interval that sends nothing, and the
+    // held verdict spans it. The baseline is what the shaper let through
+    // while there was traffic to shape, not diluted by the silence after.
+    let mut snaps = burst_then_enforced();
+    snaps.truncate(30);
+    snaps.push(free_at(30, 0.0, 95.0));
+    let th = Thresholds::default();
+    let mut judge = Judge::new(th.clone());
+    let last = snaps.iter().map(|s| judge.judge(s)).last().unwrap();
+    assert_eq!(last.interfaces[0].verdict, Verdict::Idle);
+    assert_eq!(last.interfaces[0].held.verdict, Verdict::HypervisorQueuing);
+    let (_, eps) = held_run(&snaps, &th);
+    let e = eps.last().unwrap();
+    assert_eq!(
+        (e.verdict, e.start_seq, e.end_seq, e.intervals),
+        (Verdict::HypervisorQueuing, 20, 30, 11),
+        "{eps:#?}"
+    );
+    let during = e.throughput_during_bps.unwrap();
+    assert!((during - 100e6).abs() / 100e6 < 0.02, "{during}");
+    assert!(e.stepped_down);
+}
+
+#[test]
 fn steady_queuing_reports_no_ceiling() {
     let snaps: Vec<Snapshot> = (0..12).map(|s| free_at(s, 100e6, 95.0)).collect();
     let (_, eps) = held_run(&snaps, &Thresholds::default());
