@@ -60,6 +60,11 @@ const volatile bool dequeue_at_xmit = false;
 /* Peak slot selector: userspace bumps it to close an interval (see hostq.h). */
 volatile __u64 hq_epoch = 1;
 
+/* Set by user space while the per-packet programs are paused (--per-packet
+ * auto, hostq.rs, `pause_per_packet`): the others are detached then, and
+ * on_dev_xmit, kept for the link-local senders, skips its host-queue work. */
+volatile __u32 hq_paused = 0;
+
 /* The peak-rate window (struct hq_rate): buckets of `peak_bucket_ns`,
  * windows of `peak_subs` buckets (1 to HQ_RATE_BUCKETS); 0: no peak rates. */
 const volatile __u64 peak_bucket_ns = 0;
@@ -738,6 +743,8 @@ int BPF_PROG(on_dev_xmit, const struct sk_buff *skb, const struct net_device *de
 	linklocal_note(skb, dev, target_netns, all_netns);
 	if (!peak_bucket_ns && !dequeue_at_xmit)
 		return 0; /* link-local senders only (--no-host-queue, or peaks off) */
+	if (hq_paused)
+		return 0; /* paused while quiet (--per-packet auto) */
 	queue = skb->queue_mapping;
 	q = tx_qdisc(dev, queue, &txq);
 	rate_note(skb, dev, HQ_DIR_TX, queue, skb->len, q != NULL);

@@ -108,6 +108,9 @@ pub struct Exported {
     /// The OTLP exporter's delivery counters (`health.otlp`); `None`
     /// without `--otlp`.
     pub otlp: Option<OtlpHealth>,
+    /// Under `--per-packet auto`: whether the per-packet programs run in
+    /// the next interval, and the intervals since start whose were paused.
+    pub per_packet: Option<(bool, u64)>,
     /// Per device, Kafka role and group (bounded): the traffic's sums
     /// (exported_kafka.rs); empty when no flow has a Kafka identity.
     pub kafka: KafkaExported,
@@ -199,6 +202,10 @@ impl Exported {
         self.counter_read_failures = h.counter_read_failures;
         self.late_intervals = h.late_intervals;
         self.otlp = h.otlp;
+        if let Some(p) = &h.per_packet {
+            let paused = self.per_packet.map_or(0, |(_, n)| n) + u64::from(!p.measured);
+            self.per_packet = Some((p.attached, paused));
+        }
         self.kafka_lookup.clone_from(&h.kafka);
         self.idle_flows = snap.idle_flows;
         self.missing_interfaces.clone_from(&h.missing_interfaces);

@@ -293,12 +293,22 @@ fn host_queue(s: &mut Signals, r: &NormalisedRates, th: &Thresholds) {
         );
         return;
     }
-    s.add(
-        Signal::LocalBacklogPackets,
-        r.local_backlog_packets as f64,
-        th.local_backlog_packets,
-        " packets peak host qdisc backlog",
-    );
+    if r.host_queue_paused {
+        s.note(
+            Signal::HostQueuePaused,
+            "per-packet programs paused for part of the interval (--per-packet auto): \
+             host qdisc backlog, sojourn and peak rates (microbursts) not measured; \
+             host drops are"
+                .into(),
+        );
+    } else {
+        s.add(
+            Signal::LocalBacklogPackets,
+            r.local_backlog_packets as f64,
+            th.local_backlog_packets,
+            " packets peak host qdisc backlog",
+        );
+    }
     if let Some(us) = r.local_sojourn_mean_us {
         s.add(
             Signal::LocalSojournUs,

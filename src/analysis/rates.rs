@@ -117,6 +117,11 @@ pub struct NormalisedRates {
     pub fragments_per_s: Option<f64>,
     /// Whether host queue probes reported for this interface.
     pub host_queue_available: bool,
+    /// The per-packet programs were paused for some of the interval: the
+    /// host queue's drops are measured, its backlog, sojourn and the peak
+    /// rates are not (`HostQueueSample::paused`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_queue_paused: bool,
     /// Peak host qdisc backlog in the interval, and mean sojourn.
     pub local_backlog_packets: u64,
     pub local_backlog_bytes: u64,
@@ -535,6 +540,7 @@ pub(crate) fn normalise(
 
     if let Some(h) = &iface.host_queue {
         r.host_queue_available = true;
+        r.host_queue_paused = h.paused;
         r.local_backlog_packets = h.peak_backlog_packets.max(h.backlog_packets);
         r.local_backlog_bytes = h.peak_backlog_bytes.max(h.backlog_bytes);
         r.local_sojourn_mean_us = h.sojourn_mean_us;

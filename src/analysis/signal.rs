@@ -30,6 +30,10 @@ pub(crate) enum Signal {
     LocalSojournUs,
     LocalDropPct,
     HostQueueUnavailable,
+    /// The per-packet programs were paused for some of the interval
+    /// (`--per-packet auto`): a note that its backlog, sojourn and peak
+    /// rates were not measured.
+    HostQueuePaused,
     FailedRetransmits,
     TxPlateauCv,
     RxPlateauCv,
@@ -71,6 +75,7 @@ impl Signal {
             Signal::LocalSojournUs => "local_sojourn_us",
             Signal::LocalDropPct => "local_drop_pct",
             Signal::HostQueueUnavailable => "host_queue_unavailable",
+            Signal::HostQueuePaused => "host_queue_paused",
             Signal::FailedRetransmits => "failed_retransmits",
             Signal::TxPlateauCv => "tx_plateau_cv",
             Signal::RxPlateauCv => "rx_plateau_cv",

@@ -312,6 +312,45 @@ fn inbound_enforcement_is_judged_against_rx_packets() {
 }
 
 #[test]
+fn a_paused_host_queue_says_its_backlog_is_not_measured_and_still_judges_drops() {
+    // Paused (--per-packet auto): the backlog is 0 because nothing
+    // measured it; the verdict must not read it as "no queue" unsaid.
+    let paused = Build::new(0, 1)
+        .tx_bulk(2e9, 16)
+        .bw_out_pct(5.0)
+        .host_queue(|h| h.paused = true)
+        .flows(4, 0.0, 1.05)
+        .done();
+    let v = judge_one(&[], &paused);
+    assert_eq!(v.verdict, Verdict::FreeFlow, "{:#?}", v.evidence);
+    let note = v
+        .evidence
+        .iter()
+        .find(|e| e.signal == "host_queue_paused")
+        .expect("the pause said");
+    assert!(note.note.contains("not measured"), "{}", note.note);
+    assert!(!v
+        .evidence
+        .iter()
+        .any(|e| e.signal == "local_backlog_packets"));
+    assert!(!v
+        .evidence
+        .iter()
+        .any(|e| e.signal == "host_queue_unavailable"));
+    // Its drops are measured (on_kfree_skb stays): still a local drop.
+    let dropping = Build::new(0, 1)
+        .tx_bulk(2e9, 16)
+        .bw_out_pct(5.0)
+        .host_queue(|h| {
+            h.paused = true;
+            h.drops.insert("QDISC_DROP".into(), 20_000);
+        })
+        .flows(4, 0.0, 1.05)
+        .done();
+    assert_eq!(judge_one(&[], &dropping).verdict, Verdict::LocalDrop);
+}
+
+#[test]
 fn local_backlog_without_allowance_signal_is_local_queuing() {
     let s = Build::new(0, 1)
         .tx_bulk(2e9, 16)

@@ -18,6 +18,7 @@ use crate::collect::ifindex::IfIndexNames;
 use crate::collect::ifstats;
 use crate::collect::netns::NetnsNames;
 use crate::collect::owners::OwnerIndex;
+use crate::collect::per_packet::{PerPacketMode, PerPacketPolicy};
 use crate::collect::probes::flows::{FlowProbes, NetnsFilter, RawEvent};
 use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_flow_record, ts_health_counter};
 use crate::collect::probes::hostq::{self, HostQueueProbes};
@@ -26,8 +27,8 @@ use crate::collect::probes::load::{NotLoaded, ProgramSpec};
 use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
-    AllowanceStatus, FlowEvent, FlowEventKind, FlowPath, Health, InterfaceSample, LinkCounters,
-    Snapshot,
+    AllowanceStatus, FlowEvent, FlowEventKind, FlowPath, Health, HostQueueSample, InterfaceSample,
+    LinkCounters, Snapshot,
 };
 use crate::model::udpopen::SocketOpenSample;
 use crate::model::workload::WorkloadFilter;
@@ -52,6 +53,9 @@ pub struct CollectorConfig {
     pub counter_files: Vec<(String, PathBuf)>,
     /// Attach the host-queue probes (qdisc and kfree_skb).
     pub host_queue: bool,
+    /// When the host queue's per-packet programs run (`--per-packet`):
+    /// always, or while they can explain something (src/collect/per_packet.rs).
+    pub per_packet: PerPacketMode,
     /// Count the UDP sent to the link-local services, by sending socket
     /// (`--no-linklocal` off): a part of the host-queue object's transmit
     /// program, loaded for it even without the host queue.
@@ -112,6 +116,7 @@ impl Default for CollectorConfig {
             events: true,
             counter_files: Vec::new(),
             host_queue: true,
+            per_packet: PerPacketMode::Always,
             linklocal: true,
             udp_openers: true,
             workloads: WorkloadFilter::default(),
@@ -133,6 +138,9 @@ pub struct Collector {
     /// The host-queue object: loaded for the host queue, the link-local
     /// senders (its transmit program counts them) or both.
     host_queue: Option<HostQueueProbes>,
+    /// Under `--per-packet auto` with the host queue observed: when its
+    /// per-packet programs run.
+    per_packet: Option<PerPacketPolicy>,
     /// Why the object, loaded for the link-local senders alone
     /// (`--no-host-queue`), could not be loaded.
     linklocal_error: Option<String>,
@@ -276,6 +284,8 @@ impl Collector {
         };
         let mut c = Collector {
             probes,
+            per_packet: (config.per_packet == PerPacketMode::Auto && config.host_queue)
+                .then(PerPacketPolicy::default),
             host_queue,
             linklocal_error,
             allowance: HashMap::new(),
@@ -770,8 +780,20 @@ impl Collector {
             None => HashMap::new(),
         };
         let (mut interfaces, missing_interfaces) = self.read_interfaces();
+        // Paused for part of the interval: every interface's host queue says
+        // so, those without a drop or a qdisc event too (not "no probes").
+        let paused = self
+            .host_queue
+            .as_ref()
+            .is_some_and(|hq| self.config.host_queue && !hq.measured());
         for i in &mut interfaces {
             i.host_queue = host_queue.remove(&i.name);
+            if paused && i.host_queue.is_none() {
+                i.host_queue = Some(HostQueueSample {
+                    paused: true,
+                    ..HostQueueSample::default()
+                });
+            }
             if let Some((tx, rx)) = self
                 .host_queue
                 .as_ref()
@@ -851,9 +873,10 @@ impl Collector {
             // The pipeline's: the exporter is a sink, not the collector's.
             otlp: None,
             kafka: kafka_health,
+            per_packet: None,
         };
 
-        let snap = Snapshot {
+        let mut snap = Snapshot {
             folded,
             seq: self.seq,
             mono_ns,
@@ -868,9 +891,25 @@ impl Collector {
             udp_openers,
             icmp_openers,
         };
+        self.per_packet_next(&mut snap);
         self.prev_mono_ns = mono_ns;
         self.seq += 1;
         Ok(snap)
+    }
+
+    /// Under `--per-packet auto`: whether the per-packet programs run in
+    /// the next interval, decided from `snap` and said in its health. An
+    /// attach that fails leaves them paused, and says so.
+    fn per_packet_next(&mut self, snap: &mut Snapshot) {
+        let (Some(policy), Some(hq)) = (self.per_packet.as_mut(), self.host_queue.as_mut()) else {
+            return;
+        };
+        let mut state = policy.after(snap, hq.measured());
+        if let Err(e) = hq.pause_per_packet(!state.attached) {
+            state.attached = false;
+            state.why = format!("{}; but {e:#}: paused", state.why);
+        }
+        snap.health.per_packet = Some(state);
     }
 
     /// Fragments created since the last interval. A failed read is counted

@@ -19,6 +19,7 @@ pub mod kafka;
 pub(crate) mod nat;
 pub(crate) mod netns;
 pub(crate) mod owners;
+pub mod per_packet;
 pub mod probes;
 pub(crate) mod removed_links;
 pub(crate) mod rtnetlink;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use crate::collect::allowance::parse_counters_arg;
 use crate::collect::collector::DEFAULT_PROBE_SAMPLING;
+use crate::collect::per_packet::PerPacketMode;
 use crate::model::fold::{DEFAULT_LISTED_FLOWS, MAX_LISTED_FLOWS};
 use crate::model::instance::parse_baseline;
 use crate::shared::units::{parse_duration, parse_interval, parse_size};
@@ -166,6 +167,17 @@ pub struct ObserveArgs {
     /// Do not attach the host-queue probes (qdisc and kfree_skb).
     #[arg(long)]
     pub no_host_queue: bool,
+
+    /// When the host queue's per-packet programs (qdisc backlog and sojourn,
+    /// peak rates) run. `always`: every interval, every figure measured
+    /// from the first packet. `auto`: while an allowance counter moves or a
+    /// qdisc drops, for 10 intervals after, and one interval in 10 while
+    /// quiet; paused otherwise, when a packet passes none of them (host
+    /// drops are counted either way). A paused interval's queue figures and
+    /// peak rates are shown as not measured, and health says why they run
+    /// or not (docs/architecture.md, "Per-packet programs while needed").
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PerPacketMode::Always)]
+    pub per_packet: PerPacketMode,
 
     /// Do not count the UDP sent to the link-local services (DNS,
     /// metadata, time) by sender: a linklocal_limit then names TCP senders

@@ -191,6 +191,7 @@ pub(crate) fn run_live(
         events: !observe.no_events,
         counter_files: observe.counters.clone(),
         host_queue: !observe.no_host_queue,
+        per_packet: observe.per_packet,
         linklocal: !observe.no_linklocal,
         udp_openers: !observe.no_udp_openers,
         workloads,

@@ -316,6 +316,13 @@ pub struct HostQueueSample {
     /// Counted as local drops all the same. Absent (0) before format 1.19.
     #[serde(default, skip_serializing_if = "super::is_zero")]
     pub unseen_drops: u64,
+    /// The per-packet programs were paused for some or all of the interval
+    /// (`--per-packet auto`, docs/architecture.md "Per-packet programs
+    /// while needed"): its packets, backlog, sojourn and the qdisc's own
+    /// counts were not measured (0 or none above); its drops were. Absent
+    /// (false) before format 1.22.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
 }
 
 /// Whether a drop reason (a key of [`HostQueueSample::drops`]) is a
@@ -863,6 +870,27 @@ pub struct Health {
     /// absent when none ran, and in recordings before format 1.13.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaHealth>,
+    /// The per-packet programs under `--per-packet auto`: whether they ran
+    /// through this interval and run in the next, and why. Absent with
+    /// `--per-packet always` (they always run), and in recordings before
+    /// format 1.22.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_packet: Option<PerPacketState>,
+}
+
+/// The per-packet programs (host queue, peak rates) under `--per-packet
+/// auto` (src/collect/per_packet.rs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PerPacketState {
+    /// They ran through the whole interval: its host-queue figures and
+    /// peak rates are measured. False: the interfaces' host queues say
+    /// `paused`, and no peak rate is given.
+    pub measured: bool,
+    /// They run in the next interval.
+    pub attached: bool,
+    /// Why, in a line: the counter that rose, the lingering after it, the
+    /// periodic sample, or how long it has been quiet.
+    pub why: String,
 }
 
 /// The Kafka lookup (src/collect/kafka/) since the observer started.
@@ -1006,6 +1034,24 @@ impl Health {
     /// views; None when every segment was read.
     pub(crate) fn probe_sampling_text(&self) -> Option<String> {
         (self.probe_sampling > 1).then(|| format!("1 in {}", self.probe_sampling))
+    }
+
+    /// The per-packet programs under `--per-packet auto`, for the views:
+    /// "paused this interval; running next: bw_out_allowance_exceeded rose
+    /// on eth0"; None with `always`.
+    pub(crate) fn per_packet_text(&self) -> Option<String> {
+        let p = self.per_packet.as_ref()?;
+        let this = if p.measured {
+            "ran this interval"
+        } else {
+            "paused in this interval (its queue figures and peak rates not measured)"
+        };
+        let next = if p.attached {
+            "running next"
+        } else {
+            "paused next"
+        };
+        Some(format!("{this}; {next}: {}", p.why))
     }
 
     pub(crate) fn not_attached_text(&self) -> String {

@@ -47,10 +47,11 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// interface's `tcp_holders` (the TCP flows open, idle ones too, by owner);
 /// 1.21 a flow of another namespace's `iface` (the interface here its
 /// packets are routed out of) and `unrouted` (none found), on flows and
-/// folded flows.
+/// folded flows; 1.22 an interface's host queue's `paused` and health's
+/// `per_packet` (the per-packet programs paused while quiet).
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 21,
+    minor: 22,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

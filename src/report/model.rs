@@ -411,6 +411,11 @@ pub struct HealthSummary {
     /// every one).
     #[serde(default)]
     pub probe_sampling: u32,
+    /// Under `--per-packet auto`: [intervals whose per-packet programs were
+    /// paused (queue figures and peak rates not measured), intervals].
+    /// Absent with `always`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_packet_paused: Option<[u64; 2]>,
     /// Allowance counter resets, zeroed reads and failed reads, per interface.
     pub allowance_resets: BTreeMap<String, u64>,
     pub allowance_zeroed_reads: BTreeMap<String, u64>,

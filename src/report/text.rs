@@ -594,6 +594,13 @@ fn health(out: &mut String, r: &Report) {
         "  ring buffer drops {}, closes lost {} (late {}), closes missed {}, untracked flows {}, counter read failures {}, host-queue entries untracked {}, late intervals {}",
         h.ringbuf_drops, h.closes_lost, h.closes_deferred, h.closes_missed, h.untracked_flows, h.counter_read_failures, h.host_queue_untracked, h.late_intervals
     );
+    if let Some([paused, all]) = h.per_packet_paused {
+        let _ = writeln!(
+            out,
+            "  per-packet programs (--per-packet auto): paused in {paused} of {all} intervals \
+             (their host-queue figures and peak rates not measured)"
+        );
+    }
     if let Some(o) = &h.otlp {
         let _ = writeln!(
             out,

@@ -268,6 +268,9 @@ pub(crate) fn render(snap: &Snapshot, analysis: Option<&IntervalAnalysis>, top: 
             "health: srtt mean/max, cwnd min and cuts, data waiting from {s} incoming segments (--probe-sampling)"
         );
     }
+    if let Some(s) = h.per_packet_text() {
+        let _ = writeln!(out, "health: per-packet programs {s} (--per-packet auto)");
+    }
     if !h.missing_interfaces.is_empty() {
         let _ = writeln!(
             out,

@@ -37,6 +37,7 @@ mod microburst;
 mod netns_names;
 mod optional_programs;
 mod otlp;
+mod per_packet;
 mod record_crash;
 mod record_robustness;
 mod removed_interface;

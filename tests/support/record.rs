@@ -131,6 +131,7 @@ pub fn snapshot(seq: u64, flow_count: usize) -> Snapshot {
                 qdisc_drops: Some(seq * 2),
                 qdisc_sent: Some(seq * 10),
                 unseen_drops: seq % 2,
+                paused: false,
                 drops,
             }),
             ..Default::default()

@@ -548,6 +548,7 @@ impl Generator {
             qdisc_drops: Some(0),
             qdisc_sent: Some(pkts),
             unseen_drops: 0,
+            paused: false,
         };
         InterfaceSample {
             name: iface.name.into(),

@@ -298,7 +298,29 @@ pub struct HostQueueProbes {
     /// The link-local senders' reader, when they are counted (asked for,
     /// and on_dev_xmit attached).
     linklocal: Option<LinkLocalReader>,
+    /// The per-packet programs are paused ([`Self::pause_per_packet`]), and
+    /// whether they were at any moment since the previous read: that
+    /// interval's queue figures and peak rates are then not measured.
+    paused: bool,
+    paused_since_read: bool,
+    /// The last read's interval was paused at some moment (not measured).
+    last_unmeasured: bool,
+    /// Per transmit queue, the stamp of its latest event as of the last
+    /// read; and, from a pause on, that stamp for each queue with no event
+    /// since (`stale`): its backlog reading is the one left before the
+    /// pause, and its qdisc's counters' growth would span the pause.
+    latest_stamps: HashMap<QueueKey, u64>,
+    stale: HashMap<QueueKey, u64>,
 }
+
+/// The programs that run per packet: paused while quiet (`--per-packet
+/// auto`). on_kfree_skb runs per drop, not per packet, and stays.
+const PER_PACKET_PROGRAMS: [&str; 4] = [
+    "on_qdisc_enqueue",
+    "on_qdisc_dequeue",
+    "on_dev_xmit",
+    "on_netif_receive",
+];
 
 /// What the host-queue object is loaded for. Its transmit program,
 /// on_dev_xmit, also counts the UDP sent to the link-local services
@@ -441,7 +463,83 @@ impl HostQueueProbes {
             host_queue: parts.host_queue,
             linklocal_asked: parts.linklocal,
             linklocal,
+            paused: false,
+            paused_since_read: false,
+            last_unmeasured: false,
+            latest_stamps: HashMap::new(),
+            stale: HashMap::new(),
         })
+    }
+
+    /// Pauses the per-packet programs (`paused`), or runs them again: a
+    /// paused program is detached, so a packet passes no trampoline of
+    /// ours (issue #47: near the floor, the hooks a packet passes are the
+    /// cost); on_dev_xmit, kept for the link-local senders when they are
+    /// counted, only skips its host-queue work (`hq_paused`). The maps
+    /// stay: a queue's slot and peak ring carry on as after a quiet spell
+    /// (hostq.bpf.c, rate_roll), and the intervals a pause touched report
+    /// no queue figures and no peaks ([`Self::read`]).
+    pub fn pause_per_packet(&mut self, paused: bool) -> Result<()> {
+        if paused == self.paused || !self.host_queue {
+            return Ok(());
+        }
+        if paused {
+            self.paused_since_read = true;
+            self.stale = self.latest_stamps.clone();
+            self.set_hq_paused(true)?;
+        }
+        let keep_xmit = self.linklocal.is_some();
+        let links = &mut self.skel.links;
+        let progs = &self.skel.progs;
+        for name in PER_PACKET_PROGRAMS {
+            if name == "on_dev_xmit" && keep_xmit {
+                continue;
+            }
+            let (link, prog) = match name {
+                "on_qdisc_enqueue" => (&mut links.on_qdisc_enqueue, &progs.on_qdisc_enqueue),
+                "on_qdisc_dequeue" => (&mut links.on_qdisc_dequeue, &progs.on_qdisc_dequeue),
+                "on_dev_xmit" => (&mut links.on_dev_xmit, &progs.on_dev_xmit),
+                _ => (&mut links.on_netif_receive, &progs.on_netif_receive),
+            };
+            if paused {
+                // Dropping the link detaches the program.
+                *link = None;
+            } else if link.is_none() && prog.autoload() && !self.dropped.contains_key(name) {
+                *link = Some(
+                    prog.attach()
+                        .with_context(|| format!("attaching {name} again after a pause"))?,
+                );
+            }
+        }
+        if !paused {
+            self.set_hq_paused(false)?;
+            // Run again right after the read that closed the paused
+            // interval (the collector decides then): the next interval is
+            // measured, but for the packets of the milliseconds between.
+            self.paused_since_read = false;
+        }
+        self.paused = paused;
+        Ok(())
+    }
+
+    /// The per-packet programs ran through the interval the last read
+    /// closed: its queue figures and peak rates are measured.
+    pub fn measured(&self) -> bool {
+        !self.last_unmeasured
+    }
+
+    fn set_hq_paused(&mut self, paused: bool) -> Result<()> {
+        let bss = self
+            .skel
+            .maps
+            .bss_data
+            .as_deref_mut()
+            .context("host-queue BPF object has no .bss")?;
+        let slot: *mut u32 = &mut bss.hq_paused;
+        // SAFETY: as in `close_epoch`: the mmapped .bss map, read by the
+        // programs concurrently.
+        unsafe { std::ptr::write_volatile(slot, u32::from(paused)) };
+        Ok(())
     }
 
     /// The UDP sent to the link-local services since the previous read, by
@@ -480,6 +578,11 @@ impl HostQueueProbes {
             return Ok(HashMap::new());
         }
         let epoch = self.close_epoch()?;
+        // Paused at any moment since the previous read: the interval's
+        // queue figures and peaks are not measured.
+        let unmeasured = self.paused_since_read;
+        self.paused_since_read = self.paused;
+        self.last_unmeasured = unmeasured;
         let mut out: HashMap<String, HostQueueSample> = HashMap::new();
 
         // The per-CPU slot array (hostq.h): each CPU's copy of a slot names
@@ -510,17 +613,22 @@ impl HostQueueProbes {
         })?;
         let peaks = self.read_peaks(epoch)?;
         self.peaks.clear();
-        for ((netns, ifindex), peak) in peaks {
+        for ((netns, ifindex), peak) in peaks.into_iter().filter(|_| !unmeasured) {
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
             self.peaks.insert(name, peak);
         }
-        for ((netns, ifindex), f) in folds {
+        for ((netns, ifindex), mut f) in folds {
             self.elsewhere[hq_health_counter::HQ_H_ENQUEUE_EVENTS.0 as usize] +=
                 f.delta.enqueue_events;
             self.elsewhere[hq_health_counter::HQ_H_DEQUEUE_EVENTS.0 as usize] +=
                 f.delta.dequeue_events;
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
-            let counts = self.qdisc_counts(netns, ifindex, &f);
+            let spanning = self.settle_stale(netns, ifindex, &mut f);
+            let counts = self.qdisc_counts(netns, ifindex, &f, &spanning);
+            if unmeasured {
+                out.insert(name, HostQueueSample::default());
+                continue;
+            }
             let mut sample = finish(f);
             if let Some([drops, sent]) = counts {
                 sample.qdisc_drops = Some(drops);
@@ -570,20 +678,62 @@ impl HostQueueProbes {
                 .sum();
             sample.unseen_drops = self.unseen_drops.note(interface, qdisc, events);
         }
+        if unmeasured {
+            for sample in out.values_mut() {
+                sample.paused = true;
+            }
+        }
         Ok(out)
+    }
+
+    /// The interface's queues that had no event since a pause of the
+    /// per-packet programs (their backlog is taken as 0: a queue holding
+    /// packets has events, so one without any since the pause drained
+    /// unseen or was empty), and those whose first event since came in this
+    /// read: the growth of their qdisc's counters spans the pause.
+    fn settle_stale(&mut self, netns: u32, ifindex: u32, f: &mut IfFold) -> Vec<u32> {
+        let mut spanning = Vec::new();
+        for (txq, q) in f.queues.iter_mut() {
+            let key = (netns, ifindex, *txq);
+            let Some(latest) = q.latest else {
+                continue;
+            };
+            self.latest_stamps.insert(key, latest);
+            let Some(&at_pause) = self.stale.get(&key) else {
+                continue;
+            };
+            if latest == at_pause {
+                q.backlog = (0, 0);
+            } else {
+                self.stale.remove(&key);
+            }
+            spanning.push(*txq);
+        }
+        spanning
     }
 
     /// The interface's drops and sent packets by its qdiscs' own counters
     /// this interval, summed over its transmit queues whose qdisc keeps
-    /// them (None: none does, or no qdisc event came).
-    fn qdisc_counts(&mut self, netns: u32, ifindex: u32, f: &IfFold) -> Option<Counts> {
+    /// them (None: none does, or no qdisc event came); the queues in
+    /// `spanning` (see [`Self::settle_stale`]) give a new baseline only.
+    fn qdisc_counts(
+        &mut self,
+        netns: u32,
+        ifindex: u32,
+        f: &IfFold,
+        spanning: &[u32],
+    ) -> Option<Counts> {
         let mut total: Option<Counts> = None;
         for (txq, q) in &f.queues {
             let Some(c) = q.counts else {
                 continue;
             };
             let key = (netns, ifindex, *txq);
-            let grew = c.since(self.prev_qdisc_counts.insert(key, c.last()));
+            let prev = self.prev_qdisc_counts.insert(key, c.last());
+            if spanning.contains(txq) {
+                continue;
+            }
+            let grew = c.since(prev);
             let t = total.get_or_insert([0, 0]);
             t[0] += grew[0];
             t[1] += grew[1];

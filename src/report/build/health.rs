@@ -68,6 +68,9 @@ pub(super) struct HealthAcc {
     kafka: [Cumulative; 2],
     kafka_last: Option<crate::model::snapshot::KafkaHealth>,
     probe_sampling: u32,
+    /// Under `--per-packet auto`: the span's intervals, and those whose
+    /// per-packet programs were paused (`Health::per_packet`).
+    per_packet: Option<(u64, u64)>,
     allowance_resets: BTreeMap<String, Cumulative>,
     allowance_zeroed: BTreeMap<String, Cumulative>,
     allowance_failures: BTreeMap<String, Cumulative>,
@@ -173,6 +176,11 @@ impl HealthAcc {
         }
         if count {
             self.probe_sampling = self.probe_sampling.max(h.probe_sampling);
+            if let Some(p) = &h.per_packet {
+                let (all, paused) = self.per_packet.get_or_insert((0, 0));
+                *all += 1;
+                *paused += u64::from(!p.measured);
+            }
         }
         for i in &snap.interfaces {
             if !filters.iface_matches(&i.name) {
@@ -252,6 +260,7 @@ impl HealthAcc {
                 local_broker: k.local_broker,
             }),
             probe_sampling: self.probe_sampling,
+            per_packet_paused: self.per_packet.map(|(all, paused)| [paused, all]),
             allowance_resets: totals(&self.allowance_resets),
             allowance_zeroed_reads: totals(&self.allowance_zeroed),
             allowance_read_failures: totals(&self.allowance_failures),

@@ -379,6 +379,7 @@ pub(crate) fn health(out: &mut String, report: &Report) {
          <tr><th>host queue untracked</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>late intervals (observer could not keep up)</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>incoming segments sampled for srtt, cwnd and data waiting (1 in N)</th><td class=\"num\">{}</td></tr>\n\
+         <tr><th>intervals with the per-packet programs paused (queue figures and peak rates not measured)</th><td>{}</td></tr>\n\
          <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
          <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
          <tr><th>allowance read failures</th><td>{}</td></tr>\n\
@@ -390,6 +391,10 @@ pub(crate) fn health(out: &mut String, report: &Report) {
         h.host_queue_untracked,
         h.late_intervals,
         h.probe_sampling.max(1),
+        h.per_packet_paused.map_or_else(
+            || "none (--per-packet always)".to_string(),
+            |[paused, all]| format!("{paused} of {all} (--per-packet auto)")
+        ),
         counts(&h.allowance_resets),
         counts(&h.allowance_zeroed_reads),
         counts(&h.allowance_read_failures),

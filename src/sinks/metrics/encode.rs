@@ -379,6 +379,7 @@ fn families(state: &ExporterState) -> Vec<Family> {
     out.extend(health_families(state));
     out.extend(endpoint_families(state));
     out.extend(otlp_families(state));
+    out.extend(per_packet_families(state));
     out.extend(kafka_lookup_families(state));
     out
 }
@@ -777,6 +778,27 @@ fn endpoint_families(state: &ExporterState) -> Vec<Family> {
     );
     max.int(Vec::new(), e.max);
     vec![dropped, open, max]
+}
+
+/// The per-packet programs under `--per-packet auto`: running or paused,
+/// and how many intervals went unmeasured.
+fn per_packet_families(state: &ExporterState) -> Vec<Family> {
+    let Some((running, paused)) = state.per_packet else {
+        return Vec::new();
+    };
+    let mut run = Family::new(
+        "throttlescope_per_packet_running",
+        "1 when the host queue's per-packet programs (qdisc backlog and sojourn, peak rates) run in the next interval, 0 when paused while quiet (--per-packet auto).",
+        Kind::Gauge,
+    );
+    run.int(Vec::new(), u64::from(running));
+    let mut unmeasured = Family::new(
+        "throttlescope_per_packet_paused_intervals",
+        "Intervals since start whose per-packet programs were paused for some of it (--per-packet auto): their host qdisc backlog, sojourn and peak rates were not measured; host drops were.",
+        Kind::Counter,
+    );
+    unmeasured.int(Vec::new(), paused);
+    vec![run, unmeasured]
 }
 
 /// The OTLP exporter's delivery (`--otlp`, src/sinks/otlp/): what reached

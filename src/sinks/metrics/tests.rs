@@ -286,6 +286,32 @@ fn a_program_not_attached_is_0_and_has_no_event_series() {
 }
 
 #[test]
+fn per_packet_auto_says_running_or_paused_and_counts_the_paused_intervals() {
+    let mut st = ExporterState::new(20);
+    st.apply(&snapshot(0), &analysis(0, vec![]));
+    assert!(
+        !encode_state(st.clone()).contains("per_packet"),
+        "none with always"
+    );
+    for (seq, measured, attached) in [(1, true, false), (2, false, false), (3, false, true)] {
+        let mut snap = snapshot(seq);
+        snap.health.per_packet = Some(crate::model::snapshot::PerPacketState {
+            measured,
+            attached,
+            why: String::new(),
+        });
+        st.apply(&snap, &analysis(seq, vec![]));
+    }
+    let text = encode_state(st);
+    let l = lines(&text);
+    assert!(l.contains(&"throttlescope_per_packet_running 1"), "{text}");
+    assert!(
+        l.contains(&"throttlescope_per_packet_paused_intervals_total 2"),
+        "{text}"
+    );
+}
+
+#[test]
 fn every_family_has_help_and_type() {
     let mut st = ExporterState::new(5);
     st.apply(&snapshot(0), &analysis(0, vec![flow(1, 5000)]));

@@ -283,6 +283,10 @@ pub(crate) fn health_text(h: &Health) -> String {
     if let Some(s) = h.probe_sampling_text() {
         text.push_str(&format!(" | segments sampled {s}"));
     }
+    if let Some(p) = &h.per_packet {
+        let state = if p.attached { "running" } else { "paused" };
+        text.push_str(&format!(" | per-packet {state}"));
+    }
     let absent = h.not_attached_text();
     if !absent.is_empty() {
         text.push_str(&format!(" | NOT attached: {absent}"));

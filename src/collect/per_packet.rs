@@ -1,0 +1,228 @@
+//! When the per-packet programs run (`--per-packet`, issue #47): the
+//! host-queue and peak-rate programs pass every packet, and near the floor
+//! the hooks a packet passes are what the observer costs a busy host. With
+//! `auto` they run while they can explain something and are paused while
+//! the host is quiet (docs/architecture.md, "Per-packet programs while
+//! needed").
+//!
+//! The decision is a function of the interval's snapshot alone, what the
+//! programs that always run measured: the allowance counters, and the
+//! host's drops (on_kfree_skb runs per drop, not per packet, and stays). It
+//! does not ask the analysis: data flows one way, from the probes to the
+//! sinks.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::snapshot::{is_qdisc_drop_reason, AllowanceCounters, PerPacketState, Snapshot};
+
+/// `--per-packet`: when the per-packet programs run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum PerPacketMode {
+    /// Every interval: every figure measured, from the first packet.
+    #[default]
+    Always,
+    /// While an allowance counter moves or a qdisc drops, for 10 intervals
+    /// after, and one interval in 10 while quiet; paused otherwise.
+    Auto,
+}
+
+/// Intervals the programs keep running after the last reason to: an
+/// enforcement's quiet seconds (the counters still between two bursts)
+/// stay measured.
+pub const LINGER_INTERVALS: u64 = 10;
+
+/// One interval in this many runs them anyway: a queue that builds with
+/// neither an allowance counter moving nor a drop (local queuing) is
+/// measured in that interval, and holds them on while it lasts only
+/// through drops: docs/architecture.md says what is lost.
+pub const SAMPLE_EVERY: u64 = 10;
+
+/// The `auto` decision, interval after interval.
+#[derive(Debug, Clone, Default)]
+pub struct PerPacketPolicy {
+    /// The last reason to run, and the intervals since it.
+    last: Option<String>,
+    quiet: u64,
+}
+
+impl PerPacketPolicy {
+    /// After the interval `snap` closed: whether the programs run in the
+    /// next one, and why. `measured`: they ran through the whole of `snap`.
+    pub fn after(&mut self, snap: &Snapshot, measured: bool) -> PerPacketState {
+        let state = |attached: bool, why: String| PerPacketState {
+            measured,
+            attached,
+            why,
+        };
+        if let Some(why) = reason(snap) {
+            self.last = Some(why.clone());
+            self.quiet = 0;
+            return state(true, why);
+        }
+        self.quiet += 1;
+        if let Some(last) = &self.last {
+            if self.quiet < LINGER_INTERVALS {
+                return state(
+                    true,
+                    format!(
+                        "{last} {} ago (running {} more)",
+                        plural(self.quiet, "interval"),
+                        LINGER_INTERVALS - self.quiet
+                    ),
+                );
+            }
+        }
+        if (snap.seq + 1) % SAMPLE_EVERY == 0 {
+            return state(
+                true,
+                format!("sample: one interval in {SAMPLE_EVERY} runs them while quiet"),
+            );
+        }
+        let since = match &self.last {
+            Some(last) => format!("{last} {} ago", plural(self.quiet, "interval")),
+            None => "none since start".to_string(),
+        };
+        state(
+            false,
+            format!("paused: no allowance counter moved and no qdisc dropped ({since})"),
+        )
+    }
+}
+
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// The first reason in the interval to run the programs: an allowance
+/// counter that rose, or a qdisc's drops, on any interface.
+fn reason(snap: &Snapshot) -> Option<String> {
+    for i in &snap.interfaces {
+        if let Some(name) = i.allowance.sample().and_then(|a| rose(&a.delta)) {
+            return Some(format!("{name} rose on {}", i.name));
+        }
+        let dropped: u64 = i.host_queue.as_ref().map_or(0, |h| {
+            h.drops
+                .iter()
+                .filter(|(r, _)| is_qdisc_drop_reason(r))
+                .map(|(_, n)| n)
+                .sum()
+        });
+        if dropped > 0 {
+            return Some(format!("{}'s qdisc dropped {dropped}", i.name));
+        }
+    }
+    None
+}
+
+/// The first allowance counter that grew, by its `ethtool -S` name.
+fn rose(d: &AllowanceCounters) -> Option<&'static str> {
+    [
+        ("bw_out_allowance_exceeded", d.bw_out_allowance_exceeded),
+        ("bw_in_allowance_exceeded", d.bw_in_allowance_exceeded),
+        ("pps_allowance_exceeded", d.pps_allowance_exceeded),
+        (
+            "conntrack_allowance_exceeded",
+            d.conntrack_allowance_exceeded,
+        ),
+        (
+            "linklocal_allowance_exceeded",
+            d.linklocal_allowance_exceeded,
+        ),
+    ]
+    .into_iter()
+    .find(|(_, v)| v.unwrap_or(0) > 0)
+    .map(|(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::snapshot::{
+        AllowanceSample, AllowanceStatus, HostQueueSample, InterfaceSample,
+    };
+
+    fn snap(seq: u64, bw_out: u64, qdisc_drops: u64) -> Snapshot {
+        let mut s = Snapshot::example(seq);
+        let mut sample = AllowanceSample::default();
+        sample.delta.bw_out_allowance_exceeded = Some(bw_out);
+        let mut hq = HostQueueSample::default();
+        if qdisc_drops > 0 {
+            hq.drops.insert("QDISC_DROP".into(), qdisc_drops);
+        }
+        hq.drops.insert("NOT_SPECIFIED".into(), 7);
+        s.interfaces.push(InterfaceSample {
+            name: "eth0".into(),
+            allowance: AllowanceStatus::Read(Box::new(sample)),
+            host_queue: Some(hq),
+            ..InterfaceSample::default()
+        });
+        s
+    }
+
+    /// The attached state after each of `snaps`.
+    fn run(snaps: &[Snapshot]) -> Vec<PerPacketState> {
+        let mut p = PerPacketPolicy::default();
+        snaps.iter().map(|s| p.after(s, true)).collect()
+    }
+
+    #[test]
+    fn quiet_from_the_start_pauses_and_samples_one_interval_in_ten() {
+        let states = run(&(0..30).map(|s| snap(s, 0, 0)).collect::<Vec<_>>());
+        let on: Vec<u64> = (0..30).filter(|&s| states[s as usize].attached).collect();
+        // Decided after seq 9, 19, 29: seq 10, 20, 30 run.
+        assert_eq!(on, vec![9, 19, 29]);
+        assert!(
+            states[0].why.contains("none since start"),
+            "{}",
+            states[0].why
+        );
+        assert!(states[9].why.starts_with("sample"), "{}", states[9].why);
+    }
+
+    #[test]
+    fn an_allowance_counter_runs_them_and_they_linger_after_it() {
+        let mut snaps: Vec<Snapshot> = (0..3).map(|s| snap(s, 0, 0)).collect();
+        snaps.push(snap(3, 40, 0));
+        snaps.extend((4..20).map(|s| snap(s, 0, 0)));
+        let states = run(&snaps);
+        assert!(!states[2].attached);
+        assert!(states[3].attached);
+        assert_eq!(states[3].why, "bw_out_allowance_exceeded rose on eth0");
+        // After seq 3 for LINGER_INTERVALS - 1 more quiet ones: 4..=12.
+        for s in 4..3 + LINGER_INTERVALS {
+            assert!(states[s as usize].attached, "seq {s}");
+        }
+        assert!(
+            states[5].why.contains("2 intervals ago (running 8 more)"),
+            "{}",
+            states[5].why
+        );
+        let s = (3 + LINGER_INTERVALS) as usize;
+        assert!(!states[s].attached, "{}", states[s].why);
+        assert!(
+            states[s].why.contains("10 intervals ago"),
+            "{}",
+            states[s].why
+        );
+    }
+
+    #[test]
+    fn a_qdisc_drop_runs_them_and_other_drops_do_not() {
+        let states = run(&[snap(0, 0, 0), snap(1, 0, 3)]);
+        assert!(!states[0].attached, "a drop of another reason is no reason");
+        assert!(states[1].attached);
+        assert_eq!(states[1].why, "eth0's qdisc dropped 3");
+    }
+
+    #[test]
+    fn measured_is_passed_through() {
+        let mut p = PerPacketPolicy::default();
+        assert!(!p.after(&snap(0, 0, 0), false).measured);
+        assert!(p.after(&snap(1, 0, 0), true).measured);
+    }
+}

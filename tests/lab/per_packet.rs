@@ -1,0 +1,198 @@
+//! `--per-packet auto` (issue #47), end to end: the host queue's per-packet
+//! programs are detached while nothing moves an allowance counter, and run
+//! again from the interval after one moves, with the real BPF programs and
+//! the lab's microburst shaper.
+//!
+//! - Smooth traffic under the shaper (no counter moves): the programs are
+//!   paused but for the periodic sample, their links gone from the kernel
+//!   (`bpftool link`) while on_kfree_skb's stays, and every paused interval
+//!   says its queue figures and peaks are not measured.
+//! - Then bursts (8 MB at once every second): the first interval whose
+//!   counter rose runs them from the next; an interval that was paused says
+//!   so in its evidence, and from the onset on the bursts are held as the
+//!   hypervisor in microbursts, as with `--per-packet always`
+//!   (tests/lab/microburst.rs).
+//! - The report of the recording counts the paused intervals.
+
+use std::io::BufRead;
+use std::process::Command;
+
+use crate::lab_support::Lab;
+use crate::support::{binary, run};
+use serde_json::Value;
+
+fn b0<'a>(snap: &'a Value, what: &str) -> &'a Value {
+    let (list, key) = match what {
+        "sample" => (&snap["interfaces"], "name"),
+        _ => (&snap["analysis"]["interfaces"], "iface"),
+    };
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i[key] == "b0")
+        .expect("the broker interface")
+}
+
+/// The names of the programs linked in the kernel now, as `bpftool`
+/// lists them (the kernel keeps 15 characters; bpftool may give the
+/// whole name from BTF).
+fn linked_programs() -> Vec<String> {
+    let out = run(Command::new("bpftool").args(["link", "show", "--json"]));
+    let links: Vec<Value> = serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+    let ids: Vec<u64> = links.iter().filter_map(|l| l["prog_id"].as_u64()).collect();
+    let out = run(Command::new("bpftool").args(["prog", "show", "--json"]));
+    let progs: Vec<Value> = serde_json::from_slice(&out.stdout).expect("bpftool's JSON");
+    progs
+        .iter()
+        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_moves() {
+    let _gate = crate::lab_support::gate::alone(
+        "it judges bursts of milliseconds, and lists every BPF link of the machine",
+    );
+    let lab = Lab::up("ppa");
+    let rec = lab.dir.join("auto.jsonl.zst");
+    lab.tool(&["shape", "microburst"]);
+    lab.tool(&["emulator", "start"]);
+    let mut watch = lab.spawn_watch_json_in_broker(
+        "19s",
+        &[
+            "--interval",
+            "1s",
+            "--per-packet",
+            "auto",
+            "--record",
+            &rec.display().to_string(),
+        ],
+    );
+    let mut out = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut next = || -> Value {
+        let mut line = String::new();
+        let n = out.read_line(&mut line).expect("reading watch");
+        assert!(n > 0, "watch ended early");
+        serde_json::from_str(&line).expect("a JSON line")
+    };
+    // The same mean as the bursts, spread evenly: no counter moves.
+    lab.tool(&["traffic", "--time", "30", "--bursts", "8M/1s", "--smooth"]);
+    let mut snaps = Vec::new();
+    let mut links_paused = None;
+    for _ in 0..7 {
+        let s = next();
+        // Decided after seq 2 and before seq 9's sample: detached now.
+        if s["seq"] == 4 {
+            links_paused = Some(linked_programs());
+        }
+        snaps.push(s);
+    }
+    lab.tool(&["traffic", "--time", "30", "--bursts", "8M/1s"]);
+    loop {
+        let mut line = String::new();
+        if out.read_line(&mut line).expect("reading watch") == 0 {
+            break;
+        }
+        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
+    }
+    assert!(watch.wait().expect("watch").success(), "watch failed");
+    lab.tool(&["traffic", "--stop"]);
+
+    let rows: Vec<(u64, bool, bool, u64, Option<u64>, String)> = snaps
+        .iter()
+        .map(|s| {
+            let p = &s["health"]["per_packet"];
+            let i = b0(s, "sample");
+            (
+                s["seq"].as_u64().unwrap(),
+                p["measured"].as_bool().unwrap(),
+                p["attached"].as_bool().unwrap(),
+                i["allowance"]["Read"]["delta"]["bw_out_allowance_exceeded"]
+                    .as_u64()
+                    .unwrap_or(0),
+                i["tx_peak_bps"].as_u64(),
+                b0(s, "analysis")["held"]["verdict"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    eprintln!("(seq, measured, running next, bw_out counted, tx peak, held): {rows:#?}");
+
+    // Quiet: paused from the first decision on, the links gone, every
+    // paused interval saying so.
+    let quiet = &rows[1..6];
+    for r in quiet {
+        assert_eq!(r.3, 0, "a counter moved under smooth traffic: {rows:?}");
+        assert!(!r.2, "running while quiet: {r:?}");
+    }
+    let linked = links_paused.expect("listed at seq 4");
+    eprintln!("linked while paused: {linked:?}");
+    assert!(linked.iter().any(|n| n == "on_kfree_skb"), "{linked:?}");
+    for gone in ["on_qdisc_enqueue", "on_qdisc_dequeue", "on_netif_receive"] {
+        let name = &gone[..gone.len().min(15)];
+        assert!(
+            !linked.iter().any(|n| n.starts_with(name)),
+            "{gone}: {linked:?}"
+        );
+    }
+    for s in &snaps[2..6] {
+        let i = b0(s, "sample");
+        assert_eq!(i["host_queue"]["paused"], true, "{i}");
+        assert!(i["tx_peak_bps"].is_null(), "{i}");
+        let v = b0(s, "analysis");
+        assert!(
+            v["evidence"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["signal"] == "host_queue_paused"),
+            "{v}"
+        );
+        assert_eq!(v["held"]["verdict"], "free_flow", "{v}");
+    }
+
+    // The bursts: the first interval counted runs them from the next.
+    let onset = rows
+        .iter()
+        .position(|r| r.3 > 0)
+        .unwrap_or_else(|| panic!("no counter moved in the bursts: {rows:?}"));
+    let why = snaps[onset]["health"]["per_packet"]["why"]
+        .as_str()
+        .unwrap();
+    assert!(rows[onset].2, "{rows:?}");
+    assert_eq!(why, "bw_out_allowance_exceeded rose on b0");
+    let after: Vec<_> = rows[onset + 1..rows.len() - 1].to_vec();
+    assert!(
+        after.len() >= 6,
+        "too few intervals after the onset: {rows:?}"
+    );
+    for r in &after {
+        assert!(r.1 && r.2, "not measured after the onset: {r:?}");
+        assert!(r.4.is_some(), "no peak after the onset: {r:?}");
+    }
+    if !rows[onset].1 {
+        let v = b0(&snaps[onset], "analysis");
+        assert!(v.to_string().contains("host_queue_paused"), "{v}");
+    }
+    // Held as in microburst.rs, from a window after the onset.
+    for s in &snaps[onset + 4..snaps.len() - 1] {
+        let h = &b0(s, "analysis")["held"];
+        assert_eq!(h["verdict"], "hypervisor_queuing", "{rows:?}");
+        assert!(
+            h["note"]
+                .as_str()
+                .unwrap()
+                .contains("in microbursts: the busiest"),
+            "{h}"
+        );
+    }
+
+    let report = run(Command::new(binary()).arg("report").arg(&rec));
+    let text = String::from_utf8_lossy(&report.stdout);
+    let paused = rows.iter().filter(|r| !r.1).count();
+    let line = format!("paused in {paused} of {} intervals", rows.len());
+    assert!(text.contains(&line), "{line}\n{text}");
+}
