@@ -305,12 +305,66 @@ pub struct HostQueueProbes {
     paused_since_read: bool,
     /// The last read's interval was paused at some moment (not measured).
     last_unmeasured: bool,
-    /// Per transmit queue, the stamp of its latest event as of the last
-    /// read; and, from a pause on, that stamp for each queue with no event
-    /// since (`stale`): its backlog reading is the one left before the
-    /// pause, and its qdisc's counters' growth would span the pause.
-    latest_stamps: HashMap<QueueKey, u64>,
-    stale: HashMap<QueueKey, u64>,
+    /// The queues with no event since a pause ([`StaleQueues`]).
+    stale: StaleQueues,
+}
+
+/// The transmit queues that had no event since the per-packet programs were
+/// paused: a queue's backlog reading is the one its latest event left, and
+/// its qdisc's counters are read at its events, so until its first event
+/// after the pause both are from before it.
+#[derive(Debug, Default)]
+struct StaleQueues {
+    /// Per queue, the stamp of its latest event as of the last read.
+    latest: HashMap<QueueKey, u64>,
+    /// From a pause on, that stamp of each queue not heard from since.
+    since_pause: HashMap<QueueKey, u64>,
+}
+
+/// A queue at a read, against the pause ([`StaleQueues::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueueSince {
+    /// Events since, or no pause: its figures stand.
+    Current,
+    /// No event since the pause: its backlog is taken as 0 (a queue holding
+    /// packets has events, so this one drained unseen or was empty), and
+    /// its counters grew by nothing seen.
+    Silent,
+    /// Its first events since the pause came in this read: its counters'
+    /// growth spans the pause, a new baseline and not this interval's.
+    Resumed,
+}
+
+impl StaleQueues {
+    /// The programs are paused now: every queue known is stale until its
+    /// next event.
+    fn pause(&mut self) {
+        self.since_pause = self.latest.clone();
+    }
+
+    /// A read's queue `key` whose latest event is stamped `latest`.
+    fn settle(
+        &mut self,
+        key: QueueKey,
+        latest: u64,
+        seen: &mut HashMap<QueueKey, u64>,
+    ) -> QueueSince {
+        seen.insert(key, latest);
+        match self.since_pause.get(&key) {
+            None => QueueSince::Current,
+            Some(&at) if at == latest => QueueSince::Silent,
+            Some(_) => {
+                self.since_pause.remove(&key);
+                QueueSince::Resumed
+            }
+        }
+    }
+
+    /// The read is over: its queues' stamps, `seen`, are the latest (a
+    /// queue whose slot went to another is forgotten).
+    fn end_read(&mut self, seen: HashMap<QueueKey, u64>) {
+        self.latest = seen;
+    }
 }
 
 /// The programs that run per packet: paused while quiet (`--per-packet
@@ -466,8 +520,7 @@ impl HostQueueProbes {
             paused: false,
             paused_since_read: false,
             last_unmeasured: false,
-            latest_stamps: HashMap::new(),
-            stale: HashMap::new(),
+            stale: StaleQueues::default(),
         })
     }
 
@@ -485,7 +538,7 @@ impl HostQueueProbes {
         }
         if paused {
             self.paused_since_read = true;
-            self.stale = self.latest_stamps.clone();
+            self.stale.pause();
             self.set_hq_paused(true)?;
         }
         let keep_xmit = self.linklocal.is_some();
@@ -617,13 +670,14 @@ impl HostQueueProbes {
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
             self.peaks.insert(name, peak);
         }
+        let mut seen = HashMap::new();
         for ((netns, ifindex), mut f) in folds {
             self.elsewhere[hq_health_counter::HQ_H_ENQUEUE_EVENTS.0 as usize] +=
                 f.delta.enqueue_events;
             self.elsewhere[hq_health_counter::HQ_H_DEQUEUE_EVENTS.0 as usize] +=
                 f.delta.dequeue_events;
             let name = if_name(names, self.own_netns, interval, netns, ifindex);
-            let spanning = self.settle_stale(netns, ifindex, &mut f);
+            let spanning = self.settle_stale(netns, ifindex, &mut f, &mut seen);
             let counts = self.qdisc_counts(netns, ifindex, &f, &spanning);
             if unmeasured {
                 out.insert(name, HostQueueSample::default());
@@ -637,6 +691,7 @@ impl HostQueueProbes {
             }
             out.insert(name, sample);
         }
+        self.stale.end_read(seen);
 
         let map = &self.skel.maps.drops;
         for key_bytes in map.keys() {
@@ -691,21 +746,22 @@ impl HostQueueProbes {
     /// packets has events, so one without any since the pause drained
     /// unseen or was empty), and those whose first event since came in this
     /// read: the growth of their qdisc's counters spans the pause.
-    fn settle_stale(&mut self, netns: u32, ifindex: u32, f: &mut IfFold) -> Vec<u32> {
+    fn settle_stale(
+        &mut self,
+        netns: u32,
+        ifindex: u32,
+        f: &mut IfFold,
+        seen: &mut HashMap<QueueKey, u64>,
+    ) -> Vec<u32> {
         let mut spanning = Vec::new();
         for (txq, q) in f.queues.iter_mut() {
-            let key = (netns, ifindex, *txq);
             let Some(latest) = q.latest else {
                 continue;
             };
-            self.latest_stamps.insert(key, latest);
-            let Some(&at_pause) = self.stale.get(&key) else {
-                continue;
-            };
-            if latest == at_pause {
-                q.backlog = (0, 0);
-            } else {
-                self.stale.remove(&key);
+            match self.stale.settle((netns, ifindex, *txq), latest, seen) {
+                QueueSince::Current => continue,
+                QueueSince::Silent => q.backlog = (0, 0),
+                QueueSince::Resumed => {}
             }
             spanning.push(*txq);
         }
@@ -1027,6 +1083,44 @@ pub(crate) fn drop_reason_names() -> Result<HashMap<u32, String>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_queue_silent_since_a_pause_reads_no_backlog_and_its_first_events_give_a_baseline() {
+        use super::{QueueSince, StaleQueues};
+        use std::collections::HashMap;
+        let (a, b) = ((1, 2, 0), (1, 2, 1));
+        let mut q = StaleQueues::default();
+        let read = |q: &mut StaleQueues, stamps: &[((u32, u32, u32), u64)]| {
+            let mut seen = HashMap::new();
+            let out: Vec<QueueSince> = stamps
+                .iter()
+                .map(|(k, t)| q.settle(*k, *t, &mut seen))
+                .collect();
+            q.end_read(seen);
+            out
+        };
+        // No pause: current.
+        assert_eq!(read(&mut q, &[(a, 100), (b, 90)]), [QueueSince::Current; 2]);
+        q.pause();
+        // Paused: no event anywhere.
+        assert_eq!(read(&mut q, &[(a, 100), (b, 90)]), [QueueSince::Silent; 2]);
+        // Running again: a has events, b still none.
+        assert_eq!(
+            read(&mut q, &[(a, 150), (b, 90)]),
+            [QueueSince::Resumed, QueueSince::Silent]
+        );
+        assert_eq!(
+            read(&mut q, &[(a, 160), (b, 170)]),
+            [QueueSince::Current, QueueSince::Resumed]
+        );
+        assert_eq!(
+            read(&mut q, &[(a, 170), (b, 180)]),
+            [QueueSince::Current; 2]
+        );
+        // A queue first seen after the pause is current.
+        q.pause();
+        assert_eq!(read(&mut q, &[((1, 3, 0), 5)]), [QueueSince::Current]);
+    }
+
     use super::*;
 
     #[test]
