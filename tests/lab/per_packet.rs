@@ -108,7 +108,7 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
                 s["seq"].as_u64().unwrap(),
                 p["measured"].as_bool().unwrap(),
                 p["attached"].as_bool().unwrap(),
-                i["allowance"]["Read"]["delta"]["bw_out_allowance_exceeded"]
+                i["allowance"]["delta"]["bw_out_allowance_exceeded"]
                     .as_u64()
                     .unwrap_or(0),
                 i["tx_peak_bps"].as_u64(),
