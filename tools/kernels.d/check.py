@@ -75,6 +75,39 @@ def held_as(rows, iface):
     return out
 
 
+def per_packet(secs, value, verdicts, fails):
+    """`watch --per-packet auto` (the PERPACKET sections): paused in some
+    interval, then, once the counter moved, running again: an interval after
+    a paused one measured with b0's peak rate, and no attach refused."""
+    rc = value("PERPACKET_RC")
+    if rc != "0":
+        fails.append(f"watch --per-packet auto exit {rc}: {dict(secs).get('PERPACKET_ERR', '').strip()[:400]}")
+        return
+    rows = []
+    for line in dict(secs).get("PERPACKET", "").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    states = [r.get("health", {}).get("per_packet") or {} for r in rows]
+    refused = [s["why"] for s in states if "; but " in s.get("why", "")]
+    if refused:
+        fails.append(f"--per-packet auto: attaching again failed: {refused[0][:300]}")
+        return
+    paused = [n for n, s in enumerate(states) if s and not s.get("measured", True)]
+    again = [n for n, s in enumerate(states)
+             if paused and n > paused[0] and s.get("measured")
+             and any(i["name"] == "b0" and i.get("tx_peak_bps") is not None
+                     for i in rows[n].get("interfaces", []))]
+    if not paused:
+        fails.append(f"--per-packet auto: never paused in {len(rows)} intervals")
+    elif not again:
+        fails.append(f"--per-packet auto: paused from interval {paused[0]}, never measured again: "
+                     f"{[s.get('why', '') for s in states]}")
+    else:
+        verdicts.append(f"--per-packet auto paused {len(paused)}, ran again from interval {again[0]}")
+
+
 POD_IP = "10.77.3.2"
 
 
@@ -260,6 +293,7 @@ def main():
                     fails.append(f"watch --all-netns: the pod's flows on {pod or 'none seen'}, not b0")
             except (json.JSONDecodeError, KeyError, TypeError) as e:
                 fails.append(f"watch --all-netns: no interval read ({e})")
+        per_packet(secs, value, verdicts, fails)
         dumped = "the moved set" if "flow dump: flows that moved" in doctor else "NOT the moved set"
         print(f"{kernel}\t{release}\tdoctor exit {doctor_rc}, programs attached {attached}, doctor names as lost: {lost}, flows read from {dumped}{mode}\t"
               f"{'; '.join(verdicts)}\t{'; '.join(retrans)}")

@@ -66,14 +66,28 @@ def all_netns(rc=0, dev_xmit=True, flows=(POD_FLOW,)):
                       "refused" if rc else "", "=== ALLNETNS", last if rc == 0 else ""])
 
 
+def per_packet(rc=0, paused=True, again=True, why="bw_out_allowance_exceeded rose on b0"):
+    """The guest's `watch --per-packet auto` sections: measured, paused twice, then running
+    again with b0's peak once the counter moved, unless told."""
+    def row(measured, attached, peak=None, why=why):
+        return json.dumps({"health": {"per_packet": {"measured": measured, "attached": attached,
+                                                     "why": why}},
+                           "interfaces": [{"name": "b0", "tx_peak_bps": peak}]})
+    rows = [row(True, not paused), row(not paused, not paused), row(not paused, True),
+            row(True, True, 9e7 if again else None)]
+    return "\n".join([f"=== PERPACKET_RC {rc}", "=== PERPACKET_ERR", "refused" if rc else "",
+                      "=== PERPACKET", *(rows if rc == 0 else [])])
+
+
 def log(*body, doctor="all programs attached\n" + MOVED_SET, doctor_rc=0, end=True, jail=None,
-        allnetns=None):
+        allnetns=None, perpacket=None):
     parts = ["boot noise", "=== KERNEL 6.1.0-56-amd64"]
     if jail is not None:
         parts += ["=== JAIL", *jail]
     parts += ["=== VERSION", "throttlescope 0.9.0", "commit abc123", "=== VERSION_RC 0",
               "=== DOCTOR", doctor, f"=== DOCTOR_RC {doctor_rc}", *body,
-              all_netns() if allnetns is None else allnetns]
+              all_netns() if allnetns is None else allnetns,
+              per_packet() if perpacket is None else perpacket]
     if end:
         parts.append("=== END")
     return "\n".join(parts) + "\n"
@@ -128,6 +142,20 @@ class Judge(unittest.TestCase):
             rc, out = self.judge(good_observe(allnetns=all_netns(flows=flows)))
             self.assertEqual(rc, 1, out)
             self.assertIn(f"the pod's flows on {said}, not b0", out)
+
+    def test_per_packet_auto_must_pause_and_run_again(self):
+        rc, out = self.judge(good_observe())
+        self.assertEqual(rc, 0, out)
+        self.assertIn("--per-packet auto paused 2, ran again from interval 3", out)
+        for pp, said in [(per_packet(rc=1), "watch --per-packet auto exit 1: refused"),
+                         (per_packet(paused=False), "never paused in 4 intervals"),
+                         (per_packet(again=False), "paused from interval 1, never measured again"),
+                         (per_packet(why="x; but attaching on_netif_receive again after a pause: "
+                                         "Operation not permitted: paused"),
+                          "attaching again failed: x; but attaching on_netif_receive")]:
+            rc, out = self.judge(good_observe(perpacket=pp))
+            self.assertEqual(rc, 1, out)
+            self.assertIn(said, out)
 
     def test_all_netns_must_load_with_dev_xmit_attached(self):
         rc, out = self.judge(good_observe())
