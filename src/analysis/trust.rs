@@ -12,7 +12,7 @@
 use super::rates::NormalisedRates;
 use super::signal::Signal;
 use super::thresholds::Thresholds;
-use crate::model::snapshot::{AllowanceCounters, AllowanceSample, InterfaceSample, Snapshot};
+use crate::model::snapshot::{AllowanceSample, InterfaceSample, Snapshot};
 
 /// Evidence signal of an interval whose allowance read was no data.
 pub(crate) const UNTRUSTED_SIGNAL: &str = Signal::AllowanceUntrusted.as_str();
@@ -88,22 +88,6 @@ pub(crate) fn read_gap(prev: &[Snapshot], iface: &InterfaceSample) -> Option<Str
     })
 }
 
-fn totals(c: &AllowanceCounters) -> [(&'static str, Option<u64>); 5] {
-    [
-        ("bw_in_allowance_exceeded", c.bw_in_allowance_exceeded),
-        ("bw_out_allowance_exceeded", c.bw_out_allowance_exceeded),
-        ("pps_allowance_exceeded", c.pps_allowance_exceeded),
-        (
-            "conntrack_allowance_exceeded",
-            c.conntrack_allowance_exceeded,
-        ),
-        (
-            "linklocal_allowance_exceeded",
-            c.linklocal_allowance_exceeded,
-        ),
-    ]
-}
-
 /// Why the deltas in `r` cannot be real, if they cannot: an exceeded count
 /// far above the packets it is a share of, or a total no counter reaches.
 pub(crate) fn implausible(
@@ -112,7 +96,9 @@ pub(crate) fn implausible(
     th: &Thresholds,
 ) -> Option<String> {
     let sample = iface.allowance.sample()?;
-    if let Some((name, v)) = totals(&sample.totals)
+    if let Some((name, v)) = sample
+        .totals
+        .exceeded()
         .into_iter()
         .find_map(|(n, v)| v.filter(|v| *v >= IMPOSSIBLE_TOTAL).map(|v| (n, v)))
     {

@@ -121,22 +121,10 @@ fn reason(snap: &Snapshot) -> Option<String> {
 
 /// The first allowance counter that grew, by its `ethtool -S` name.
 fn rose(d: &AllowanceCounters) -> Option<&'static str> {
-    [
-        ("bw_out_allowance_exceeded", d.bw_out_allowance_exceeded),
-        ("bw_in_allowance_exceeded", d.bw_in_allowance_exceeded),
-        ("pps_allowance_exceeded", d.pps_allowance_exceeded),
-        (
-            "conntrack_allowance_exceeded",
-            d.conntrack_allowance_exceeded,
-        ),
-        (
-            "linklocal_allowance_exceeded",
-            d.linklocal_allowance_exceeded,
-        ),
-    ]
-    .into_iter()
-    .find(|(_, v)| v.unwrap_or(0) > 0)
-    .map(|(n, _)| n)
+    d.exceeded()
+        .into_iter()
+        .find(|(_, v)| v.unwrap_or(0) > 0)
+        .map(|(n, _)| n)
 }
 
 #[cfg(test)]

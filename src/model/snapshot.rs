@@ -273,6 +273,26 @@ pub struct AllowanceCounters {
     pub ena_srd_resource_utilization: Option<u64>,
 }
 
+impl AllowanceCounters {
+    /// The five counts of packets the shaper queued or dropped, by their
+    /// `ethtool -S` names (the gauge and the SRD figures left out).
+    pub(crate) fn exceeded(&self) -> [(&'static str, Option<u64>); 5] {
+        [
+            ("bw_in_allowance_exceeded", self.bw_in_allowance_exceeded),
+            ("bw_out_allowance_exceeded", self.bw_out_allowance_exceeded),
+            ("pps_allowance_exceeded", self.pps_allowance_exceeded),
+            (
+                "conntrack_allowance_exceeded",
+                self.conntrack_allowance_exceeded,
+            ),
+            (
+                "linklocal_allowance_exceeded",
+                self.linklocal_allowance_exceeded,
+            ),
+        ]
+    }
+}
+
 /// The host's own queuing and drops on one interface over one interval.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostQueueSample {
