@@ -24,6 +24,7 @@ use crate::collect::probes::flows_skel::types::{ts_event_kind, ts_flow_record, t
 use crate::collect::probes::hostq::{self, HostQueueProbes};
 use crate::collect::probes::linklocal as ll;
 use crate::collect::probes::load::{NotLoaded, ProgramSpec};
+use crate::collect::qdisc_roots::QdiscRoots;
 use crate::collect::removed_links::RemovedLinks;
 use crate::model::fold::{fold, Folded, DEFAULT_LISTED_FLOWS, MAX_LISTED_EVENTS};
 use crate::model::snapshot::{
@@ -141,6 +142,8 @@ pub struct Collector {
     /// Under `--per-packet auto` with the host queue observed: when its
     /// per-packet programs run.
     per_packet: Option<PerPacketPolicy>,
+    /// The root qdiscs it watches (`--per-packet auto` only).
+    qdisc_roots: Option<QdiscRoots>,
     /// Why the object, loaded for the link-local senders alone
     /// (`--no-host-queue`), could not be loaded.
     linklocal_error: Option<String>,
@@ -286,6 +289,8 @@ impl Collector {
             probes,
             per_packet: (config.per_packet == PerPacketMode::Auto && config.host_queue)
                 .then(PerPacketPolicy::default),
+            qdisc_roots: (config.per_packet == PerPacketMode::Auto && config.host_queue)
+                .then(QdiscRoots::new),
             host_queue,
             linklocal_error,
             allowance: HashMap::new(),
@@ -904,7 +909,31 @@ impl Collector {
         let (Some(policy), Some(hq)) = (self.per_packet.as_mut(), self.host_queue.as_mut()) else {
             return;
         };
-        let mut state = policy.after(snap, hq.measured());
+        // The observed interfaces' root qdiscs: a queue standing now.
+        let mut unread = None;
+        let roots: Vec<_> = match self.qdisc_roots.as_mut().map(QdiscRoots::read) {
+            Some(Ok(by_index)) => by_index
+                .into_iter()
+                .filter_map(|(ifindex, q)| {
+                    let name = self.if_names.name(ifindex, snap.seq)?;
+                    snap.interfaces
+                        .iter()
+                        .any(|i| i.name == name)
+                        .then_some((name, q))
+                })
+                .collect(),
+            Some(Err(e)) => {
+                // Counted, and said: the decision is made without them.
+                self.counter_read_failures += 1;
+                unread = Some(format!("the root qdiscs could not be read ({e})"));
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let mut state = policy.after(snap, hq.measured(), &roots);
+        if let Some(unread) = unread {
+            state.why = format!("{}; {unread}", state.why);
+        }
         if let Err(e) = hq.pause_per_packet(!state.attached) {
             state.attached = false;
             state.why = format!("{}; but {e:#}: paused", state.why);

@@ -21,5 +21,6 @@ pub(crate) mod netns;
 pub(crate) mod owners;
 pub mod per_packet;
 pub mod probes;
+pub mod qdisc_roots;
 pub(crate) mod removed_links;
 pub(crate) mod rtnetlink;

@@ -5,13 +5,18 @@
 //! the host is quiet (docs/architecture.md, "Per-packet programs while
 //! needed").
 //!
-//! The decision is a function of the interval's snapshot alone, what the
-//! programs that always run measured: the allowance counters, and the
-//! host's drops (on_kfree_skb runs per drop, not per packet, and stays). It
-//! does not ask the analysis: data flows one way, from the probes to the
-//! sinks.
+//! The decision is a function of what the interval measured without them:
+//! the snapshot's allowance counters and host drops (on_kfree_skb runs per
+//! drop, not per packet, and stays), and each interface's root qdisc as
+//! `tc -s qdisc` reads it (src/collect/qdisc_roots.rs: a queue that stands
+//! without dropping). It does not ask the analysis: data flows one way,
+//! from the probes to the sinks.
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
+
+use crate::collect::qdisc_roots::RootQueue;
 
 use crate::model::snapshot::{is_qdisc_drop_reason, AllowanceCounters, PerPacketState, Snapshot};
 
@@ -22,8 +27,9 @@ pub enum PerPacketMode {
     /// Every interval: every figure measured, from the first packet.
     #[default]
     Always,
-    /// While an allowance counter moves or a qdisc drops, for 10 intervals
-    /// after, and one interval in 10 while quiet; paused otherwise.
+    /// While an allowance counter moves or a qdisc holds packets or
+    /// drops, for 10 intervals after, and one interval in 10 while quiet;
+    /// paused otherwise.
     Auto,
 }
 
@@ -32,10 +38,10 @@ pub enum PerPacketMode {
 /// stay measured.
 pub const LINGER_INTERVALS: u64 = 10;
 
-/// One interval in this many runs them anyway: a queue that builds with
-/// neither an allowance counter moving nor a drop (local queuing) is
-/// measured in that interval, and holds them on while it lasts only
-/// through drops: docs/architecture.md says what is lost.
+/// One interval in this many runs them anyway: a queue that builds and
+/// drains between two reads of the root qdiscs, with no counter moving and
+/// no drop, is measured in that interval (docs/architecture.md says what is
+/// lost).
 pub const SAMPLE_EVERY: u64 = 10;
 
 /// The `auto` decision, interval after interval.
@@ -44,18 +50,27 @@ pub struct PerPacketPolicy {
     /// The last reason to run, and the intervals since it.
     last: Option<String>,
     quiet: u64,
+    /// Each interface's root qdisc drops at the previous read.
+    root_drops: HashMap<String, u32>,
 }
 
 impl PerPacketPolicy {
     /// After the interval `snap` closed: whether the programs run in the
-    /// next one, and why. `measured`: they ran through the whole of `snap`.
-    pub fn after(&mut self, snap: &Snapshot, measured: bool) -> PerPacketState {
+    /// next one, and why. `measured`: they ran through the whole of `snap`;
+    /// `roots`: the observed interfaces' root qdiscs read at its end.
+    pub fn after(
+        &mut self,
+        snap: &Snapshot,
+        measured: bool,
+        roots: &[(String, RootQueue)],
+    ) -> PerPacketState {
         let state = |attached: bool, why: String| PerPacketState {
             measured,
             attached,
             why,
         };
-        if let Some(why) = reason(snap) {
+        let queued = self.queued(roots);
+        if let Some(why) = reason(snap).or(queued) {
             self.last = Some(why.clone());
             self.quiet = 0;
             return state(true, why);
@@ -85,8 +100,36 @@ impl PerPacketPolicy {
         };
         state(
             false,
-            format!("paused: no allowance counter moved and no qdisc dropped ({since})"),
+            format!(
+                "paused: no allowance counter moved, no qdisc held or dropped packets ({since})"
+            ),
         )
+    }
+}
+
+impl PerPacketPolicy {
+    /// A root qdisc that holds packets now, or dropped since the previous
+    /// read (none at the first read of an interface: no baseline).
+    fn queued(&mut self, roots: &[(String, RootQueue)]) -> Option<String> {
+        let mut why = None;
+        for (iface, q) in roots {
+            let prev = self.root_drops.insert(iface.clone(), q.drops);
+            let dropped = prev.map_or(0, |p| q.drops.wrapping_sub(p));
+            if why.is_some() {
+                continue;
+            }
+            if q.qlen > 0 {
+                why = Some(format!(
+                    "{iface}'s qdisc held {} packets ({} bytes)",
+                    q.qlen, q.backlog_bytes
+                ));
+            } else if dropped > 0 && dropped < u32::MAX / 2 {
+                why = Some(format!("{iface}'s qdisc dropped {dropped}"));
+            }
+        }
+        self.root_drops
+            .retain(|name, _| roots.iter().any(|(n, _)| n == name));
+        why
     }
 }
 
@@ -155,7 +198,7 @@ mod tests {
     /// The attached state after each of `snaps`.
     fn run(snaps: &[Snapshot]) -> Vec<PerPacketState> {
         let mut p = PerPacketPolicy::default();
-        snaps.iter().map(|s| p.after(s, true)).collect()
+        snaps.iter().map(|s| p.after(s, true, &[])).collect()
     }
 
     #[test]
@@ -210,7 +253,37 @@ mod tests {
     #[test]
     fn measured_is_passed_through() {
         let mut p = PerPacketPolicy::default();
-        assert!(!p.after(&snap(0, 0, 0), false).measured);
-        assert!(p.after(&snap(1, 0, 0), true).measured);
+        assert!(!p.after(&snap(0, 0, 0), false, &[]).measured);
+        assert!(p.after(&snap(1, 0, 0), true, &[]).measured);
+    }
+
+    #[test]
+    fn a_root_qdisc_holding_packets_or_dropping_runs_them() {
+        let mut p = PerPacketPolicy::default();
+        let root = |qlen, drops| {
+            vec![(
+                "b0".to_string(),
+                RootQueue {
+                    qlen,
+                    backlog_bytes: qlen * 1500,
+                    drops,
+                },
+            )]
+        };
+        // The first read's drops are a baseline, not this interval's.
+        assert!(!p.after(&snap(0, 0, 0), true, &root(0, 50)).attached);
+        let s = p.after(&snap(1, 0, 0), true, &root(12, 50));
+        assert!(s.attached);
+        assert_eq!(s.why, "b0's qdisc held 12 packets (18000 bytes)");
+        let mut p = PerPacketPolicy::default();
+        p.after(&snap(0, 0, 0), true, &root(0, 50));
+        assert_eq!(
+            p.after(&snap(1, 0, 0), true, &root(0, 53)).why,
+            "b0's qdisc dropped 3"
+        );
+        // A qdisc replaced (its counter back to 0) is no drop.
+        let mut p = PerPacketPolicy::default();
+        p.after(&snap(0, 0, 0), true, &root(0, 50));
+        assert!(!p.after(&snap(1, 0, 0), true, &root(0, 0)).attached);
     }
 }

@@ -196,3 +196,84 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
     let line = format!("paused in {paused} of {} intervals", rows.len());
     assert!(text.contains(&line), "{line}\n{text}");
 }
+
+/// The host's own queue (the lab's `local_queuing`: a tbf on b0 itself, no
+/// hypervisor shaping, so no allowance counter moves): paused while idle,
+/// the programs run once b0's root qdisc holds packets, as `tc -s qdisc`
+/// reads it, and the intervals after are measured and judged local queuing
+/// on the backlog they saw, as with `--per-packet always`
+/// (tests/lab/scenarios.rs, `local_queuing_is_judged_local`).
+#[test]
+fn auto_runs_them_while_the_hosts_own_queue_stands() {
+    let _gate = crate::lab_support::gate::shared();
+    let lab = Lab::up("ppl");
+    lab.tool(&["shape", "local_queuing"]);
+    lab.tool(&["emulator", "start"]);
+    let mut watch =
+        lab.spawn_watch_json_in_broker("12s", &["--interval", "1s", "--per-packet", "auto"]);
+    let mut out = std::io::BufReader::new(watch.stdout.take().unwrap());
+    let mut snaps: Vec<Value> = Vec::new();
+    let mut line = String::new();
+    // Three idle intervals (paused after the first), then the traffic.
+    while snaps.len() < 3 {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("reading watch") > 0,
+            "watch ended early"
+        );
+        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
+    }
+    lab.tool(&["traffic", "--time", "12"]);
+    loop {
+        line.clear();
+        if out.read_line(&mut line).expect("reading watch") == 0 {
+            break;
+        }
+        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
+    }
+    assert!(watch.wait().expect("watch").success(), "watch failed");
+    lab.tool(&["traffic", "--stop"]);
+
+    let rows: Vec<(u64, bool, bool, String, u64, String)> = snaps
+        .iter()
+        .map(|s| {
+            let p = &s["health"]["per_packet"];
+            let v = b0(s, "analysis");
+            (
+                s["seq"].as_u64().unwrap(),
+                p["measured"].as_bool().unwrap(),
+                p["attached"].as_bool().unwrap(),
+                p["why"].as_str().unwrap().to_string(),
+                v["rates"]["local_backlog_packets"].as_u64().unwrap_or(0),
+                v["held"]["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    eprintln!("(seq, measured, running next, why, backlog, held): {rows:#?}");
+    assert!(!rows[1].2 && !rows[2].2, "running while idle: {rows:?}");
+    let onset = rows
+        .iter()
+        .position(|r| r.2 && r.3.starts_with("b0's qdisc held "))
+        .unwrap_or_else(|| panic!("b0's standing queue never ran them: {rows:?}"));
+    let after = &rows[onset + 1..];
+    assert!(
+        after.len() >= 5,
+        "too few intervals after the queue stood: {rows:?}"
+    );
+    for r in after {
+        assert!(r.1, "not measured while the queue stood: {r:?}");
+    }
+    assert!(
+        after.iter().filter(|r| r.4 > 0).count() * 2 > after.len(),
+        "backlog seen in too few intervals: {rows:?}"
+    );
+    // Judged as with --per-packet always: local queuing held from a window
+    // after the onset, never the hypervisor.
+    let judged = &rows[onset + 4..rows.len() - 1];
+    let local = judged.iter().filter(|r| r.5 == "local_queuing").count();
+    assert!(local * 5 >= judged.len() * 4, "{rows:?}");
+    assert!(
+        !rows.iter().any(|r| r.5.starts_with("hypervisor")),
+        "{rows:?}"
+    );
+}
