@@ -34,6 +34,9 @@ struct B0Interval {
     conntrack_available: Option<u64>,
     /// The deciding evidence's note.
     note: String,
+    /// Why the interval's allowance read was not judged, when it was not
+    /// (the `allowance_untrusted` evidence).
+    untrusted: Option<String>,
 }
 
 fn b0_intervals(lines: &str) -> Vec<B0Interval> {
@@ -49,6 +52,11 @@ fn b0_intervals(lines: &str) -> Vec<B0Interval> {
                 conntrack_exceeded: r["conntrack_exceeded"].as_u64(),
                 conntrack_available: r["conntrack_available"].as_u64(),
                 note: i["evidence"][0]["note"].as_str().unwrap_or("").to_string(),
+                untrusted: i["evidence"]
+                    .as_array()
+                    .and_then(|ev| ev.iter().find(|e| e["signal"] == "allowance_untrusted"))
+                    .and_then(|e| e["note"].as_str())
+                    .map(str::to_string),
             })
         })
         .collect()
@@ -225,8 +233,14 @@ fn churn_under_conntrack_limit(
     wait_traffic_done(lab);
     for i in &v {
         eprintln!(
-            "churn {rate}/s held {hold} s: {} exceeded {:?} available {:?}",
-            i.verdict, i.conntrack_exceeded, i.conntrack_available
+            "churn {rate}/s held {hold} s: {} exceeded {:?} available {:?}{}",
+            i.verdict,
+            i.conntrack_exceeded,
+            i.conntrack_available,
+            i.untrusted
+                .as_deref()
+                .map(|u| format!(" (not judged: {u})"))
+                .unwrap_or_default()
         );
     }
     let emulated = counter(lab, "conntrack_allowance_exceeded") - ct0;
