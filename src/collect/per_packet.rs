@@ -27,7 +27,7 @@ pub enum PerPacketMode {
     /// Every interval: every figure measured, from the first packet.
     #[default]
     Always,
-    /// While an allowance counter moves or a qdisc holds packets or
+    /// While an allowance counter moves or a root qdisc holds 64 KiB or
     /// drops, for 10 intervals after, and one interval in 10 while quiet;
     /// paused otherwise.
     Auto,
@@ -37,6 +37,13 @@ pub enum PerPacketMode {
 /// enforcement's quiet seconds (the counters still between two bursts)
 /// stay measured.
 pub const LINGER_INTERVALS: u64 = 10;
+
+/// A root qdisc holding at least this many bytes at the read runs them: a
+/// queue standing (the lab's local queuing holds 190-350 KB), not the few
+/// packets any busy qdisc has in it at an instant (a 64-byte flood through
+/// a 10 Gbit/s tbf, judged idle of queues by every figure, ran them for a
+/// third of its packets at any non-empty reading).
+pub const ROOT_BACKLOG_BYTES: u32 = 64 * 1024;
 
 /// One interval in this many runs them anyway: a queue that builds and
 /// drains between two reads of the root qdiscs, with no counter moving and
@@ -108,7 +115,7 @@ impl PerPacketPolicy {
 }
 
 impl PerPacketPolicy {
-    /// A root qdisc that holds packets now, or dropped since the previous
+    /// A root qdisc that holds a standing queue now (`ROOT_BACKLOG_BYTES`), or dropped since the previous
     /// read (none at the first read of an interface: no baseline).
     fn queued(&mut self, roots: &[(String, RootQueue)]) -> Option<String> {
         let mut why = None;
@@ -118,7 +125,7 @@ impl PerPacketPolicy {
             if why.is_some() {
                 continue;
             }
-            if q.qlen > 0 {
+            if q.backlog_bytes >= ROOT_BACKLOG_BYTES {
                 why = Some(format!(
                     "{iface}'s qdisc held {} packets ({} bytes)",
                     q.qlen, q.backlog_bytes
@@ -272,9 +279,11 @@ mod tests {
         };
         // The first read's drops are a baseline, not this interval's.
         assert!(!p.after(&snap(0, 0, 0), true, &root(0, 50)).attached);
-        let s = p.after(&snap(1, 0, 0), true, &root(12, 50));
+        // A few packets at an instant are no standing queue.
+        assert!(!p.after(&snap(1, 0, 0), true, &root(12, 50)).attached);
+        let s = p.after(&snap(2, 0, 0), true, &root(50, 50));
         assert!(s.attached);
-        assert_eq!(s.why, "b0's qdisc held 12 packets (18000 bytes)");
+        assert_eq!(s.why, "b0's qdisc held 50 packets (75000 bytes)");
         let mut p = PerPacketPolicy::default();
         p.after(&snap(0, 0, 0), true, &root(0, 50));
         assert_eq!(

@@ -171,7 +171,7 @@ pub struct ObserveArgs {
     /// When the host queue's per-packet programs (qdisc backlog and sojourn,
     /// peak rates) run. `always`: every interval, every figure measured
     /// from the first packet. `auto`: while an allowance counter moves or a
-    /// root qdisc holds packets or drops (as `tc -s qdisc` reads it), for
+    /// root qdisc holds 64 KiB or more or drops (as `tc -s qdisc` reads it), for
     /// 10 intervals after, and one interval in 10 while
     /// quiet; paused otherwise, when a packet passes none of them (host
     /// drops are counted either way). A paused interval's queue figures and
