@@ -140,10 +140,8 @@ pub struct Collector {
     /// senders (its transmit program counts them) or both.
     host_queue: Option<HostQueueProbes>,
     /// Under `--per-packet auto` with the host queue observed: when its
-    /// per-packet programs run.
-    per_packet: Option<PerPacketPolicy>,
-    /// The root qdiscs it watches (`--per-packet auto` only).
-    qdisc_roots: Option<QdiscRoots>,
+    /// per-packet programs run, and the root qdiscs it watches.
+    per_packet: Option<(PerPacketPolicy, QdiscRoots)>,
     /// Why the object, loaded for the link-local senders alone
     /// (`--no-host-queue`), could not be loaded.
     linklocal_error: Option<String>,
@@ -288,9 +286,7 @@ impl Collector {
         let mut c = Collector {
             probes,
             per_packet: (config.per_packet == PerPacketMode::Auto && config.host_queue)
-                .then(PerPacketPolicy::default),
-            qdisc_roots: (config.per_packet == PerPacketMode::Auto && config.host_queue)
-                .then(QdiscRoots::new),
+                .then(|| (PerPacketPolicy::default(), QdiscRoots::new())),
             host_queue,
             linklocal_error,
             allowance: HashMap::new(),
@@ -906,13 +902,15 @@ impl Collector {
     /// the next interval, decided from `snap` and said in its health. An
     /// attach that fails leaves them paused, and says so.
     fn per_packet_next(&mut self, snap: &mut Snapshot) {
-        let (Some(policy), Some(hq)) = (self.per_packet.as_mut(), self.host_queue.as_mut()) else {
+        let (Some((policy, qdisc_roots)), Some(hq)) =
+            (self.per_packet.as_mut(), self.host_queue.as_mut())
+        else {
             return;
         };
         // The observed interfaces' root qdiscs: a queue standing now.
         let mut unread = None;
-        let roots: Vec<_> = match self.qdisc_roots.as_mut().map(QdiscRoots::read) {
-            Some(Ok(by_index)) => by_index
+        let roots: Vec<_> = match qdisc_roots.read() {
+            Ok(by_index) => by_index
                 .into_iter()
                 .filter_map(|(ifindex, q)| {
                     let name = self.if_names.name(ifindex, snap.seq)?;
@@ -922,13 +920,12 @@ impl Collector {
                         .then_some((name, q))
                 })
                 .collect(),
-            Some(Err(e)) => {
+            Err(e) => {
                 // Counted, and said: the decision is made without them.
                 self.counter_read_failures += 1;
                 unread = Some(format!("the root qdiscs could not be read ({e})"));
                 Vec::new()
             }
-            None => Vec::new(),
         };
         let mut state = policy.after(snap, hq.measured(), &roots);
         if let Some(unread) = unread {

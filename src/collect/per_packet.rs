@@ -121,7 +121,9 @@ impl PerPacketPolicy {
         let mut why = None;
         for (iface, q) in roots {
             let prev = self.root_drops.insert(iface.clone(), q.drops);
-            let dropped = prev.map_or(0, |p| q.drops.wrapping_sub(p));
+            // None at the first read, or when the count went back (a qdisc
+            // replaced): no baseline.
+            let dropped = prev.and_then(|p| q.drops.checked_sub(p)).unwrap_or(0);
             if why.is_some() {
                 continue;
             }
@@ -130,7 +132,7 @@ impl PerPacketPolicy {
                     "{iface}'s qdisc held {} packets ({} bytes)",
                     q.qlen, q.backlog_bytes
                 ));
-            } else if dropped > 0 && dropped < u32::MAX / 2 {
+            } else if dropped > 0 {
                 why = Some(format!("{iface}'s qdisc dropped {dropped}"));
             }
         }

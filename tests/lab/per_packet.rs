@@ -49,6 +49,13 @@ fn linked_programs() -> Vec<String> {
         .collect()
 }
 
+/// The next interval `watch --json` gives; None when it has ended.
+fn next_interval(out: &mut impl BufRead) -> Option<Value> {
+    let mut line = String::new();
+    let n = out.read_line(&mut line).expect("reading watch");
+    (n > 0).then(|| serde_json::from_str(&line).expect("a JSON line"))
+}
+
 #[test]
 fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_moves() {
     let _gate = crate::lab_support::gate::alone(
@@ -70,18 +77,12 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
         ],
     );
     let mut out = std::io::BufReader::new(watch.stdout.take().unwrap());
-    let mut next = || -> Value {
-        let mut line = String::new();
-        let n = out.read_line(&mut line).expect("reading watch");
-        assert!(n > 0, "watch ended early");
-        serde_json::from_str(&line).expect("a JSON line")
-    };
     // The same mean as the bursts, spread evenly: no counter moves.
     lab.tool(&["traffic", "--time", "30", "--bursts", "8M/1s", "--smooth"]);
     let mut snaps = Vec::new();
     let mut links_paused = None;
     for _ in 0..7 {
-        let s = next();
+        let s = next_interval(&mut out).expect("watch ended early");
         // Decided after seq 2 and before seq 9's sample: detached now.
         if s["seq"] == 4 {
             links_paused = Some(linked_programs());
@@ -89,12 +90,8 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
         snaps.push(s);
     }
     lab.tool(&["traffic", "--time", "30", "--bursts", "8M/1s"]);
-    loop {
-        let mut line = String::new();
-        if out.read_line(&mut line).expect("reading watch") == 0 {
-            break;
-        }
-        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
+    while let Some(s) = next_interval(&mut out) {
+        snaps.push(s);
     }
     assert!(watch.wait().expect("watch").success(), "watch failed");
     lab.tool(&["traffic", "--stop"]);
@@ -212,24 +209,13 @@ fn auto_runs_them_while_the_hosts_own_queue_stands() {
     let mut watch =
         lab.spawn_watch_json_in_broker("12s", &["--interval", "1s", "--per-packet", "auto"]);
     let mut out = std::io::BufReader::new(watch.stdout.take().unwrap());
-    let mut snaps: Vec<Value> = Vec::new();
-    let mut line = String::new();
     // Three idle intervals (paused after the first), then the traffic.
-    while snaps.len() < 3 {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).expect("reading watch") > 0,
-            "watch ended early"
-        );
-        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
-    }
+    let mut snaps: Vec<Value> = (0..3)
+        .map(|_| next_interval(&mut out).expect("watch ended early"))
+        .collect();
     lab.tool(&["traffic", "--time", "12"]);
-    loop {
-        line.clear();
-        if out.read_line(&mut line).expect("reading watch") == 0 {
-            break;
-        }
-        snaps.push(serde_json::from_str(&line).expect("a JSON line"));
+    while let Some(s) = next_interval(&mut out) {
+        snaps.push(s);
     }
     assert!(watch.wait().expect("watch").success(), "watch failed");
     lab.tool(&["traffic", "--stop"]);

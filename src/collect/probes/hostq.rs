@@ -367,15 +367,6 @@ impl StaleQueues {
     }
 }
 
-/// The programs that run per packet: paused while quiet (`--per-packet
-/// auto`). on_kfree_skb runs per drop, not per packet, and stays.
-const PER_PACKET_PROGRAMS: [&str; 4] = [
-    "on_qdisc_enqueue",
-    "on_qdisc_dequeue",
-    "on_dev_xmit",
-    "on_netif_receive",
-];
-
 /// What the host-queue object is loaded for. Its transmit program,
 /// on_dev_xmit, also counts the UDP sent to the link-local services
 /// (bpf/linklocal.bpf.h), so that a packet passes no program of its own for
@@ -544,16 +535,30 @@ impl HostQueueProbes {
         let keep_xmit = self.linklocal.is_some();
         let links = &mut self.skel.links;
         let progs = &self.skel.progs;
-        for name in PER_PACKET_PROGRAMS {
+        // The programs that run per packet (on_kfree_skb runs per drop and
+        // stays); on_dev_xmit stays for the link-local senders.
+        let per_packet = [
+            (
+                "on_qdisc_enqueue",
+                &mut links.on_qdisc_enqueue,
+                &progs.on_qdisc_enqueue,
+            ),
+            (
+                "on_qdisc_dequeue",
+                &mut links.on_qdisc_dequeue,
+                &progs.on_qdisc_dequeue,
+            ),
+            ("on_dev_xmit", &mut links.on_dev_xmit, &progs.on_dev_xmit),
+            (
+                "on_netif_receive",
+                &mut links.on_netif_receive,
+                &progs.on_netif_receive,
+            ),
+        ];
+        for (name, link, prog) in per_packet {
             if name == "on_dev_xmit" && keep_xmit {
                 continue;
             }
-            let (link, prog) = match name {
-                "on_qdisc_enqueue" => (&mut links.on_qdisc_enqueue, &progs.on_qdisc_enqueue),
-                "on_qdisc_dequeue" => (&mut links.on_qdisc_dequeue, &progs.on_qdisc_dequeue),
-                "on_dev_xmit" => (&mut links.on_dev_xmit, &progs.on_dev_xmit),
-                _ => (&mut links.on_netif_receive, &progs.on_netif_receive),
-            };
             if paused {
                 // Dropping the link detaches the program.
                 *link = None;
