@@ -172,6 +172,10 @@ pub(crate) struct AllowanceTracker {
     /// The previous read was data (not failed, zeroed or untrusted): only
     /// then is this read's growth one interval's, fit for `largest_growth`.
     previous_was_data: bool,
+    /// Per gauge, how far it fell between the last two reads when both were
+    /// data (0 when it rose or held): whether a gauge now read as 0 was on
+    /// course to reach 0 (see [`Self::fell_to_zero_on_course`]).
+    gauge_fall: Values,
     untrusted_reads: u64,
 }
 
@@ -218,14 +222,16 @@ impl AllowanceTracker {
             let had_nonzero = present
                 .iter()
                 .any(|&i| self.baseline[i].is_some_and(|b| b > 0));
+            let on_course = self.fell_to_zero_on_course(&present);
             let pending = &mut self.zero_pending[group as usize];
-            if all_zero && had_nonzero && !*pending {
+            if all_zero && had_nonzero && !*pending && !on_course {
                 // Every value of the group dropped to 0 at once: the driver's
                 // admin command most likely failed. No data: keep the
                 // baseline, report it as the totals, count nothing.
                 *pending = true;
                 zeroed = true;
                 for &i in &members {
+                    self.gauge_fall[i] = None;
                     if now[i].is_none() {
                         self.baseline[i] = None;
                         continue;
@@ -243,6 +249,12 @@ impl AllowanceTracker {
             *pending = false;
             for &i in &members {
                 totals[i] = now[i];
+                if STATS[i].kind == Kind::Gauge {
+                    self.gauge_fall[i] = match (self.baseline[i], now[i]) {
+                        (Some(b), Some(v)) if self.previous_was_data => Some(b.saturating_sub(v)),
+                        _ => None,
+                    };
+                }
                 delta[i] = match (self.baseline[i], now[i]) {
                     (_, None) => None,
                     // Appearing: its baseline starts now.
@@ -357,6 +369,25 @@ impl AllowanceTracker {
         (!why.is_empty()).then(|| why.join("; "))
     }
 
+    /// Whether the stats `present` (one group, every one read as 0 now)
+    /// could really all be 0: every counter among them was already 0, and
+    /// every gauge that was not had fallen at least half its own value
+    /// between the last two reads, so at that pace it was due at 0 within
+    /// two reads (one is too tight: the pace varies from read to read, and
+    /// the first interval of a run can be short). That is a table filling up (`conntrack_allowance_available`
+    /// reaching 0 an instant before the first refused connection is
+    /// counted), not the zeroed struct of a failed admin command, which
+    /// takes a steady gauge to 0 at once.
+    fn fell_to_zero_on_course(&self, present: &[usize]) -> bool {
+        present.iter().all(|&i| {
+            let Some(b) = self.baseline[i].filter(|b| *b > 0) else {
+                return true;
+            };
+            STATS[i].kind == Kind::Gauge
+                && self.gauge_fall[i].is_some_and(|f| f.saturating_mul(2) >= b)
+        })
+    }
+
     /// A read that failed: counted, and the last good totals reported with
     /// zero growth (gauges keep their last value) so observing continues.
     pub(crate) fn failed(&mut self, error: String, source: &str) -> AllowanceSample {
@@ -376,6 +407,7 @@ impl AllowanceTracker {
     /// The device reports no allowance stats (any more).
     pub(crate) fn forget(&mut self) {
         self.baseline = [None; N];
+        self.gauge_fall = [None; N];
         self.zero_pending = [false; 2];
         self.largest_growth = [None; N];
         self.stepped_back_from = [None; N];
@@ -686,6 +718,54 @@ mod tests {
         assert_eq!(s.zeroed_reads, 1);
         assert_eq!(s.delta.conntrack_allowance_available, Some(5000));
         assert_eq!(s.totals.conntrack_allowance_available, Some(5000));
+    }
+
+    /// The lab's conntrack_limit run, once in ~15: the table filled at ~400
+    /// entries a read, and one read caught it full an instant before the
+    /// first refused connection was counted. All zero, yet real: two
+    /// intervals (that read and the one spanning it) went unjudged at the
+    /// very moment the allowance ran out.
+    #[test]
+    fn a_gauge_on_course_to_zero_reading_zero_is_data_not_a_zeroed_read() {
+        let read = |exceeded: u64, available: u64| {
+            stats(&[
+                ("conntrack_allowance_exceeded", exceeded),
+                ("conntrack_allowance_available", available),
+            ])
+        };
+        // The failed run's figures: 398 at the end of interval 0, 0 at the
+        // end of interval 1, ~400 entries a second.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &read(0, 790));
+        observe(&mut t, &read(0, 398));
+        let s = observe(&mut t, &read(0, 0));
+        assert_eq!((s.zeroed_reads, s.resets, s.untrusted_reads), (0, 0, 0));
+        assert_eq!(s.delta.conntrack_allowance_available, Some(0));
+        assert_eq!(s.totals.conntrack_allowance_available, Some(0));
+        let s = observe(&mut t, &read(35, 0));
+        assert_eq!(s.delta.conntrack_allowance_exceeded, Some(35));
+        assert_eq!(s.zeroed_reads, 0);
+        // Falling, but far from 0 at that pace: a failed fetch.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &read(0, 1000));
+        observe(&mut t, &read(0, 700));
+        let s = observe(&mut t, &read(0, 0));
+        assert_eq!(s.zeroed_reads, 1);
+        assert_eq!(s.totals.conntrack_allowance_available, Some(700));
+        // On course, but a counter was not 0: the struct was zeroed.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &read(3, 1000));
+        observe(&mut t, &read(3, 400));
+        let s = observe(&mut t, &read(0, 0));
+        assert_eq!(s.zeroed_reads, 1);
+        // The fall is only measured between two reads that were data.
+        let mut t = AllowanceTracker::new();
+        observe(&mut t, &read(0, 1000));
+        observe(&mut t, &read(0, 0));
+        let s = observe(&mut t, &read(0, 900));
+        assert_eq!(s.zeroed_reads, 1);
+        let s = observe(&mut t, &read(0, 0));
+        assert_eq!(s.zeroed_reads, 2);
     }
 
     #[test]
