@@ -1198,6 +1198,24 @@ fn linklocal_limit_names_the_senders_and_their_shares() {
         "{}",
         v.evidence[0].note
     );
+
+    // Not measured because --per-packet auto had the programs paused: the
+    // counter's rise still gives the verdict, and the line says why no
+    // sender is named, and when they will be.
+    let mut s = s;
+    s.interfaces[0].host_queue = Some(HostQueueSample {
+        paused: true,
+        ..HostQueueSample::default()
+    });
+    let v = judge_one(&[], &s);
+    assert_eq!(v.verdict, Verdict::LinklocalLimit);
+    assert!(
+        v.evidence[0]
+            .note
+            .contains("senders not counted: the per-packet programs were paused in this interval"),
+        "{}",
+        v.evidence[0].note
+    );
 }
 
 /// Issue 45, item 4: what a report sums over a span is every sender of the

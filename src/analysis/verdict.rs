@@ -342,6 +342,10 @@ fn note_packet_carriers(rates: &NormalisedRates, mtu: u32, evidence: &mut [Evide
 fn note_linklocal_senders(rates: &NormalisedRates, evidence: &mut [Evidence]) {
     use crate::model::linklocal::LINKLOCAL_PPS_LIMIT;
     let note = match rates.linklocal_pps {
+        None if rates.host_queue_paused => "; senders not counted: the per-packet programs \
+                                            were paused in this interval (--per-packet auto), \
+                                            and run from the next"
+            .to_string(),
         None => {
             "; senders not seen (the link-local probes did not measure this interface)".to_string()
         }

@@ -389,6 +389,12 @@ impl Collector {
             return Ok(());
         };
         let read = read?;
+        // Paused for part of the interval (--per-packet auto detaches
+        // on_dev_xmit, which counts them): read, so the next interval
+        // starts from here, but not reported as the interval's count.
+        if self.host_queue.as_ref().is_some_and(|hq| !hq.measured()) {
+            return Ok(());
+        }
         // (interface, pid, cgroup, service, family, forwarded from) -> sender
         type Key = (String, u32, u64, LinkLocalService, u8, Option<u32>);
         let mut senders: BTreeMap<Key, LinkLocalSender> = BTreeMap::new();

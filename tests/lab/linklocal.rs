@@ -344,3 +344,125 @@ fn named_first(lab: Lab, qdisc: Option<&str>, pod: bool) {
         );
     }
 }
+
+/// `--per-packet auto` (issue 47) detaches on_dev_xmit, which counts the
+/// link-local senders, while nothing moves: a quiet interval has no
+/// link-local sample. The heavy workload alone then overruns the 1,024 pps
+/// limit: the interval whose linklocal_allowance_exceeded first rose is
+/// judged `linklocal_limit` all the same, and if it was paused its line says
+/// the senders were not counted, and when they will be; from the next
+/// interval they run, and each `linklocal_limit` interval in which the
+/// workload sent names it first.
+#[test]
+fn auto_names_the_link_local_senders_from_the_interval_after_the_counter_rises() {
+    let _gate = crate::lab_support::gate::shared();
+    let lab = Lab::up("lla");
+    lab.tool(&["shape", "linklocal_limit"]);
+    lab.tool(&["emulator", "start"]);
+    let cgroups = Cgroups::new(&lab.prefix);
+    let mut watch = lab.spawn_watch_json_in_broker(
+        &format!("{}s", SEND_SECS + 6),
+        &["--interval", "1s", "--per-packet", "auto"],
+    );
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    let mut snaps: Vec<Value> = Vec::new();
+    let mut next = |snaps: &mut Vec<Value>| {
+        let l = lines.next().expect("watch ended early").unwrap();
+        snaps.push(serde_json::from_str(&l).unwrap());
+    };
+    // Quiet: decided after seq 0, paused from seq 1.
+    for _ in 0..3 {
+        next(&mut snaps);
+    }
+    let (_, pps, sport) = WORKLOADS[0];
+    let mut heavy = workload(&lab.broker(), &cgroups.dirs[0], pps, sport);
+    let heavy_pid = heavy.id();
+    while let Ok(Some(l)) = lines.next().transpose() {
+        snaps.push(serde_json::from_str(&l).unwrap());
+    }
+    heavy.wait().unwrap();
+    assert!(watch.wait().unwrap().success(), "watch exited well");
+
+    let b0 = |s: &Value, list: &str, key: &str| -> Value {
+        s[list]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i[key] == "b0")
+            .cloned()
+            .expect("b0")
+    };
+    let rows: Vec<(u64, bool, bool, u64, bool, String)> = snaps
+        .iter()
+        .map(|s| {
+            let i = b0(s, "interfaces", "name");
+            let a = b0(&s["analysis"], "interfaces", "iface");
+            (
+                s["seq"].as_u64().unwrap(),
+                s["health"]["per_packet"]["measured"].as_bool().unwrap(),
+                s["health"]["per_packet"]["attached"].as_bool().unwrap(),
+                i["allowance"]["delta"]["linklocal_allowance_exceeded"]
+                    .as_u64()
+                    .unwrap_or(0),
+                !i["linklocal"].is_null(),
+                a["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    eprintln!(
+        "(seq, measured, running next, linklocal counted, senders sampled, verdict): {rows:#?}"
+    );
+    for r in &rows[1..3] {
+        assert!(!r.1 && !r.2, "not paused while quiet: {rows:?}");
+        assert!(!r.4, "a link-local sample while paused: {rows:?}");
+    }
+    let onset = rows
+        .iter()
+        .position(|r| r.3 > 0)
+        .unwrap_or_else(|| panic!("linklocal_allowance_exceeded never rose: {rows:?}"));
+    assert_eq!(rows[onset].5, "linklocal_limit", "{rows:?}");
+    assert!(rows[onset].2, "not run after the counter rose: {rows:?}");
+    let note = |i: usize| {
+        b0(&snaps[i]["analysis"], "interfaces", "iface")["evidence"][0]["note"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    if !rows[onset].1 {
+        assert!(
+            note(onset).contains("senders not counted: the per-packet programs were paused"),
+            "{}",
+            note(onset)
+        );
+    }
+    // From the next interval while the workload sends (it sends for
+    // SEND_SECS from just after seq 2's line).
+    let mut named = 0;
+    for i in onset + 1..rows.len() {
+        let r = &rows[i];
+        assert!(
+            r.1 && r.4,
+            "not measured after the onset: {r:?} in {rows:?}"
+        );
+        let a = b0(&snaps[i]["analysis"], "interfaces", "iface");
+        if r.5 != "linklocal_limit" || a["rates"]["linklocal_pps"].as_f64() == Some(0.0) {
+            continue;
+        }
+        let first = a["rates"]["linklocal_senders"][0]["sender"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            first.contains(&format!("/{heavy_pid}")),
+            "seq {}: first {first}: {}",
+            r.0,
+            note(i)
+        );
+        named += 1;
+    }
+    eprintln!("linklocal auto: onset at seq {}, the heavy sender named first in {named} intervals after it", rows[onset].0);
+    assert!(
+        named >= 3,
+        "too few linklocal_limit intervals named: {rows:?}"
+    );
+}

@@ -5,8 +5,10 @@
 //!
 //! - Smooth traffic under the shaper (no counter moves): the programs are
 //!   paused but for the periodic sample, their links gone from the kernel
-//!   (`bpftool link`) while on_kfree_skb's stays, and every paused interval
-//!   says its queue figures and peaks are not measured.
+//!   (`bpftool link`; on_dev_xmit's too, which counts the link-local
+//!   senders) while on_kfree_skb's stays, and every paused interval says
+//!   its queue figures and peaks are not measured, and has no link-local
+//!   sample.
 //! - Then bursts (8 MB at once every second): the first interval whose
 //!   counter rose runs them from the next; an interval that was paused says
 //!   so in its evidence, and from the onset on the bursts are held as the
@@ -128,7 +130,14 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
     let linked = links_paused.expect("listed at seq 4");
     eprintln!("linked while paused: {linked:?}");
     assert!(linked.iter().any(|n| n == "on_kfree_skb"), "{linked:?}");
-    for gone in ["on_qdisc_enqueue", "on_qdisc_dequeue", "on_netif_receive"] {
+    // on_dev_xmit too, though it counts the link-local senders (on by
+    // default): their intervals are paused as well.
+    for gone in [
+        "on_qdisc_enqueue",
+        "on_qdisc_dequeue",
+        "on_netif_receive",
+        "on_dev_xmit",
+    ] {
         let name = &gone[..gone.len().min(15)];
         assert!(
             !linked.iter().any(|n| n.starts_with(name)),
@@ -139,6 +148,7 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
         let i = b0(s, "sample");
         assert_eq!(i["host_queue"]["paused"], true, "{i}");
         assert!(i["tx_peak_bps"].is_null(), "{i}");
+        assert!(i["linklocal"].is_null(), "{i}");
         let v = b0(s, "analysis");
         assert!(
             v["evidence"]

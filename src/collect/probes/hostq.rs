@@ -532,11 +532,13 @@ impl HostQueueProbes {
             self.stale.pause();
             self.set_hq_paused(true)?;
         }
-        let keep_xmit = self.linklocal.is_some();
         let links = &mut self.skel.links;
         let progs = &self.skel.progs;
         // The programs that run per packet (on_kfree_skb runs per drop and
-        // stays); on_dev_xmit stays for the link-local senders.
+        // stays). on_dev_xmit goes too when it counts the link-local
+        // senders: their interval is then not measured either (the
+        // collector leaves its sample out), and a rise of
+        // linklocal_allowance_exceeded runs them again.
         let per_packet = [
             (
                 "on_qdisc_enqueue",
@@ -556,9 +558,6 @@ impl HostQueueProbes {
             ),
         ];
         for (name, link, prog) in per_packet {
-            if name == "on_dev_xmit" && keep_xmit {
-                continue;
-            }
             if paused {
                 // Dropping the link detaches the program.
                 *link = None;
