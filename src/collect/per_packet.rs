@@ -25,11 +25,11 @@ use crate::model::snapshot::{is_qdisc_drop_reason, AllowanceCounters, PerPacketS
 #[serde(rename_all = "snake_case")]
 pub enum PerPacketMode {
     /// Every interval: every figure measured, from the first packet.
-    #[default]
     Always,
     /// While an allowance counter moves or a root qdisc holds 64 KiB or
     /// drops, for 10 intervals after, and one interval in 10 while quiet;
-    /// paused otherwise.
+    /// paused otherwise. The default: a quiet host pays nothing per packet.
+    #[default]
     Auto,
 }
 

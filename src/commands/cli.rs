@@ -168,16 +168,19 @@ pub struct ObserveArgs {
     #[arg(long)]
     pub no_host_queue: bool,
 
-    /// When the host queue's per-packet programs (qdisc backlog and sojourn,
-    /// peak rates) run. `always`: every interval, every figure measured
-    /// from the first packet. `auto`: while an allowance counter moves or a
-    /// root qdisc holds 64 KiB or more or drops (as `tc -s qdisc` reads it), for
-    /// 10 intervals after, and one interval in 10 while
-    /// quiet; paused otherwise, when a packet passes none of them (host
-    /// drops are counted either way). A paused interval's queue figures and
-    /// peak rates are shown as not measured, and health says why they run
-    /// or not (docs/architecture.md, "Per-packet programs while needed").
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PerPacketMode::Always)]
+    /// When the per-packet programs (qdisc backlog and sojourn, peak rates,
+    /// link-local senders) run. `auto` (the default): while an allowance
+    /// counter moves or a root qdisc holds 64 KiB or more or drops (as `tc
+    /// -s qdisc` reads it), for 10 intervals after, and one interval in 10
+    /// while quiet; paused otherwise, when a packet passes none of them
+    /// (host drops are counted either way). A paused interval's queue
+    /// figures, peak rates and link-local senders are shown as not
+    /// measured, and health says why they run or not
+    /// (docs/architecture.md, "Per-packet programs while needed").
+    /// `always`: every interval, every figure measured from the first
+    /// packet (a burst that begins on a quiet host is then timed from its
+    /// first interval, not its second).
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PerPacketMode::Auto)]
     pub per_packet: PerPacketMode,
 
     /// Do not count the UDP sent to the link-local services (DNS,

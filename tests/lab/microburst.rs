@@ -11,6 +11,12 @@
 //! - The bursts are held as hypervisor queuing after onset, the evidence
 //!   naming the microburst and the bursting flow (the application's port),
 //!   and so does the report of the recording; the control is free flow.
+//!
+//! Every interval's peak is compared with the capture, the control's quiet
+//! ones too, so the per-packet programs run throughout (`--per-packet
+//! always`): the default pauses them while no counter moves, and the bursts
+//! are then caught from the interval after the first counted one
+//! (tests/lab/per_packet.rs).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -74,7 +80,14 @@ fn observe(lab: &Lab, traffic: &[&str], pcap: &Path, recording: &Path) -> Vec<Va
     let rec = recording.display().to_string();
     let out = lab.watch_json_in_broker(
         &format!("{}s", SECS - 1),
-        &["--interval", "1s", "--record", &rec],
+        &[
+            "--interval",
+            "1s",
+            "--per-packet",
+            "always",
+            "--record",
+            &rec,
+        ],
     );
     stop_capture(tcpdump);
     lab.tool(&["traffic", "--stop"]);
@@ -274,7 +287,14 @@ fn counters_rising_under_the_line_in_bursts_stay_free_flow_and_say_why() {
     lab.tool(&["traffic", "--time", &time, "--bursts", bursts]);
     let out = lab.watch_json_in_broker(
         &format!("{}s", SECS + 3),
-        &["--interval", "1s", "--record", &rec.display().to_string()],
+        &[
+            "--interval",
+            "1s",
+            "--per-packet",
+            "always",
+            "--record",
+            &rec.display().to_string(),
+        ],
     );
     lab.tool(&["traffic", "--stop"]);
     let snaps: Vec<Value> = String::from_utf8_lossy(&out)

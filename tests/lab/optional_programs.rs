@@ -26,7 +26,16 @@ fn rejected_optional_programs_leave_the_rest_working_and_are_reported() {
         Command::new("ip")
             .args(["netns", "exec", &lab.broker()])
             .arg(crate::support::binary())
-            .args(["watch", "--json", "--duration", "7s"])
+            // Every program attached throughout, as health then lists
+            // them (the default pauses the per-packet ones while quiet).
+            .args([
+                "watch",
+                "--json",
+                "--duration",
+                "7s",
+                "--per-packet",
+                "always",
+            ])
             .args(["--counters", &format!("b0={counters}")])
             .env(TEST_FAIL_ENV, FAILED),
     );
@@ -135,7 +144,16 @@ fn host_queue_without_qdisc_enqueue_keeps_dequeues_and_peaks() {
         Command::new("ip")
             .args(["netns", "exec", &lab.broker()])
             .arg(crate::support::binary())
-            .args(["watch", "--json", "--duration", "6s"])
+            // Every interval's queue measured (the default pauses the
+            // per-packet programs while quiet).
+            .args([
+                "watch",
+                "--json",
+                "--duration",
+                "6s",
+                "--per-packet",
+                "always",
+            ])
             .args(["--counters", &format!("b0={counters}")])
             .env(TEST_FAIL_ENV, "qdisc_enqueue"),
     );
