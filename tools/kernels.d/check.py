@@ -154,7 +154,12 @@ def main():
     doctor = dict(secs).get("DOCTOR", "")
     doctor_rc = value("DOCTOR_RC")
     if "END" not in names:
-        fails.append("the guest did not finish (no END marker): see " + log)
+        # A guest kernel that died says how in the serial log: its first
+        # oops or panic line names it (the rest is the trace, in the log).
+        died = next((l.strip() for l in text.splitlines()
+                     if re.search(r"\] (Oops: |Kernel panic|BUG: )", l)), None)
+        fails.append("the guest did not finish (no END marker"
+                     + (f"; its kernel died: {died!r}" if died else "") + "): see " + log)
     version = dict(secs).get("VERSION", "").strip()
     if value("VERSION_RC") != "0" or not version.startswith("throttlescope "):
         fails.append(f"--version exit {value('VERSION_RC')}: {version[:300]!r}")

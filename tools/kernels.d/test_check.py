@@ -283,6 +283,14 @@ class Judge(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("hv_drop: not run", out)
         self.assertIn("no END marker", out)
+        self.assertNotIn("its kernel died", out)
+        # A guest whose kernel died: its first oops line is said.
+        oops = "[   56.197087] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
+        text = log(scenario("hv_queuing", q, 100, 105), end=False) + "\n" + oops + "\n"
+        rc, out = self.judge(text)
+        self.assertEqual(rc, 1)
+        self.assertIn("its kernel died: '[   56.197087] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI'",
+                      out)
 
     def test_refuse_names_the_floor_and_the_feature(self):
         err = "kernel 5.10 is below the floor 5.12: no bpf_sk_storage_get"
