@@ -1202,7 +1202,6 @@ fn linklocal_limit_names_the_senders_and_their_shares() {
     // Not measured because --per-packet auto had the programs paused: the
     // counter's rise still gives the verdict, and the line says why no
     // sender is named, and when they will be.
-    let mut s = s;
     s.interfaces[0].host_queue = Some(HostQueueSample {
         paused: true,
         ..HostQueueSample::default()
