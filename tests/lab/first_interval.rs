@@ -55,7 +55,10 @@ fn the_first_interval_counts_sockets_and_link_local_senders_from_the_baseline() 
     let out = run(Command::new("ip")
         .args(["netns", "exec", &lab.broker()])
         .arg(binary())
+        // The link-local senders counted in every interval (the default
+        // pauses on_dev_xmit, which counts them, while no counter moves).
         .args(["watch", "--json", "--duration", "8s", "--interval", "1s"])
+        .args(["--per-packet", "always"])
         .env(TEST_DUMP_PAUSE_ENV, "1500"));
     let (ll_pid, storm_pid) = (linklocal.id(), storm.id());
     for c in [&mut linklocal, &mut storm] {
