@@ -1064,7 +1064,7 @@ impl Health {
         let this = if p.measured {
             "ran this interval"
         } else {
-            "paused in this interval (its queue figures and peak rates not measured)"
+            "paused in this interval (its queue figures, peak rates and link-local senders not measured)"
         };
         let next = if p.attached {
             "running next"

@@ -412,7 +412,7 @@ pub struct HealthSummary {
     #[serde(default)]
     pub probe_sampling: u32,
     /// Under `--per-packet auto`: [intervals whose per-packet programs were
-    /// paused (queue figures and peak rates not measured), intervals].
+    /// paused (queue figures, peak rates and link-local senders not measured), intervals].
     /// Absent with `always`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_packet_paused: Option<[u64; 2]>,

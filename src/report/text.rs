@@ -598,7 +598,7 @@ fn health(out: &mut String, r: &Report) {
         let _ = writeln!(
             out,
             "  per-packet programs (--per-packet auto): paused in {paused} of {all} intervals \
-             (their host-queue figures and peak rates not measured)"
+             (their host-queue figures, peak rates and link-local senders not measured)"
         );
     }
     if let Some(o) = &h.otlp {

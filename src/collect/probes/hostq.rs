@@ -300,7 +300,8 @@ pub struct HostQueueProbes {
     linklocal: Option<LinkLocalReader>,
     /// The per-packet programs are paused ([`Self::pause_per_packet`]), and
     /// whether they were at any moment since the previous read: that
-    /// interval's queue figures and peak rates are then not measured.
+    /// interval's queue figures, peak rates and link-local senders are
+    /// then not measured.
     paused: bool,
     paused_since_read: bool,
     /// The last read's interval was paused at some moment (not measured).
@@ -580,7 +581,8 @@ impl HostQueueProbes {
     }
 
     /// The per-packet programs ran through the interval the last read
-    /// closed: its queue figures and peak rates are measured.
+    /// closed: its queue figures, peak rates and link-local senders are
+    /// measured.
     pub fn measured(&self) -> bool {
         !self.last_unmeasured
     }

@@ -379,7 +379,7 @@ pub(crate) fn health(out: &mut String, report: &Report) {
          <tr><th>host queue untracked</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>late intervals (observer could not keep up)</th><td class=\"num\">{}</td></tr>\n\
          <tr><th>incoming segments sampled for srtt, cwnd and data waiting (1 in N)</th><td class=\"num\">{}</td></tr>\n\
-         <tr><th>intervals with the per-packet programs paused (queue figures and peak rates not measured)</th><td>{}</td></tr>\n\
+         <tr><th>intervals with the per-packet programs paused (queue figures, peak rates and link-local senders not measured)</th><td>{}</td></tr>\n\
          <tr><th>allowance counter resets</th><td>{}</td></tr>\n\
          <tr><th>allowance zeroed reads</th><td>{}</td></tr>\n\
          <tr><th>allowance read failures</th><td>{}</td></tr>\n\
