@@ -11,9 +11,9 @@
 //!   sample.
 //! - Then bursts (8 MB at once every second): the first interval whose
 //!   counter rose runs them from the next; an interval that was paused says
-//!   so in its evidence, and from the onset on the bursts are held as the
-//!   hypervisor in microbursts, as with `--per-packet always`
-//!   (tests/lab/microburst.rs).
+//!   so in its evidence, and after the onset the bursts are held as the
+//!   hypervisor in microbursts wherever three intervals running were
+//!   judged so, as with `--per-packet always` (tests/lab/microburst.rs).
 //! - The report of the recording counts the paused intervals.
 
 use std::io::BufRead;
@@ -119,6 +119,21 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
         })
         .collect();
     eprintln!("(seq, measured, running next, bw_out counted, tx peak, held): {rows:#?}");
+    // Each interval's own verdict and its share counted: a burst's queue
+    // stands in 2 or 3 of the emulator's 100 ms periods by their phase
+    // (tests/lab/microburst.rs), ~38% or ~57% of the packets.
+    let own: Vec<(u64, String, Option<f64>)> = snaps
+        .iter()
+        .map(|s| {
+            let v = b0(s, "analysis");
+            (
+                s["seq"].as_u64().unwrap(),
+                v["verdict"].as_str().unwrap().to_string(),
+                v["rates"]["bw_out_pct"].as_f64(),
+            )
+        })
+        .collect();
+    eprintln!("(seq, own verdict, bw_out % of wire packets): {own:?}");
 
     // Quiet: paused from the first decision on, the links gone, every
     // paused interval saying so.
@@ -184,10 +199,20 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
         let v = b0(&snaps[onset], "analysis");
         assert!(v.to_string().contains("host_queue_paused"), "{v}");
     }
-    // Held as in microburst.rs, from a window after the onset.
-    for s in &snaps[onset + 4..snaps.len() - 1] {
-        let h = &b0(s, "analysis")["held"];
-        assert_eq!(h["verdict"], "hypervisor_queuing", "{rows:?}");
+    // Held as the hypervisor, in microbursts, wherever the last three
+    // intervals were each judged so, as with `--per-packet always`
+    // (tests/lab/microburst.rs). Not from a fixed interval: once in a group
+    // run the first bursts stood queued in 2 of the emulator's 100 ms
+    // periods, not 3 (~38% counted, under the 50% line: free flow in
+    // microbursts), and 57% only from the fifth.
+    let judged_hv = |i: usize| own[i].1 == "hypervisor_queuing";
+    let mut held = 0;
+    for i in onset + 2..snaps.len() - 1 {
+        if !(judged_hv(i - 2) && judged_hv(i - 1) && judged_hv(i)) {
+            continue;
+        }
+        let h = &b0(&snaps[i], "analysis")["held"];
+        assert_eq!(h["verdict"], "hypervisor_queuing", "seq {i}: {own:?}");
         assert!(
             h["note"]
                 .as_str()
@@ -195,7 +220,12 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
                 .contains("in microbursts: the busiest"),
             "{h}"
         );
+        held += 1;
     }
+    assert!(
+        held >= 3,
+        "the bursts were judged hypervisor_queuing three intervals running too few times: {own:?}"
+    );
 
     let report = run(Command::new(binary()).arg("report").arg(&rec));
     let text = String::from_utf8_lossy(&report.stdout);
