@@ -207,11 +207,16 @@ fn auto_pauses_the_per_packet_programs_while_quiet_and_runs_them_when_a_counter_
     // microbursts), and 57% only from the fifth.
     let judged_hv = |i: usize| own[i].1 == "hypervisor_queuing";
     let mut held = 0;
-    for i in onset + 2..snaps.len() - 1 {
+    for (i, snap) in snaps
+        .iter()
+        .enumerate()
+        .take(snaps.len() - 1)
+        .skip(onset + 2)
+    {
         if !(judged_hv(i - 2) && judged_hv(i - 1) && judged_hv(i)) {
             continue;
         }
-        let h = &b0(&snaps[i], "analysis")["held"];
+        let h = &b0(snap, "analysis")["held"];
         assert_eq!(h["verdict"], "hypervisor_queuing", "seq {i}: {own:?}");
         assert!(
             h["note"]
