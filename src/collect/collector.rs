@@ -117,7 +117,7 @@ impl Default for CollectorConfig {
             events: true,
             counter_files: Vec::new(),
             host_queue: true,
-            per_packet: PerPacketMode::Auto,
+            per_packet: PerPacketMode::default(),
             linklocal: true,
             udp_openers: true,
             workloads: WorkloadFilter::default(),

@@ -180,7 +180,7 @@ pub struct ObserveArgs {
     /// `always`: every interval, every figure measured from the first
     /// packet (a burst that begins on a quiet host is then timed from its
     /// first interval, not its second).
-    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PerPacketMode::Auto)]
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = PerPacketMode::default())]
     pub per_packet: PerPacketMode,
 
     /// Do not count the UDP sent to the link-local services (DNS,

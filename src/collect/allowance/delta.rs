@@ -374,10 +374,10 @@ impl AllowanceTracker {
     /// every gauge that was not had fallen at least half its own value
     /// between the last two reads, so at that pace it was due at 0 within
     /// two reads (one is too tight: the pace varies from read to read, and
-    /// the first interval of a run can be short). That is a table filling up (`conntrack_allowance_available`
-    /// reaching 0 an instant before the first refused connection is
-    /// counted), not the zeroed struct of a failed admin command, which
-    /// takes a steady gauge to 0 at once.
+    /// the first interval of a run can be short). That is a table filling
+    /// up (`conntrack_allowance_available` reaching 0 an instant before the
+    /// first refused connection is counted), not the zeroed struct of a
+    /// failed admin command, which takes a steady gauge to 0 at once.
     fn fell_to_zero_on_course(&self, present: &[usize]) -> bool {
         present.iter().all(|&i| {
             let Some(b) = self.baseline[i].filter(|b| *b > 0) else {
