@@ -8,9 +8,11 @@
 //! - cwnd: within 25% or 4 segments of that ss range (it moves per ACK);
 //! - busy, rwnd_limited and sndbuf_limited time: within 2% or 20 ms of that
 //!   ss range (ss prints whole milliseconds; the kernel counts in ticks);
-//! - retransmits per flow (idle sockets after the transfer): equal to ss;
-//!   probe-traced retransmitted segments within 5% or 3 of that;
-//! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs;
+//! - retransmits per flow (idle sockets after the transfer: every byte
+//!   acknowledged, ss's Send-Q 0): equal to ss; probe-traced retransmitted
+//!   segments within 5% or 3 of that;
+//! - total retransmits: equal to the broker namespace's nstat TcpRetransSegs,
+//!   read with ss, before the sockets close;
 //!   spurious (D-SACK) retransmits per flow equal to ss dsack_dups, in total to
 //!   nstat TcpExtTCPDSACKRecvSegs;
 //! - IPv4 fragments created in an interval: equal to nstat IpFragCreates.
@@ -18,7 +20,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::lab_support::traffic::Bulk;
 use crate::lab_support::{close_to, in_netns, parse_ss, Lab, SsFlow};
@@ -38,6 +40,48 @@ fn within_bracket(ours: f64, before: f64, after: f64, rel: f64, abs: f64) -> boo
 fn ss_now() -> Vec<SsFlow> {
     let out = Command::new("ss").args(["-tin"]).output().unwrap();
     parse_ss(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `counter` as `nstat` reads it in the calling thread's namespace.
+fn nstat_here(counter: &str) -> u64 {
+    let out = Command::new("nstat")
+        .args(["-asz", counter])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or(0)
+}
+
+/// Waits until no flow to `ports` has a byte unacknowledged (ss's Send-Q
+/// 0): until then a flow may still retransmit. Writes stopping is not that:
+/// a flow backed off by timeouts in a row sends its next retransmit only
+/// when its lengthened timer fires, seconds later. A fixed wait of 2 s
+/// once left nstat 14 retransmits above the flows' sum (each flow equal to
+/// ss at the reading): counted after the reading, before the sockets
+/// closed. Usually every byte is acknowledged within 300 ms. Returns how
+/// long it took.
+fn wait_acked(ports: &[u16], within: Duration) -> Duration {
+    let start = Instant::now();
+    loop {
+        let in_flight: Vec<(u16, u64)> = ss_now()
+            .iter()
+            .filter(|s| ports.contains(&s.peer_port) && s.send_q > 0)
+            .map(|s| (s.peer_port, s.send_q))
+            .collect();
+        if in_flight.is_empty() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "bytes still unacknowledged after {within:?} (peer port, Send-Q): {in_flight:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn by_port<'a>(snap: &'a Snapshot, ports: &[u16]) -> HashMap<u16, &'a FlowSample> {
@@ -176,26 +220,44 @@ fn retransmits_agree_with_ss_and_nstat(tag: &str, scenario: &str) -> u64 {
     let lab = Lab::up(tag);
     lab.tool(&["shape", scenario]);
     let listen: SocketAddr = format!("{}:7102", lab.broker_ip).parse().unwrap();
-    let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
-    let dsack_before = lab.nstat(&lab.broker(), "TcpExtTCPDSACKRecvSegs");
 
     let broker = lab.broker();
     let client = lab.client();
-    let (snaps, ss, ports) = in_netns(&broker.clone(), move || {
+    let (snaps, ss, ports, before, after, every_socket) = in_netns(&broker.clone(), move || {
+        let counts = || {
+            [
+                "TcpRetransSegs",
+                "TcpExtTCPDSACKRecvSegs",
+                "TcpExtTCPSynRetrans",
+            ]
+            .map(nstat_here)
+        };
+        let before = counts();
         let mut c = Collector::start(config()).expect("attach probes");
         let bulk = Bulk::start(&broker, &client, listen, 3, Duration::from_secs(5), 0);
         let ports = bulk.peer_ports.clone();
         let mut snaps = Vec::new();
         bulk.wait_sent();
-        // Let the last retransmits settle: the sockets are idle but open.
-        std::thread::sleep(Duration::from_secs(2));
+        // Idle: every byte acknowledged, so no retransmit is to come.
+        // Then a D-SACK for a retransmit that was spurious can still
+        // be on its way (it follows the ACK that made it spurious).
+        let took = wait_acked(&ports, Duration::from_secs(60));
+        eprintln!("every byte acknowledged {took:?} after the writes stopped");
+        std::thread::sleep(Duration::from_secs(1));
         snaps.push(c.collect().unwrap());
         let ss = ss_now();
+        // nstat beside ss, before the sockets close (a FIN lost on the
+        // lossy path is retransmitted too).
+        let after = counts();
+        // Every socket of the namespace, listeners too: said when the
+        // totals differ, to tell where a retransmit no flow holds was.
+        let every_socket = Command::new("ss").args(["-tina"]).output().unwrap();
         bulk.close();
-        (snaps, ss, ports)
+        let every_socket = String::from_utf8_lossy(&every_socket.stdout).into_owned();
+        (snaps, ss, ports, before, after, every_socket)
     });
-    let after = lab.nstat(&lab.broker(), "TcpRetransSegs");
-    let dsack_after = lab.nstat(&lab.broker(), "TcpExtTCPDSACKRecvSegs");
+    let [before, dsack_before, syn_before] = before;
+    let [after, dsack_after, syn_after] = after;
 
     let snap = snaps.last().unwrap();
     let ours = by_port(snap, &ports);
@@ -243,7 +305,9 @@ fn retransmits_agree_with_ss_and_nstat(tag: &str, scenario: &str) -> u64 {
     assert_eq!(
         total_ours,
         after - before,
-        "total equals nstat TcpRetransSegs"
+        "total equals nstat TcpRetransSegs (of which TcpExtTCPSynRetrans {}); \
+         every socket of the namespace then:\n{every_socket}",
+        syn_after - syn_before
     );
     eprintln!(
         "spurious: ours {spurious_ours}, nstat TcpExtTCPDSACKRecvSegs {}",

@@ -266,6 +266,9 @@ pub struct SsFlow {
     pub bytes_acked: u64,
     pub segs_out: u64,
     pub segs_in: u64,
+    /// The Send-Q column: for a connected socket, the bytes written and
+    /// not yet acknowledged (0: nothing in flight, nothing to retransmit).
+    pub send_q: u64,
 }
 
 /// Parses `ss -tin` output: a header line, then per socket a line with
@@ -287,6 +290,7 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                     local_port: port_of(local),
                     peer_port: port_of(cols[4]),
                     peer: cols[4].to_string(),
+                    send_q: cols[2].parse().expect("ss -tin: the Send-Q column"),
                     ..Default::default()
                 });
             }
