@@ -383,9 +383,10 @@ pub struct Parts {
     pub vpc_dns: Option<Ipv4Addr>,
     /// The dequeue side counted at the driver's transmit, on_qdisc_dequeue
     /// not attached (where the kernel allows: [`dequeue_at_xmit`]). Not the
-    /// default: on_dev_xmit sees 0.1-2% fewer packets than tc says a token
-    /// bucket sent, for a cause not found yet, and a queue's backlog after
-    /// its drain then read 4 packets where tc read 0 (tests/lab/hostq.rs,
+    /// default: on_dev_xmit was seen to count 0.1-2% fewer packets than tc
+    /// says a token bucket sent (on_qdisc_dequeue falls short too, by fewer:
+    /// docs/architecture.md, "Host queue"), and a queue's backlog after its
+    /// drain once read 4 packets where tc read 0 (tests/lab/hostq.rs,
     /// docs/performance.md, "Seventh pass").
     pub dequeue_at_xmit: bool,
     /// The observer's namespace when every namespace is watched
