@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{close_to, in_netns, parse_ss, Lab, SsFlow};
+use crate::lab_support::{close_to, in_netns, nstat_here, parse_ss, Lab, SsFlow};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -40,21 +40,6 @@ fn within_bracket(ours: f64, before: f64, after: f64, rel: f64, abs: f64) -> boo
 fn ss_now() -> Vec<SsFlow> {
     let out = Command::new("ss").args(["-tin"]).output().unwrap();
     parse_ss(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// `counter` as `nstat` reads it in the calling thread's namespace.
-fn nstat_here(counter: &str) -> u64 {
-    let out = Command::new("nstat")
-        .args(["-asz", counter])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| {
-            let mut it = l.split_whitespace();
-            (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
-        })
-        .unwrap_or(0)
 }
 
 /// Waits until no flow to `ports` has a byte unacknowledged (ss's Send-Q

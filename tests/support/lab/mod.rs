@@ -175,14 +175,29 @@ impl Lab {
 
     /// `nstat` counter of a namespace, absolute.
     pub fn nstat(&self, ns: &str, counter: &str) -> u64 {
-        let out = self.exec(ns, "nstat", &["-asz", counter]);
-        out.lines()
-            .find_map(|l| {
-                let mut it = l.split_whitespace();
-                (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
-            })
-            .unwrap_or(0)
+        nstat_value(&self.exec(ns, "nstat", &["-asz", counter]), counter)
     }
+}
+
+/// `nstat` counter of the calling thread's namespace (a thread that entered
+/// a lab's namespace: [`in_netns`]), absolute.
+pub fn nstat_here(counter: &str) -> u64 {
+    let out = Command::new("nstat")
+        .args(["-asz", counter])
+        .output()
+        .expect("nstat");
+    nstat_value(&String::from_utf8_lossy(&out.stdout), counter)
+}
+
+/// `counter`'s value in `nstat -asz` output (0 when absent: -z lists zeros,
+/// but a kernel without the counter lists nothing).
+fn nstat_value(out: &str, counter: &str) -> u64 {
+    out.lines()
+        .find_map(|l| {
+            let mut it = l.split_whitespace();
+            (it.next() == Some(counter)).then(|| it.next().unwrap().parse().unwrap())
+        })
+        .unwrap_or(0)
 }
 
 /// `KEY=VALUE` lines as `tools/lab env` prints them (shell-sourceable, no
