@@ -20,10 +20,10 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{close_to, in_netns, nstat_here, parse_ss, Lab, SsFlow};
+use crate::lab_support::{close_to, in_netns, nstat_here, ss_now, wait_acked, Lab};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -35,38 +35,6 @@ fn config() -> CollectorConfig {
 fn within_bracket(ours: f64, before: f64, after: f64, rel: f64, abs: f64) -> bool {
     let (lo, hi) = (before.min(after), before.max(after));
     ours >= lo - (lo * rel).max(abs) && ours <= hi + (hi * rel).max(abs)
-}
-
-fn ss_now() -> Vec<SsFlow> {
-    let out = Command::new("ss").args(["-tin"]).output().unwrap();
-    parse_ss(&String::from_utf8_lossy(&out.stdout))
-}
-
-/// Waits until no flow to `ports` has a byte unacknowledged (ss's Send-Q
-/// 0): until then a flow may still retransmit. Writes stopping is not that:
-/// a flow backed off by timeouts in a row sends its next retransmit only
-/// when its lengthened timer fires, seconds later. A fixed wait of 2 s
-/// once left nstat 14 retransmits above the flows' sum (each flow equal to
-/// ss at the reading): counted after the reading, before the sockets
-/// closed. Usually every byte is acknowledged within 300 ms. Returns how
-/// long it took.
-fn wait_acked(ports: &[u16], within: Duration) -> Duration {
-    let start = Instant::now();
-    loop {
-        let in_flight: Vec<(u16, u64)> = ss_now()
-            .iter()
-            .filter(|s| ports.contains(&s.peer_port) && s.send_q > 0)
-            .map(|s| (s.peer_port, s.send_q))
-            .collect();
-        if in_flight.is_empty() {
-            return start.elapsed();
-        }
-        assert!(
-            start.elapsed() < within,
-            "bytes still unacknowledged after {within:?} (peer port, Send-Q): {in_flight:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn by_port<'a>(snap: &'a Snapshot, ports: &[u16]) -> HashMap<u16, &'a FlowSample> {

@@ -23,13 +23,12 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{enter_netns, in_netns, parse_ss, Lab, SsFlow};
+use crate::lab_support::{enter_netns, in_netns, nstat_here, ss_now, wait_acked, Lab, SsFlow};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -86,11 +85,6 @@ fn stall(lab: &Lab, hold: Duration) {
         "bash",
         &["-c", &format!("echo k > /dev/udp/{}/9", lab.client_ip)],
     );
-}
-
-fn ss_now() -> Vec<SsFlow> {
-    let out = Command::new("ss").args(["-tin"]).output().unwrap();
-    parse_ss(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// Request/response: each client connection asks for 64 KB (one byte),
@@ -284,9 +278,23 @@ fn per_flow_against_ss(flows: &[FlowSample], ss: &[SsFlow], ports: &[u16]) -> Su
     sums
 }
 
-/// The broker namespace's counters, in COUNTERS' order.
-fn nstat_all(lab: &Lab) -> [u64; 11] {
-    COUNTERS.map(|c| lab.nstat(&lab.broker(), c))
+/// The calling thread's namespace's counters (the broker's, in
+/// [`in_netns`]), in COUNTERS' order.
+fn nstat_all() -> [u64; 11] {
+    COUNTERS.map(nstat_here)
+}
+
+/// The totals once the flows to `ports` are idle, read together before any
+/// socket closes: every byte acknowledged (no retransmit or undo is to
+/// come), a second more for a late ACK, then our snapshot, ss and nstat.
+/// Read 1 s after the traffic stopped, with nstat after the close, one run
+/// had each flow one undone timeout short of nstat.
+fn settled_totals(c: &mut Collector, ports: &[u16]) -> (Snapshot, Vec<SsFlow>, [u64; 11]) {
+    let took = wait_acked(ports, Duration::from_secs(60));
+    eprintln!("every byte acknowledged {took:?} after the traffic stopped");
+    std::thread::sleep(Duration::from_secs(1));
+    let snap = c.collect().unwrap();
+    (snap, ss_now(), nstat_all())
 }
 
 /// A lab whose client sends no D-SACKs (and no timestamps unless
@@ -321,9 +329,9 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
     let _gate = crate::lab_support::gate::alone(ALONE);
     let lab = Arc::new(lab_for("spr", true));
     let listen: SocketAddr = format!("{}:7401", lab.broker_ip).parse().unwrap();
-    let before = nstat_all(&lab);
     let l = lab.clone();
-    let (snap, ss, ports) = in_netns(&lab.broker(), move || {
+    let (snap, ss, ports, before, after) = in_netns(&lab.broker(), move || {
+        let before = nstat_all();
         let mut c = Collector::start(CollectorConfig::default()).expect("attach probes");
         let rr = Rr::start(&l, listen, 2);
         let ports = rr.peer_ports.clone();
@@ -333,13 +341,10 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
             std::thread::sleep(Duration::from_millis(300));
         }
         let sockets = rr.stop();
-        std::thread::sleep(Duration::from_secs(1));
-        let snap = c.collect().unwrap();
-        let ss = ss_now();
+        let (snap, ss, after) = settled_totals(&mut c, &ports);
         drop(sockets);
-        (snap, ss, ports)
+        (snap, ss, ports, before, after)
     });
-    let after = nstat_all(&lab);
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     eprintln!(
         "nstat deltas: {:?}",
@@ -385,9 +390,9 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
     let _gate = crate::lab_support::gate::alone(ALONE);
     let lab = Arc::new(lab_for("sfr", false));
     let listen: SocketAddr = format!("{}:7402", lab.broker_ip).parse().unwrap();
-    let before = nstat_all(&lab);
     let l = lab.clone();
-    let (snap, ss, ports) = in_netns(&lab.broker(), move || {
+    let (snap, ss, ports, before, after) = in_netns(&lab.broker(), move || {
+        let before = nstat_all();
         let mut c = Collector::start(CollectorConfig::default()).expect("attach probes");
         // 20 MB/s each: the write queue never empties (F-RTO sends new data
         // after the timeout's retransmit), the path is far from full.
@@ -406,13 +411,10 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
             std::thread::sleep(Duration::from_millis(300));
         }
         bulk.wait_sent();
-        std::thread::sleep(Duration::from_secs(1));
-        let snap = c.collect().unwrap();
-        let ss = ss_now();
+        let (snap, ss, after) = settled_totals(&mut c, &ports);
         bulk.close();
-        (snap, ss, ports)
+        (snap, ss, ports, before, after)
     });
-    let after = nstat_all(&lab);
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     eprintln!(
         "nstat deltas: {:?}",

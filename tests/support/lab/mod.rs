@@ -189,6 +189,39 @@ pub fn nstat_here(counter: &str) -> u64 {
     nstat_value(&String::from_utf8_lossy(&out.stdout), counter)
 }
 
+/// `ss -tin` in the calling thread's namespace, parsed.
+pub fn ss_now() -> Vec<SsFlow> {
+    let out = Command::new("ss").args(["-tin"]).output().expect("ss");
+    parse_ss(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Waits, in the calling thread's namespace, until no flow to `ports` has a
+/// byte unacknowledged (ss's Send-Q 0): until then a flow may still
+/// retransmit, or undo a loss episode. Writes stopping is not that: a flow
+/// backed off by timeouts in a row sends its next retransmit only when its
+/// lengthened timer fires, seconds later. A fixed wait of 2 s once left
+/// nstat 14 retransmits above the flows' sum (each flow equal to ss at the
+/// reading): counted after the reading, before the sockets closed. Usually
+/// every byte is acknowledged within 300 ms. Returns how long it took.
+pub fn wait_acked(ports: &[u16], within: std::time::Duration) -> std::time::Duration {
+    let start = std::time::Instant::now();
+    loop {
+        let in_flight: Vec<(u16, u64)> = ss_now()
+            .iter()
+            .filter(|s| ports.contains(&s.peer_port) && s.send_q > 0)
+            .map(|s| (s.peer_port, s.send_q))
+            .collect();
+        if in_flight.is_empty() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < within,
+            "bytes still unacknowledged after {within:?} (peer port, Send-Q): {in_flight:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// `counter`'s value in `nstat -asz` output (0 when absent: -z lists zeros,
 /// but a kernel without the counter lists nothing).
 fn nstat_value(out: &str, counter: &str) -> u64 {
