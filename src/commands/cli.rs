@@ -36,7 +36,8 @@ throttlescope replay incident.jsonl.zst      # see it again as it was live\n  \
 throttlescope watch --metrics 127.0.0.1:9979 # serve Prometheus metrics\n\n\
 Exit status: 0 when the command ended as asked (q, --duration, the end of a replay, SIGINT \
 or SIGTERM) and for `doctor` when observing is possible; 1 on an error, said on stderr; 2 for \
-a command line that does not parse; 129 when the terminal went away (SIGHUP, or end of file \
+a command line that does not parse or that names what is not there (a --counters file, an \
+--instance-type the table lacks, an --instance-specs file that does not read); 129 when the terminal went away (SIGHUP, or end of file \
 or an error on it, as when an SSH session drops), after the same clean stop: probes \
 detached, a recording closed with an end record whose reason is `hangup`, the metrics \
 listener closed; 128+N when the clean stop after signal N did not finish within a second \
@@ -158,13 +159,15 @@ pub struct ObserveArgs {
     #[arg(long = "counters", value_name = "IFACE=PATH", value_parser = parse_counters_arg)]
     pub counters: Vec<(String, PathBuf)>,
 
-    /// Override a verdict threshold, e.g. `--threshold bw_pct=60`
+    /// Override a verdict threshold, e.g. `--threshold bw_allowance_pct=60`
     /// (repeatable; `throttlescope thresholds` lists them with defaults and
     /// allowed ranges; out of range is an error).
     #[arg(long = "threshold", value_name = "NAME=VALUE")]
     pub thresholds: Vec<String>,
 
-    /// Do not attach the host-queue probes (qdisc and kfree_skb).
+    /// Do not attach the host-queue probes (qdisc and kfree_skb), nor the
+    /// peak-rate programs that catch microbursts; the transmit program stays
+    /// for the link-local count unless --no-linklocal.
     #[arg(long)]
     pub no_host_queue: bool,
 
@@ -436,7 +439,7 @@ pub struct RecordArgs {
 #[command(after_help = "Examples:\n  \
 throttlescope report broker.jsonl.zst\n  \
 throttlescope report broker.jsonl broker.jsonl.1 --html out.html\n  \
-throttlescope report broker.jsonl --threshold bw_pct=60 --since 2m --until 5m --iface eth0\n\n\
+throttlescope report broker.jsonl --threshold bw_allowance_pct=60 --since 2m --until 5m --iface eth0\n\n\
 Times for --since/--until: an offset from the recording's start (90s, 5m) or a wall-clock \
 time in UTC (2026-11-21T03:04:05Z, or 03:04:05 on the recording's first day).")]
 pub struct ReportArgs {
@@ -715,7 +718,40 @@ fn parse_otlp_url(s: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_probe_sampling;
+    use super::{parse_probe_sampling, Cli};
+    use crate::analysis::thresholds::Thresholds;
+    use clap::CommandFactory;
+
+    /// Every `--threshold NAME=VALUE` the help pages show, as a user would
+    /// copy it, is one the program accepts.
+    #[test]
+    fn every_threshold_example_in_the_help_is_accepted() {
+        let mut cli = Cli::command();
+        let mut pages = vec![cli.render_long_help().to_string()];
+        for sub in cli.get_subcommands_mut() {
+            pages.push(sub.render_long_help().to_string());
+        }
+        let mut examples = Vec::new();
+        for page in &pages {
+            let mut rest = page.as_str();
+            while let Some(at) = rest.find("--threshold ") {
+                rest = &rest[at + "--threshold ".len()..];
+                let word: String = rest
+                    .chars()
+                    .take_while(|c| !c.is_whitespace() && *c != '`')
+                    .collect();
+                if word.contains('=') && !word.starts_with('<') {
+                    examples.push(word);
+                }
+            }
+        }
+        assert!(examples.len() >= 2, "examples found: {examples:?}");
+        for example in examples {
+            Thresholds::default()
+                .set_assignment(&example)
+                .unwrap_or_else(|e| panic!("--threshold {example}: {e}"));
+        }
+    }
 
     #[test]
     fn probe_sampling_takes_powers_of_two_from_1_to_64() {
