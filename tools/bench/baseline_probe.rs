@@ -11,6 +11,16 @@
 //! Output, for scripts: per program, one JSON line when attached (its
 //! kernel id, to read its stats with bpftool over an exact window) and one
 //! JSON line at exit with the cumulative kernel stats since load.
+//!
+//! `baseline-probe --dispatch-cost [--rounds N] [--calls N]` measures what
+//! `kernel.bpf_stats_enabled` cannot: the whole cost of one run of an empty
+//! program, with the stats off as on a user's host. The stats time a
+//! program between two clock reads, so they see neither the tracepoint's
+//! call into BPF nor their own clock reads. Here the probe makes
+//! `prctl(PR_SET_NAME)` calls in a loop (each fires `task_rename` once) and
+//! times its own CPU with an empty program on that tracepoint detached,
+//! attached with the stats off, and attached with them on; per round one
+//! JSON line, then the medians. Run it before the stats are turned on.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd};
@@ -46,12 +56,29 @@ const PROGRAMS: &[(&str, &str)] = &[
     ("count_net_dev_start_xmit", "net_dev_start_xmit"),
 ];
 
-const USAGE: &str = "usage: baseline-probe [--duration D] [--only NAME,...]  (D: 30s, 5m, ...)";
+/// The calibration's program (`--dispatch-cost`), on `task_rename`.
+const CALIBRATION: &str = "empty_task_rename";
+
+const USAGE: &str = "usage: baseline-probe [--duration D] [--only NAME,...]  (D: 30s, 5m, ...)
+       baseline-probe --dispatch-cost [--rounds N] [--calls N]  (defaults: 7 rounds of 2000000 calls)";
 
 fn main() -> Result<()> {
     let mut duration = None;
     let mut only: Option<Vec<String>> = None;
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().map(String::as_str) == Some("--dispatch-cost") {
+        args.next();
+        let (mut rounds, mut calls) = (7u32, 2_000_000u64);
+        while let Some(a) = args.next() {
+            let value = args.next();
+            match (a.as_str(), value.as_deref().map(str::parse::<u64>)) {
+                ("--rounds", Some(Ok(n))) if n > 0 => rounds = u32::try_from(n)?,
+                ("--calls", Some(Ok(n))) if n > 0 => calls = n,
+                _ => bail!("{USAGE}"),
+            }
+        }
+        return dispatch_cost(rounds, calls);
+    }
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--duration", Some(d)) => {
@@ -83,7 +110,8 @@ fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
     signals::install();
     let btf = Btf::from_vmlinux().context("reading the kernel's BTF")?;
     let wanted = |name: &str, tp: &str| {
-        only.as_ref().is_none_or(|o| o.iter().any(|n| n == name))
+        name != CALIBRATION
+            && only.as_ref().is_none_or(|o| o.iter().any(|n| n == name))
             && btf
                 .type_by_name::<Typedef<'_>>(&format!("btf_trace_{tp}"))
                 .is_some()
@@ -156,4 +184,172 @@ fn print_report(event: &str, program: &str, info: ProgStats) {
 
 fn program_info(fd: i32) -> Result<ProgStats> {
     prog_stats(fd).context("reading a yardstick program's info (bpf_prog_get_info_by_fd)")
+}
+
+/// One round of `--dispatch-cost`: the loop's CPU per call, in ns.
+struct Round {
+    detached: f64,
+    attached: f64,
+    attached_with_stats: f64,
+    /// What the stats said a run took, over the stats-on window.
+    stats_ns_per_run: f64,
+}
+
+impl Round {
+    /// A run's whole cost with the stats off: attached minus detached.
+    fn run_cost(&self) -> f64 {
+        self.attached - self.detached
+    }
+    fn run_cost_with_stats(&self) -> f64 {
+        self.attached_with_stats - self.detached
+    }
+}
+
+/// `--dispatch-cost`: see the module's comment.
+fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
+    if std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+        .is_ok_and(|v| v.trim() != "0")
+    {
+        bail!(
+            "kernel.bpf_stats_enabled is 1: a run's cost with the stats off cannot be measured; \
+             run --dispatch-cost before turning them on"
+        );
+    }
+    let mut storage = MaybeUninit::<OpenObject>::uninit();
+    let mut open = EmptySkelBuilder::default()
+        .open(&mut storage)
+        .context("opening the empty BPF object")?;
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().to_string();
+        prog.set_autoload(name == CALIBRATION);
+    }
+    let skel = open
+        .load()
+        .context("loading the calibration program (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
+    let prog = &skel.progs.empty_task_rename;
+    let fd = prog.as_fd().as_raw_fd();
+    pin_to_this_cpu();
+    let name = this_thread_name();
+    let mut all = Vec::new();
+    for round in 1..=rounds {
+        let before = cpu_ns_per_call(calls, &name);
+        let link = prog
+            .attach()
+            .context("attaching the calibration program to task_rename")?;
+        let s0 = program_info(fd)?;
+        let attached = cpu_ns_per_call(calls, &name);
+        let s1 = program_info(fd)?;
+        if s1.run_cnt != s0.run_cnt {
+            bail!(
+                "the BPF stats were on in the stats-off window ({} runs counted): another \
+                 process holds them on (BPF_ENABLE_STATS); a run's cost with them off cannot \
+                 be measured now",
+                s1.run_cnt - s0.run_cnt
+            );
+        }
+        let stats = enable_stats()?;
+        let s2 = program_info(fd)?;
+        let attached_with_stats = cpu_ns_per_call(calls, &name);
+        let s3 = program_info(fd)?;
+        drop(stats);
+        drop(link);
+        let after = cpu_ns_per_call(calls, &name);
+        let runs = s3.run_cnt.saturating_sub(s2.run_cnt);
+        if runs < calls {
+            bail!("the program ran {runs} times for {calls} calls: task_rename did not fire per call");
+        }
+        let r = Round {
+            detached: (before + after) / 2.0,
+            attached,
+            attached_with_stats,
+            stats_ns_per_run: s3.run_time_ns.saturating_sub(s2.run_time_ns) as f64 / runs as f64,
+        };
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "round",
+                "round": round,
+                "calls": calls,
+                "call_ns_detached": r.detached,
+                "run_ns": r.run_cost(),
+                "run_ns_with_stats": r.run_cost_with_stats(),
+                "stats_ns_per_run": r.stats_ns_per_run,
+            })
+        );
+        all.push(r);
+    }
+    let median = |f: &dyn Fn(&Round) -> f64| {
+        let mut v: Vec<f64> = all.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "event": "dispatch_cost",
+            "rounds": rounds,
+            "calls": calls,
+            "run_ns": median(&Round::run_cost),
+            "run_ns_with_stats": median(&Round::run_cost_with_stats),
+            "stats_ns_per_run": median(&|r: &Round| r.stats_ns_per_run),
+        })
+    );
+    Ok(())
+}
+
+/// `calls` renames of this thread to its own name, each firing
+/// `task_rename` once; this thread's CPU time per call, in ns.
+fn cpu_ns_per_call(calls: u64, name: &[u8; 16]) -> f64 {
+    let start = thread_cpu_ns();
+    for _ in 0..calls {
+        // SAFETY: PR_SET_NAME reads a NUL-terminated name of at most 16
+        // bytes from `name`, which is one (from PR_GET_NAME).
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+    }
+    (thread_cpu_ns() - start) as f64 / calls as f64
+}
+
+fn this_thread_name() -> [u8; 16] {
+    let mut name = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes, NUL included.
+    unsafe { libc::prctl(libc::PR_GET_NAME, name.as_mut_ptr()) };
+    name
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// Keeps the loop on one CPU, so no round pays for a migration's cold cache.
+fn pin_to_this_cpu() {
+    // SAFETY: sched_getcpu has no preconditions; the set is a valid,
+    // zeroed cpu_set_t with one CPU added.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu >= 0 {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+}
+
+/// The BPF run-time stats on while the returned descriptor is open.
+fn enable_stats() -> Result<std::os::fd::OwnedFd> {
+    // SAFETY: BPF_ENABLE_STATS takes the stats type and returns a new fd.
+    let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+    if fd < 0 {
+        bail!(
+            "turning the BPF run-time stats on (BPF_ENABLE_STATS): {}",
+            std::io::Error::from_raw_os_error(-fd)
+        );
+    }
+    // SAFETY: a new descriptor this process owns.
+    Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }

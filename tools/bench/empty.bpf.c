@@ -36,6 +36,16 @@ EMPTY_ON(kfree_skb)
 EMPTY_ON(net_dev_start_xmit)
 EMPTY_ON(netif_receive_skb)
 
+/*
+ * The calibration's program (baseline-probe --dispatch-cost): task_rename
+ * fires on every prctl(PR_SET_NAME), a syscall the probe can make in a
+ * loop, so the loop's own CPU time with the program attached and detached
+ * gives what a run costs whole, including the tracepoint's call into BPF,
+ * which kernel.bpf_stats_enabled does not time (it times the program
+ * between two clock reads).
+ */
+EMPTY_ON(task_rename)
+
 /* One counter per count_ program, each in a cache line of its own (as the
  * observer's programs write lines of their own), so that the programs on
  * the same packet do not hand each other a line already warm. */
