@@ -207,8 +207,7 @@ impl Round {
 
 /// `--dispatch-cost`: see the module's comment.
 fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
-    if std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
-        .is_ok_and(|v| v.trim() != "0")
+    if std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() != "0")
     {
         bail!(
             "kernel.bpf_stats_enabled is 1: a run's cost with the stats off cannot be measured; \
@@ -256,7 +255,9 @@ fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
         let after = cpu_ns_per_call(calls, &name);
         let runs = s3.run_cnt.saturating_sub(s2.run_cnt);
         if runs < calls {
-            bail!("the program ran {runs} times for {calls} calls: task_rename did not fire per call");
+            bail!(
+                "the program ran {runs} times for {calls} calls: task_rename did not fire per call"
+            );
         }
         let r = Round {
             detached: (before + after) / 2.0,
