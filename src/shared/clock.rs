@@ -55,12 +55,17 @@ pub(crate) fn now_unix_ms() -> u64 {
 
 /// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
 pub(crate) fn monotonic_ns() -> u64 {
+    ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Clock `clock` in ns (0 for a clock this kernel does not have).
+pub fn ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: valid out-pointer; an unknown clock fails and leaves it 0.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 

@@ -3,7 +3,7 @@
 //! sanitiser for text from the observed system before it reaches a terminal.
 
 pub(crate) mod build_info;
-pub(crate) mod clock;
+pub mod clock;
 pub mod signals;
 pub(crate) mod stop_fd;
 pub mod terminal_text;

@@ -33,8 +33,8 @@ use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::OpenObject;
 use throttlescope::collect::probes::flows::{prog_stats, ProgStats};
 
-use throttlescope::shared::signals;
 use throttlescope::shared::units::parse_duration;
+use throttlescope::shared::{clock, signals};
 
 #[allow(clippy::all, dead_code, non_camel_case_types, unused_imports)]
 mod empty_skel {
@@ -105,6 +105,22 @@ fn names_of_all() -> String {
         .join(", ")
 }
 
+/// The empty object with the programs `keep` names loaded, none attached.
+fn load(
+    storage: &mut MaybeUninit<OpenObject>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<empty_skel::EmptySkel<'_>> {
+    let mut open = EmptySkelBuilder::default()
+        .open(storage)
+        .context("opening the empty BPF object")?;
+    for mut prog in open.open_object_mut().progs_mut() {
+        let name = prog.name().to_string_lossy().to_string();
+        prog.set_autoload(keep(&name));
+    }
+    open.load()
+        .context("loading the yardstick programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)")
+}
+
 /// Attaches, waits for `duration` (or until SIGINT/SIGTERM), detaches.
 fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
     signals::install();
@@ -117,20 +133,13 @@ fn run(duration: Option<Duration>, only: Option<Vec<String>>) -> Result<()> {
                 .is_some()
     };
     let mut storage = MaybeUninit::<OpenObject>::uninit();
-    let mut open = EmptySkelBuilder::default()
-        .open(&mut storage)
-        .context("opening the empty BPF object")?;
-    for mut prog in open.open_object_mut().progs_mut() {
-        let name = prog.name().to_string_lossy().to_string();
+    let mut skel = load(&mut storage, |name| {
         let tp = PROGRAMS
             .iter()
             .find(|(p, _)| *p == name)
             .map_or("", |(_, t)| *t);
-        prog.set_autoload(wanted(&name, tp));
-    }
-    let mut skel = open
-        .load()
-        .context("loading the yardstick programs (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
+        wanted(name, tp)
+    })?;
     skel.attach()
         .context("attaching the yardstick programs to their tracepoints")?;
     let loaded: Vec<(String, i32)> = skel
@@ -215,16 +224,7 @@ fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
         );
     }
     let mut storage = MaybeUninit::<OpenObject>::uninit();
-    let mut open = EmptySkelBuilder::default()
-        .open(&mut storage)
-        .context("opening the empty BPF object")?;
-    for mut prog in open.open_object_mut().progs_mut() {
-        let name = prog.name().to_string_lossy().to_string();
-        prog.set_autoload(name == CALIBRATION);
-    }
-    let skel = open
-        .load()
-        .context("loading the calibration program (needs root or CAP_BPF+CAP_PERFMON, and BTF)")?;
+    let skel = load(&mut storage, |name| name == CALIBRATION)?;
     let prog = &skel.progs.empty_task_rename;
     let fd = prog.as_fd().as_raw_fd();
     pin_to_this_cpu();
@@ -318,13 +318,7 @@ fn this_thread_name() -> [u8; 16] {
 }
 
 fn thread_cpu_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+    clock::ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Keeps the loop on one CPU, so no round pays for a migration's cold cache.
