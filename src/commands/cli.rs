@@ -57,8 +57,8 @@ pub enum Command {
     /// Observe live: a full-screen view on a terminal, plain tables or JSON
     /// lines otherwise; optionally record and serve Prometheus metrics.
     ///
-    /// Keys in the full-screen view: q/Esc quit, p/space pause, s sort,
-    /// / filter by peer or process (Enter applies, Esc clears), ? help.
+    /// Keys in the full-screen view: q/Esc/Ctrl-C quit, p/space pause, s sort,
+    /// / filter by peer, :port or process (Enter applies, Esc clears), ? help.
     Watch(WatchArgs),
     /// Observe and write every interval to a trace file (no live view).
     Record(RecordArgs),
