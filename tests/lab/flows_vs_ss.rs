@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{close_to, in_netns, nstat_here, ss_now, wait_acked, Lab};
+use crate::lab_support::{close_to, in_netns, nstat_here, settled_totals, ss_now, Lab};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -194,14 +194,10 @@ fn retransmits_agree_with_ss_and_nstat(tag: &str, scenario: &str) -> u64 {
         // Idle: every byte acknowledged, so no retransmit is to come.
         // Then a D-SACK for a retransmit that was spurious can still
         // be on its way (it follows the ACK that made it spurious).
-        let took = wait_acked(&ports, Duration::from_secs(60));
-        eprintln!("every byte acknowledged {took:?} after the writes stopped");
-        std::thread::sleep(Duration::from_secs(1));
-        snaps.push(c.collect().unwrap());
-        let ss = ss_now();
         // nstat beside ss, before the sockets close (a FIN lost on the
         // lossy path is retransmitted too).
-        let after = counts();
+        let (snap, ss, after) = settled_totals(&mut c, &ports, counts);
+        snaps.push(snap);
         // Every socket of the namespace, listeners too: said when the
         // totals differ, to tell where a retransmit no flow holds was.
         let every_socket = Command::new("ss").args(["-tina"]).output().unwrap();

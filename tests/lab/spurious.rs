@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{enter_netns, in_netns, nstat_here, ss_now, wait_acked, Lab, SsFlow};
+use crate::lab_support::{enter_netns, in_netns, nstat_here, settled_totals, Lab, SsFlow};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -284,19 +284,6 @@ fn nstat_all() -> [u64; 11] {
     COUNTERS.map(nstat_here)
 }
 
-/// The totals once the flows to `ports` are idle, read together before any
-/// socket closes: every byte acknowledged (no retransmit or undo is to
-/// come), a second more for a late ACK, then our snapshot, ss and nstat.
-/// Read 1 s after the traffic stopped, with nstat after the close, one run
-/// had each flow one undone timeout short of nstat.
-fn settled_totals(c: &mut Collector, ports: &[u16]) -> (Snapshot, Vec<SsFlow>, [u64; 11]) {
-    let took = wait_acked(ports, Duration::from_secs(60));
-    eprintln!("every byte acknowledged {took:?} after the traffic stopped");
-    std::thread::sleep(Duration::from_secs(1));
-    let snap = c.collect().unwrap();
-    (snap, ss_now(), nstat_all())
-}
-
 /// A lab whose client sends no D-SACKs (and no timestamps unless
 /// `timestamps`), with the stalling tbf on hv.
 fn lab_for(tag: &str, timestamps: bool) -> Lab {
@@ -341,7 +328,7 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
             std::thread::sleep(Duration::from_millis(300));
         }
         let sockets = rr.stop();
-        let (snap, ss, after) = settled_totals(&mut c, &ports);
+        let (snap, ss, after) = settled_totals(&mut c, &ports, nstat_all);
         drop(sockets);
         (snap, ss, ports, before, after)
     });
@@ -411,7 +398,7 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
             std::thread::sleep(Duration::from_millis(300));
         }
         bulk.wait_sent();
-        let (snap, ss, after) = settled_totals(&mut c, &ports);
+        let (snap, ss, after) = settled_totals(&mut c, &ports, nstat_all);
         bulk.close();
         (snap, ss, ports, before, after)
     });

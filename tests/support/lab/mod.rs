@@ -222,6 +222,26 @@ pub fn wait_acked(ports: &[u16], within: std::time::Duration) -> std::time::Dura
     }
 }
 
+/// The totals once the flows to `ports` are idle, read together before any
+/// socket closes, in the calling thread's namespace: every byte acknowledged
+/// (no retransmit or undo is to come), a second more for a late ACK or
+/// D-SACK, then `c`'s snapshot, `ss` and `counters()` (nstat). Read earlier,
+/// or nstat after the close, counts land between the readings: one run had
+/// each flow one undone timeout short of nstat, another nstat 14 retransmits
+/// above the flows' sum.
+pub fn settled_totals<T>(
+    c: &mut throttlescope::collect::collector::Collector,
+    ports: &[u16],
+    counters: impl FnOnce() -> T,
+) -> (throttlescope::model::snapshot::Snapshot, Vec<SsFlow>, T) {
+    let took = wait_acked(ports, std::time::Duration::from_secs(60));
+    eprintln!("every byte acknowledged {took:?} after the traffic stopped");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let snap = c.collect().unwrap();
+    let ss = ss_now();
+    (snap, ss, counters())
+}
+
 /// `counter`'s value in `nstat -asz` output (0 when absent: -z lists zeros,
 /// but a kernel without the counter lists nothing).
 fn nstat_value(out: &str, counter: &str) -> u64 {
