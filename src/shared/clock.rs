@@ -53,8 +53,9 @@ pub(crate) fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns().
-pub(crate) fn monotonic_ns() -> u64 {
+/// CLOCK_MONOTONIC in ns: the clock of bpf_ktime_get_ns() and of a
+/// snapshot's `mono_ns`.
+pub fn monotonic_ns() -> u64 {
     ns(libc::CLOCK_MONOTONIC)
 }
 

@@ -343,17 +343,6 @@ const FORECAST_PLATEAU_INTERVALS: usize = 30;
 /// for 24 s: the 1,000 entries fill in ~20 s at a steady 50 a second.
 const FORECAST_CHURN: (&str, &str, u32) = ("50", "40", 24);
 
-/// CLOCK_MONOTONIC in ns: the clock of a snapshot's `mono_ns`.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid out-pointer; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// The median of `v` (sorted here), 0 when empty.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -398,7 +387,7 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
                         .ok()
                 });
                 if let Some(g) = gauge {
-                    read.push((monotonic_ns(), g));
+                    read.push((throttlescope::shared::clock::monotonic_ns(), g));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -415,7 +404,7 @@ fn the_conntrack_exhaustion_forecast_is_measured_against_the_table() {
     for _ in 0..FORECAST_PLATEAU_INTERVALS {
         out += &(lines.next().expect("an interval").unwrap() + "\n");
     }
-    let churn_ns = monotonic_ns();
+    let churn_ns = throttlescope::shared::clock::monotonic_ns();
     lab.tool(&[
         "traffic",
         "--time",

@@ -216,13 +216,6 @@ impl Round {
 
 /// `--dispatch-cost`: see the module's comment.
 fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
-    if std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|v| v.trim() != "0")
-    {
-        bail!(
-            "kernel.bpf_stats_enabled is 1: a run's cost with the stats off cannot be measured; \
-             run --dispatch-cost before turning them on"
-        );
-    }
     let mut storage = MaybeUninit::<OpenObject>::uninit();
     let skel = load(&mut storage, |name| name == CALIBRATION)?;
     let prog = &skel.progs.empty_task_rename;
@@ -240,9 +233,10 @@ fn dispatch_cost(rounds: u32, calls: u64) -> Result<()> {
         let s1 = program_info(fd)?;
         if s1.run_cnt != s0.run_cnt {
             bail!(
-                "the BPF stats were on in the stats-off window ({} runs counted): another \
-                 process holds them on (BPF_ENABLE_STATS); a run's cost with them off cannot \
-                 be measured now",
+                "the BPF stats were on in the stats-off window ({} runs counted: \
+                 kernel.bpf_stats_enabled is 1, or a process holds BPF_ENABLE_STATS); a run's \
+                 cost with them off cannot be measured now; run --dispatch-cost before turning \
+                 them on",
                 s1.run_cnt - s0.run_cnt
             );
         }
