@@ -859,8 +859,22 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 	if (!st)
 		return 0;
 	tp = tcp_sock_of(sk);
-	if (tp)
+	if (tp) {
+		__u32 leaving = current_ca_state(tp, true);
+
+		/* The socket leaves a state this program never saw it enter: a
+		 * run the kernel skipped without counting it (recursion_misses
+		 * stays 0). Seen on 6.18 for timer softirqs that interrupt some
+		 * tasks: every BPF program on the tracepoint skipped, the trace
+		 * event itself recorded (docs/architecture.md, "Runs the kernel
+		 * skips"). Counted, and the state taken from the socket, so the
+		 * change now seen is recorded from where the socket really is. */
+		if (leaving != st->ca_state) {
+			health_inc(health, TS_H_CONG_UNSEEN);
+			st->ca_state = leaving;
+		}
 		undo_note(st, tp, new_state);
+	}
 	ca_transition(sk, st, new_state);
 	return 0;
 }

@@ -104,6 +104,10 @@ enum ts_health_counter {
 	TS_H_SWEEP_RECORDS,      /* flow records written by the sweep of the moved set */
 	TS_H_SWEEP_GONE,         /* moved-set entries whose socket was gone (closed
 				  * with its close event missed): taken out */
+	TS_H_CONG_UNSEEN,        /* congestion-state changes made while tcp_cong_state_set
+				  * did not run (a skip the kernel did not count), found
+				  * at the socket's next change: it left a state other
+				  * than the one last seen */
 	TS_H_MAX,
 };
 

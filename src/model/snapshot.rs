@@ -1011,7 +1011,10 @@ pub struct ProgramHealth {
     /// Runs on observed sockets, counted by the program itself.
     pub events: u64,
     /// Runs the kernel skipped because the program was already running on
-    /// that CPU (`recursion_misses` from the program's info).
+    /// that CPU (`recursion_misses` from the program's info). For
+    /// `tcp_cong_state_set`, also the state changes made while it did not
+    /// run and the kernel counted no miss, found at the socket's next change
+    /// (docs/architecture.md, "Runs the kernel skips"; from trace format 1.23).
     pub missed: u64,
     /// Kernel run count and run time; only counted while
     /// `kernel.bpf_stats_enabled` is 1, else 0.

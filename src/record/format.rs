@@ -48,10 +48,12 @@ pub const FORMAT_NAME: &str = "throttlescope-trace";
 /// 1.21 a flow of another namespace's `iface` (the interface here its
 /// packets are routed out of) and `unrouted` (none found), on flows and
 /// folded flows; 1.22 an interface's host queue's `paused` and health's
-/// `per_packet` (the per-packet programs paused while quiet).
+/// `per_packet` (the per-packet programs paused while quiet); 1.23
+/// `tcp_cong_state_set`'s `missed` also counts the state changes it found
+/// made while the kernel skipped it uncounted.
 pub const CURRENT_VERSION: FormatVersion = FormatVersion {
     major: 1,
-    minor: 22,
+    minor: 23,
 };
 
 /// `major.minor`: a new minor only adds (optional fields, record types that

@@ -185,9 +185,10 @@ struct Sums {
 
 /// The undone episodes counted, against nstat's. Each is seen as two
 /// congestion-state changes (into Recovery or Loss, and out with the undo
-/// marker cleared), by one program: a run of it the kernel skipped (the
-/// program re-entered on its CPU, a softirq interrupting it) is counted in
-/// health as missed, and can hide one undo. So ours may fall short of
+/// marker cleared), by one program: a run of it the kernel skipped is
+/// counted in health as missed (the kernel's count when the program
+/// re-entered on its CPU; the program's own when the kernel skipped it
+/// uncounted, found at the socket's next change), and can hide one undo. So ours may fall short of
 /// nstat's by at most the runs missed, never more, and never exceed it.
 #[derive(Debug)]
 struct Undos {

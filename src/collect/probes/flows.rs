@@ -655,13 +655,19 @@ impl FlowProbes {
                 .then(|| ("on_udp_socket", self.udp_sockets_made())),
         )
         .map(|(name, events)| {
-            health_of(
+            let mut h = health_of(
                 self.skel.object(),
                 FLOW_PROGRAMS,
                 &self.dropped,
                 name,
                 events,
-            )
+            );
+            // Runs the kernel skipped without counting them, found by the
+            // program itself afterwards (bpf/flows.h, TS_H_CONG_UNSEEN).
+            if name == "on_tcp_cong_state_set" && h.attached {
+                h.missed += counters.get(ts_health_counter::TS_H_CONG_UNSEEN);
+            }
+            h
         })
         .collect()
     }

@@ -601,7 +601,7 @@ fn health_families(state: &ExporterState) -> Vec<Family> {
     );
     let mut missed = Family::new(
         "throttlescope_bpf_missed",
-        "Runs of the BPF program the kernel skipped (recursion misses): events lost.",
+        "Runs of the BPF program the kernel skipped (recursion misses; for tcp_cong_state_set also the skips it did not count, found at the socket's next change): events lost.",
         Kind::Counter,
     );
     let mut attached = Family::new(
