@@ -18,7 +18,11 @@
 //!   TcpExtTCPLossProbes and within 2 of it (the kernel counts a probe that
 //!   sends new data too, and that one is no retransmit), undone timeouts
 //!   TcpExtTCPLossUndo, undone recoveries TcpExtTCPFullUndo + TCPPartialUndo + TCPDSACKUndo; with timestamps off
-//!   (bulk), the undone timeouts are F-RTO's, TcpExtTCPSpuriousRTOs.
+//!   (bulk), the undone timeouts are F-RTO's, TcpExtTCPSpuriousRTOs;
+//! - with entries into Loss skipped on purpose (as the kernel sometimes
+//!   skips a run without counting it), every one lacking against the
+//!   socket's own count of RTO recoveries is counted in the program's
+//!   `missed`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,6 +34,7 @@ use std::time::Duration;
 use crate::lab_support::traffic::Bulk;
 use crate::lab_support::{enter_netns, in_netns, nstat_here, settled_totals, Lab, SsFlow};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
+use throttlescope::collect::probes::load::TEST_SKIP_LOSS_ENV;
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
 /// hv's interface toward the client (tools/lab, HV_TO_CLIENT_IF): the
@@ -368,6 +373,113 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
     assert_eq!(sums.spurious, sums.undone);
     let lossy = sums.retrans - sums.spurious;
     eprintln!("lossy by our count: {lossy}");
+}
+
+/// The kernel's uncounted skips, made on purpose: every second run that
+/// moves a socket into Loss returns before it counts anything
+/// (THROTTLESCOPE_TEST_SKIP_LOSS_EVERY), as the runs the kernel skipped
+/// without counting did (docs/architecture.md, "Runs the kernel skips").
+/// Each skipped entry is found at the flow's next change: the loss-state
+/// entries our flows lack against the kernel's own count
+/// (`tcpi_total_rto_recoveries`, per socket) are all in the program's
+/// `missed`, and so are the undone timeouts they hide (against nstat).
+#[test]
+fn loss_entries_the_kernel_skipped_are_found_and_counted() {
+    let _gate = crate::lab_support::gate::alone(ALONE);
+    let lab = Arc::new(lab_for("ssk", true));
+    let listen: SocketAddr = format!("{}:7403", lab.broker_ip).parse().unwrap();
+    let l = lab.clone();
+    let (snap, ports, before, after, recoveries) = in_netns(&lab.broker(), move || {
+        let before = nstat_all();
+        // Read once, by the load: set only while this test, alone in the
+        // process (its gate), starts its collector.
+        std::env::set_var(TEST_SKIP_LOSS_ENV, "2");
+        let c = Collector::start(CollectorConfig::default());
+        std::env::remove_var(TEST_SKIP_LOSS_ENV);
+        let mut c = c.expect("attach probes");
+        let rr = Rr::start(&l, listen, 2);
+        let ports = rr.peer_ports.clone();
+        std::thread::sleep(Duration::from_secs(1));
+        for _ in 0..5 {
+            stall(&l, Duration::from_millis(350));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let sockets = rr.stop();
+        let (snap, _ss, after) = settled_totals(&mut c, &ports, nstat_all);
+        let recoveries: Vec<(u16, u64)> = sockets
+            .1
+            .iter()
+            .map(|s| (s.peer_addr().unwrap().port(), rto_recoveries(s)))
+            .collect();
+        drop(sockets);
+        (snap, ports, before, after, recoveries)
+    });
+    let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let mut lacking = 0;
+    let mut rto_undone = 0;
+    for (port, kernel) in &recoveries {
+        assert!(ports.contains(port));
+        let f = snap
+            .flows
+            .iter()
+            .find(|f| f.peer.port() == *port && !f.closed)
+            .unwrap_or_else(|| panic!("a flow to peer port {port}"));
+        let seen = f.totals.ca_entries.loss;
+        eprintln!(
+            "peer port {port}: loss entries {seen}, the kernel's RTO recoveries {kernel}, \
+             timeouts undone {}",
+            f.totals.rto_undone
+        );
+        assert!(seen <= *kernel, "no entry counted twice");
+        lacking += kernel - seen;
+        rto_undone += f.totals.rto_undone;
+    }
+    let missed = snap
+        .health
+        .programs
+        .iter()
+        .find(|p| p.name == "tcp_cong_state_set")
+        .map(|p| p.missed)
+        .expect("tcp_cong_state_set in health");
+    eprintln!(
+        "entries lacking {lacking}, missed {missed}; undone timeouts ours {rto_undone}, \
+         TcpExtTCPLossUndo {}",
+        d[2]
+    );
+    assert!(lacking >= 2, "the switch skipped entries into Loss");
+    assert!(
+        missed >= lacking,
+        "every skipped entry found and counted: {lacking} lacking, {missed} missed"
+    );
+    assert!(
+        rto_undone <= d[2] && d[2] - rto_undone <= missed,
+        "undone timeouts short of nstat by no more than the runs counted missed"
+    );
+}
+
+/// The socket's RTO recoveries as the kernel counts them
+/// (`tcpi_total_rto_recoveries`, 6.7+: a u16 at byte 242 of struct
+/// tcp_info, after tcpi_rehash at 236 and tcpi_total_rto at 240).
+fn rto_recoveries(s: &TcpStream) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; 512];
+    let mut len = buf.len() as libc::socklen_t;
+    // SAFETY: buf is writable for len bytes; the kernel writes at most len.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(r, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
+    assert!(
+        len >= 244,
+        "tcp_info of {len} bytes: no tcpi_total_rto_recoveries (kernel before 6.7)"
+    );
+    u16::from_ne_bytes([buf[242], buf[243]]).into()
 }
 
 /// Bulk through 5 stalls, timestamps off: the timeouts are undone by F-RTO

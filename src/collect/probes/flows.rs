@@ -291,6 +291,7 @@ impl FlowProbes {
                 };
                 rodata.peak_window_us = peak_window_us;
                 rodata.test_reject = load::test_reject_mask(&fail, &counters);
+                rodata.test_skip_loss_every = load::test_skip_loss_every();
                 rodata.max_flows = max_flows;
                 // Iterators are attached by hand below (one needs the map fd).
                 open.progs.seed_flows.set_autoload(true);

@@ -86,6 +86,21 @@ pub const TEST_FAIL_ENV: &str = "THROTTLESCOPE_TEST_FAIL_PROGRAM";
 /// otherwise.
 pub const TEST_DUMP_PAUSE_ENV: &str = "THROTTLESCOPE_TEST_DUMP_PAUSE_MS";
 
+/// The name of the test-only skip: every Nth run of `on_tcp_cong_state_set`
+/// that moves an observed socket into Loss returns before it counts
+/// anything, as a run the kernel skips without counting does
+/// (docs/architecture.md, "Runs the kernel skips"). Tests only: never set
+/// it otherwise.
+pub const TEST_SKIP_LOSS_ENV: &str = "THROTTLESCOPE_TEST_SKIP_LOSS_EVERY";
+
+/// The N of [`TEST_SKIP_LOSS_ENV`] (0, none, when unset or not a number).
+pub(crate) fn test_skip_loss_every() -> u32 {
+    std::env::var(TEST_SKIP_LOSS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The pause [`TEST_DUMP_PAUSE_ENV`] asks for (none when unset, 0 or not a
 /// number of milliseconds under 10 s).
 pub(crate) fn test_dump_pause() -> Option<std::time::Duration> {
