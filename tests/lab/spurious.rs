@@ -188,6 +188,40 @@ struct Sums {
     recovery_undone: u64,
 }
 
+/// What [`through_five_stalls`] read, settled, before any socket closed.
+struct Stalled {
+    snap: Snapshot,
+    ss: Vec<SsFlow>,
+    ports: Vec<u16>,
+    /// nstat's counters, in COUNTERS' order.
+    after: [u64; 11],
+    /// The broker's sockets, open until dropped.
+    servers: Vec<TcpStream>,
+}
+
+/// Request/response on 2 connections through 5 stalls; then, once every
+/// byte is acknowledged, `c`'s snapshot, `ss` and nstat together
+/// ([`settled_totals`]). Called in the broker's namespace.
+fn through_five_stalls(l: &Lab, listen: SocketAddr, c: &mut Collector) -> Stalled {
+    let rr = Rr::start(l, listen, 2);
+    let ports = rr.peer_ports.clone();
+    std::thread::sleep(Duration::from_secs(1));
+    for _ in 0..5 {
+        stall(l, Duration::from_millis(350));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (clients, servers) = rr.stop();
+    let (snap, ss, after) = settled_totals(c, &ports, nstat_all);
+    drop(clients);
+    Stalled {
+        snap,
+        ss,
+        ports,
+        after,
+        servers,
+    }
+}
+
 /// The undone episodes counted, against nstat's. Each is seen as two
 /// congestion-state changes (into Recovery or Loss, and out with the undo
 /// marker cleared), by one program: a run of it the kernel skipped is
@@ -326,17 +360,8 @@ fn loss_probes_and_undone_timeouts_agree_with_nstat_and_ss() {
     let (snap, ss, ports, before, after) = in_netns(&lab.broker(), move || {
         let before = nstat_all();
         let mut c = Collector::start(CollectorConfig::default()).expect("attach probes");
-        let rr = Rr::start(&l, listen, 2);
-        let ports = rr.peer_ports.clone();
-        std::thread::sleep(Duration::from_secs(1));
-        for _ in 0..5 {
-            stall(&l, Duration::from_millis(350));
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        let sockets = rr.stop();
-        let (snap, ss, after) = settled_totals(&mut c, &ports, nstat_all);
-        drop(sockets);
-        (snap, ss, ports, before, after)
+        let s = through_five_stalls(&l, listen, &mut c);
+        (s.snap, s.ss, s.ports, before, s.after)
     });
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     eprintln!(
@@ -397,22 +422,13 @@ fn loss_entries_the_kernel_skipped_are_found_and_counted() {
         let c = Collector::start(CollectorConfig::default());
         std::env::remove_var(TEST_SKIP_LOSS_ENV);
         let mut c = c.expect("attach probes");
-        let rr = Rr::start(&l, listen, 2);
-        let ports = rr.peer_ports.clone();
-        std::thread::sleep(Duration::from_secs(1));
-        for _ in 0..5 {
-            stall(&l, Duration::from_millis(350));
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        let sockets = rr.stop();
-        let (snap, _ss, after) = settled_totals(&mut c, &ports, nstat_all);
-        let recoveries: Vec<(u16, u64)> = sockets
-            .1
+        let s = through_five_stalls(&l, listen, &mut c);
+        let recoveries: Vec<(u16, u64)> = s
+            .servers
             .iter()
             .map(|s| (s.peer_addr().unwrap().port(), rto_recoveries(s)))
             .collect();
-        drop(sockets);
-        (snap, ports, before, after, recoveries)
+        (s.snap, s.ports, before, s.after, recoveries)
     });
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     let mut lacking = 0;
