@@ -819,9 +819,8 @@ int on_tcp_retransmit_skb(__u64 *ctx)
  * counted in dsack_dups), and Reno (no SACK), whose undo may keep the state.
  */
 static __always_inline void undo_note(struct ts_flow_state *st, struct tcp_sock *tp,
-				      __u32 new_state)
+				      __u32 old, __u32 new_state)
 {
-	__u32 old = current_ca_state(tp, true);
 	__u32 marker = tp->undo_marker;
 
 	if (new_state >= TCP_CA_Recovery) {
@@ -876,17 +875,19 @@ int BPF_PROG(on_tcp_cong_state_set, struct sock *sk, const __u8 new_state)
 
 		/* The socket leaves a state this program never saw it enter: a
 		 * run the kernel skipped. Mostly one it did not count
-		 * (recursion_misses stays 0); one it counted is found here too,
-		 * so health's missed may count a skip twice, never none. Seen on 6.18 for timer softirqs that interrupt some
-		 * tasks: every BPF program on the tracepoint skipped, the trace
-		 * event itself recorded (docs/architecture.md, "Runs the kernel
-		 * skips"). Counted, and the state taken from the socket, so the
-		 * change now seen is recorded from where the socket really is. */
+		 * (recursion_misses stays 0; seen on 6.18 for timer softirqs
+		 * interrupting some tasks: every BPF program on the tracepoint
+		 * skipped, the trace event recorded); one it counted is found
+		 * here too, so health's missed may count a skip twice, never
+		 * none (docs/architecture.md, "Runs the kernel skips"). Counted,
+		 * and the state taken from the socket, so the change now seen is
+		 * recorded from where the socket really is. One read serves this
+		 * and undo_note. */
 		if (leaving != st->ca_state) {
 			health_inc(health, TS_H_CONG_UNSEEN);
 			st->ca_state = leaving;
 		}
-		undo_note(st, tp, new_state);
+		undo_note(st, tp, leaving, new_state);
 	}
 	ca_transition(sk, st, new_state);
 	return 0;
