@@ -16,10 +16,11 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{in_netns, parse_ss, watch_lines, Lab};
+use crate::lab_support::{in_netns, parse_ss, wait_acked, watch_lines, Lab};
 use throttlescope::collect::probes::load::TEST_FAIL_ENV;
 use throttlescope::model::snapshot::FlowSample;
 
@@ -124,28 +125,55 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
     let broker = lab.broker();
     let client = lab.client();
     let (stdout, ss, ports) = in_netns(&broker.clone(), move || {
+        // Stopped below once the flows are idle; the duration only bounds it.
         let mut watch = Command::new(crate::support::binary())
-            .args(["watch", "--json", "--duration", "9s", "--interval", "1s"])
+            .args(["watch", "--json", "--duration", "90s", "--interval", "1s"])
             .env(TEST_FAIL_ENV, refused)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawning watch");
-        let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+        let reader = BufReader::new(watch.stdout.take().unwrap());
+        let (line_tx, lines) = mpsc::channel();
+        let reading = std::thread::spawn(move || {
+            for l in reader.lines() {
+                let _ = line_tx.send(l.expect("watch's output"));
+            }
+        });
+        let next = |why: &str| -> String {
+            lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("watch [{refused}]: no interval {why}: {e}"))
+                + "\n"
+        };
         // Attached once it prints: the flows below are born observed, so
         // their totals start from zero as ss's do.
-        let mut stdout = lines.next().expect("a first interval").unwrap() + "\n";
+        let mut stdout = next("at start");
         let bulk = Bulk::start(&broker, &client, listen, 3, Duration::from_secs(3), 0);
         let ports = bulk.peer_ports.clone();
         bulk.wait_sent();
-        for l in lines {
-            stdout += &(l.unwrap() + "\n");
+        // A flow the lossy path starved still sends what its buffer holds
+        // after its writer stops, backed off by timeouts seconds at a time:
+        // a fixed 9 s run once ended with one flow 3 segments (4,344 bytes
+        // acked) short of ss, read after. So every byte acknowledged first,
+        // then two whole intervals read while the flows are idle.
+        let took = wait_acked(&ports, Duration::from_secs(60));
+        eprintln!("[{refused}] every byte acknowledged {took:?} after the writers stopped");
+        while let Ok(l) = lines.try_recv() {
+            stdout += &(l + "\n");
         }
+        for _ in 0..2 {
+            stdout += &next("after the flows went idle");
+        }
+        // SAFETY: kill(2) on our own child, still running (--duration 90s).
+        unsafe { libc::kill(watch.id() as libc::pid_t, libc::SIGTERM) };
+        reading.join().expect("reading watch's output");
+        stdout.extend(lines.try_iter().map(|l| l + "\n"));
         assert!(
             watch.wait().unwrap().success(),
             "watch [{refused}] exited well"
         );
-        // The sockets are idle (for 4 intervals or more) and still open.
+        // The sockets are idle (for 2 intervals or more) and still open.
         let out = Command::new("ss").args(["-tin"]).output().unwrap();
         let ss = parse_ss(&String::from_utf8_lossy(&out.stdout));
         bulk.close();
