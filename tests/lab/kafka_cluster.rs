@@ -569,11 +569,11 @@ fn sleep(secs: u64) {
 fn emulated_counter(c: &Cluster, n: u32, name: &str) -> u64 {
     let path = c.var(&format!("LAB_CLUSTER_B{n}_COUNTERS"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+    throttlescope::collect::allowance::parse::parse_stats(&text, &path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .find_map(|(n, v)| (n == name).then_some(v))
         .unwrap_or_else(|| panic!("no {name} in {path}: {text}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{name} in {path}: {e}"))
 }
 
 /// Waits until the load presses on broker `n`'s shaped allowance: its
