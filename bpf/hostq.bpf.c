@@ -566,6 +566,34 @@ static __always_inline void rate_roll(struct hq_rate *r, __u64 now, __u32 subs, 
 	}
 }
 
+/* The clock read `bucket`: opens it when it is later than the bucket in
+ * progress. Where CPUs add at once (!plain), only the CPU that moves
+ * `claim` from `cur` rolls; the others, and a clock read older than `cur`
+ * (read before another CPU opened a later bucket), add to the bucket in
+ * progress (hostq.h). The roll empties the buckets it opens before `cur`
+ * names them, and `cur` is published with an atomic (a full barrier), so an
+ * add into a newly opened bucket is never emptied after it. */
+static __always_inline void rate_advance(struct hq_rate *r, __u64 bucket, __u32 subs,
+					 __u64 epoch, bool plain)
+{
+	__u64 cur = *(volatile __u64 *)&r->cur;
+
+	if (bucket <= cur)
+		return;
+	if (plain) {
+		if (cur)
+			rate_roll(r, bucket, subs, epoch);
+		r->claim = bucket;
+		r->cur = bucket;
+		return;
+	}
+	if (__sync_val_compare_and_swap(&r->claim, cur, bucket) != cur)
+		return;
+	if (cur)
+		rate_roll(r, bucket, subs, epoch);
+	__sync_val_compare_and_swap(&r->cur, cur, bucket);
+}
+
 /* Runs counted on the plain-add path, moved to the health counter (at a
  * clock read, or before the slot starts over). */
 static __always_inline void rate_flush_runs(struct hq_rate *r, __u32 counter)
@@ -678,11 +706,7 @@ static __always_inline void rate_note(const struct sk_buff *skb, const struct ne
 		r->unclocked_bytes = 0;
 		r->unclocked_pkts = 0;
 		rate_flush_runs(r, counter);
-		if (bucket != r->cur) {
-			if (r->cur)
-				rate_roll(r, bucket, subs, epoch);
-			r->cur = bucket;
-		}
+		rate_advance(r, bucket, subs, epoch, plain);
 	}
 	r->last_epoch = epoch;
 	b = r->cur & (HQ_RATE_BUCKETS - 1);

@@ -153,8 +153,15 @@ struct hq_if_stats {
  * (a receive queue with RPS, a queue without a qdisc on a lockless (LLTX)
  * device such as veth's default noqueue) several CPUs may add at once: the
  * add is atomic, one per skb (bytes and packets packed in one word,
- * HQ_RATE_PKTS_SHIFT), and a window closing on two CPUs at once may lose
- * the other's adds of that instant, never count twice. Slot of (dir, ifindex, queue): dir * HQ_IF_SLOTS + (ifindex +
+ * HQ_RATE_PKTS_SHIFT), and one CPU at a time opens the next bucket
+ * (`claim`, below). A packet whose clock read is older than the bucket in
+ * progress (another CPU opened a later one after this CPU read the clock),
+ * or that comes while another CPU opens the next bucket, is added to the
+ * bucket in progress: placed late by at most that other CPU's roll, never
+ * lost, and never rolling the buckets back (a roll back to an older bucket
+ * emptied the whole ring: a burst's window read as a fraction of itself).
+ * A window's sum folded on two CPUs at once may keep the smaller of the two
+ * sums. Slot of (dir, ifindex, queue): dir * HQ_IF_SLOTS + (ifindex +
  * queue * HQ_TXQ_STRIDE) % HQ_IF_SLOTS; queues colliding on a slot take it
  * over from each other (`key`; rare, as for the per-CPU slots).
  *
@@ -206,6 +213,11 @@ struct hq_rate {
 	/* What every packet touches first, in the slot's first 56 bytes. */
 	struct hq_if_key key;    /* txq: the queue (the receive queue for HQ_DIR_RX) */
 	__u64 cur;               /* the bucket in progress: the latest clock read / peak_bucket_ns; 0: none yet */
+	/* The bucket a roll is under way to; equal to `cur` when none is. A
+	 * CPU that reads a later bucket takes the roll by moving `claim` from
+	 * `cur` (compare-and-swap), rolls, then publishes `cur`: only one CPU
+	 * rolls (hostq.bpf.c, rate_advance). */
+	__u64 claim;
 	__u64 clock_jiffies;     /* the jiffies at the latest clock read */
 	__u32 unclocked_bytes;   /* passed since that read */
 	__u32 unclocked_pkts;
