@@ -15,9 +15,14 @@
 //! - each of the broker's flows on the Kafka port, as last listed, has
 //!   retransmitted exactly what `ss -tin` says for its socket (`retrans:X/Y`,
 //!   and `dsack_dups` for the D-SACKed), as tests/lab/flows_vs_ss.rs checks
-//!   on a reordering path: near its end the consumers are stopped
-//!   (SIGSTOP), the broker's sockets go idle with the consumers still
-//!   connected, the watch reads them once more, and ss reads them after.
+//!   on a reordering path: once the watch has read the intervals the phase
+//!   judges, the consumers are stopped (SIGSTOP), the broker's sockets go
+//!   idle with the consumers still connected (nothing left unacknowledged),
+//!   the watch reads them twice more, and ss reads them after. Each phase
+//!   waits for what it judges, not a fixed time: a fixed 14 s leaves too
+//!   few intervals after the onset when the consumers' JVM or the watch's
+//!   attach is slow, and a flow backed off by timeouts may retransmit after
+//!   the watch's last interval and before ss.
 //!
 //! The lab runs as it is, packets of one flow free to be received on either
 //! CPU: the veths then reorder some of the broker's packets, it retransmits
@@ -32,12 +37,18 @@ use serde_json::Value;
 use std::time::Instant;
 use throttlescope::analysis::VerdictFamily;
 
-/// Seconds the consumers run per phase (they are stopped before).
-const PHASE_SECS: u32 = 18;
-/// Seconds into the watch at which the consumers are stopped, and the
-/// watch's length: it reads the idle sockets in its last intervals.
-const STOP_AT_SECS: u64 = 14;
-const WATCH_SECS: u64 = 17;
+/// Seconds the consumers may run per phase: a bound only. They are stopped
+/// (SIGSTOP) once the watch has read the intervals the phase judges
+/// (`enough`), and the next phase's `traffic` ends them.
+const PHASE_SECS: u32 = 150;
+/// How long a phase may take to give the watch its intervals: the
+/// consumers' JVM, the shaper's onset and the judged intervals, on a
+/// loaded machine.
+const PHASE_WITHIN: std::time::Duration = std::time::Duration::from_secs(90);
+/// Intervals with traffic read before the consumers are stopped: in a
+/// shaped phase, from HOLD_LAG intervals after the onset (check_held_family
+/// judges 5 at least); in free flow, from the first with traffic.
+const JUDGED: usize = 7;
 /// An interval with at least this much sent by b0 carries the workload
 /// (the consumers' JVM takes ~2 s to fetch its first records).
 const TRAFFIC_BPS: f64 = 20e6;
@@ -158,10 +169,57 @@ fn intervals(lines: &str, iface: &str) -> Vec<Interval> {
         .collect()
 }
 
-/// Shapes SCENARIO, runs the Kafka consumers for PHASE_SECS with `extra`
-/// traffic options (the broker is started and the topic preloaded on the
-/// first call) and watches b0.
-fn phase(lab: &Lab, scenario: &str, extra: &[&str]) -> Vec<Interval> {
+/// Whether the intervals read so far hold what a phase judges: JUDGED
+/// intervals with traffic from HOLD_LAG after the onset (`shaped`), or from
+/// the first with traffic (free flow). Read as they come, not after a fixed
+/// time: the consumers' JVM takes ~2 s to its first fetch unloaded, more on
+/// a loaded machine, and the watch's own start (attach) a second or more.
+fn enough(v: &[Interval], shaped: bool) -> bool {
+    let from = if shaped {
+        v.iter()
+            .position(|i| i.tx_bps >= ONSET_BPS)
+            .map(|o| o + HOLD_LAG)
+    } else {
+        v.iter().position(|i| i.tx_bps >= TRAFFIC_BPS)
+    };
+    from.is_some_and(|f| v.iter().skip(f).filter(|i| i.tx_bps >= TRAFFIC_BPS).count() >= JUDGED)
+}
+
+/// Waits until none of the broker's sockets on `port` has a segment
+/// unacknowledged (ss's `unacked`): with the consumers stopped their windows
+/// close, the bytes left wait on them (Send-Q stays above 0), and nothing is
+/// in flight to be retransmitted. Until then a flow backed off by timeouts
+/// may still retransmit, seconds later.
+fn wait_in_flight_acked(lab: &Lab, scenario: &str, port: u16) {
+    let start = Instant::now();
+    loop {
+        let ss = crate::lab_support::parse_ss(&lab.exec(&lab.broker(), "ss", &["-tin"]));
+        let in_flight: Vec<(u16, u64)> = ss
+            .iter()
+            .filter(|s| s.local_port == port && s.unacked > 0)
+            .map(|s| (s.peer_port, s.unacked))
+            .collect();
+        if in_flight.is_empty() {
+            eprintln!(
+                "{scenario}: nothing in flight {:.1} s after the consumers stopped",
+                start.elapsed().as_secs_f64()
+            );
+            return;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{scenario}: segments still unacknowledged after 60 s (peer port, unacked): {in_flight:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Shapes SCENARIO, runs the Kafka consumers with `extra` traffic options
+/// (the broker is started and the topic preloaded on the first call) and
+/// watches b0 until the phase's intervals are read (`enough`); then the
+/// consumers are stopped, their flows go idle, the watch reads them twice
+/// more and ss reads them after.
+fn phase(lab: &Lab, scenario: &str, extra: &[&str], shaped: bool) -> Vec<Interval> {
     lab.tool(&["shape", scenario]);
     lab.tool(&["emulator", "start"]);
     let t = Instant::now();
@@ -174,43 +232,36 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str]) -> Vec<Interval> {
         t.elapsed().as_secs_f64(),
         String::from_utf8_lossy(&out.stderr).trim()
     );
-    // The watch, then the consumers stopped (still connected) for the
-    // exact per-flow comparison: the broker's sockets drain and go idle,
-    // the watch's last intervals read them, ss reads them after it.
+    let kafka_port: u16 = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout))
+        ["LAB_KAFKA_PORT"]
+        .parse()
+        .unwrap();
     let consumers: i32 = std::fs::read_to_string(lab.dir.join("traffic-client.pid"))
         .expect("the consumers' pid file")
         .trim()
         .parse()
         .expect("a pid");
-    let mut watch =
-        lab.spawn_watch_json_in_broker(&format!("{WATCH_SECS}s"), &["--interval", "1s"]);
-    // Read as it writes: a full pipe would hold the watch's intervals back.
-    let mut stdout = watch.stdout.take().expect("watch's stdout");
-    let reader = std::thread::spawn(move || {
-        let mut lines = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut lines).expect("reading watch");
-        lines
+    let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
+    watch.attached();
+    let iface = lab.broker_if.clone();
+    watch.until(&format!("{scenario}'s judged intervals"), PHASE_WITHIN, |lines| {
+        enough(&intervals(lines, &iface), shaped)
     });
-    std::thread::sleep(std::time::Duration::from_secs(STOP_AT_SECS));
     // SAFETY: kill(2) on the pid the lab recorded for this phase's consumers.
     assert_eq!(
         unsafe { libc::kill(consumers, libc::SIGSTOP) },
         0,
         "stopping the consumers"
     );
-    assert!(
-        watch.wait().expect("watch").success(),
-        "{scenario}: watch failed"
-    );
-    let lines = reader.join().expect("the watch's reader");
+    wait_in_flight_acked(lab, scenario, kafka_port);
+    for _ in 0..2 {
+        watch.next("after the broker's flows went idle", std::time::Duration::from_secs(10));
+    }
+    let lines = watch.stop();
     let ss = crate::lab_support::parse_ss(&lab.exec(&lab.broker(), "ss", &["-tin"]));
     // SAFETY: as above; the next phase's `traffic` ends them.
     unsafe { libc::kill(consumers, libc::SIGCONT) };
     let v = intervals(&lines, &lab.broker_if);
-    let kafka_port: u16 = parse_lab_env(&String::from_utf8_lossy(&lab.tool(&["env"]).stdout))
-        ["LAB_KAFKA_PORT"]
-        .parse()
-        .unwrap();
     let ours = last_seen(&lines);
     let mut compared = 0;
     let mut retrans = 0;
@@ -356,7 +407,7 @@ fn kafka_broker_free_then_queuing_then_drop() {
 
     // A steady load well under every limit, as the iperf3 free flow test
     // offers (unpaced, 4 consumers take both cores at 3-9 Gbit/s).
-    let free = phase(&lab, "free_flow", &["--consume-rate", "400"]);
+    let free = phase(&lab, "free_flow", &["--consume-rate", "400"], false);
     let traffic = with_traffic(&free);
     assert!(
         traffic.len() >= 5,
@@ -378,11 +429,11 @@ fn kafka_broker_free_then_queuing_then_drop() {
     );
     check_busiest_flows("free_flow", &free, &kafka_local);
 
-    let queuing = phase(&lab, "hv_queuing", &[]);
+    let queuing = phase(&lab, "hv_queuing", &[], true);
     check_held_family("hv_queuing", &queuing, "hypervisor_queuing");
     check_busiest_flows("hv_queuing", &queuing, &kafka_local);
 
-    let dropping = phase(&lab, "hv_drop", &[]);
+    let dropping = phase(&lab, "hv_drop", &[], true);
     check_held_family("hv_drop", &dropping, "hypervisor_drop");
     check_busiest_flows("hv_drop", &dropping, &kafka_local);
 

@@ -5,6 +5,7 @@
 //! `ss`, `nstat` and `watch --json` back.
 
 pub mod gate;
+pub mod stream;
 pub mod traffic;
 
 use std::collections::HashMap;
@@ -163,6 +164,16 @@ impl Lab {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("starting watch")
+    }
+
+    /// `watch --json` in the broker's namespace, its lines read as they
+    /// come, stopped by the test once it has the intervals it needs
+    /// ([`stream::WatchStream`]).
+    pub fn stream_watch_json_in_broker(&self, extra: &[&str]) -> stream::WatchStream {
+        stream::WatchStream::start(
+            self.watch_command(&self.counters, stream::STREAM_BOUND, extra),
+            &format!("watch in {}", self.broker()),
+        )
     }
 
     /// Inode of a namespace's netns: what FlowSample::netns carries.
@@ -337,6 +348,10 @@ pub struct SsFlow {
     /// The Send-Q column: for a connected socket, the bytes written and
     /// not yet acknowledged (0: nothing in flight, nothing to retransmit).
     pub send_q: u64,
+    /// `unacked:N`: segments sent and not yet acknowledged (absent counts as
+    /// 0). Unlike Send-Q, 0 when the only bytes left wait on a closed window
+    /// (a stopped reader): nothing is in flight to be retransmitted.
+    pub unacked: u64,
 }
 
 /// Parses `ss -tin` output: a header line, then per socket a line with
@@ -388,6 +403,8 @@ pub fn parse_ss(text: &str) -> Vec<SsFlow> {
                 f.segs_out = v.parse().unwrap();
             } else if let Some(v) = tok.strip_prefix("segs_in:") {
                 f.segs_in = v.parse().unwrap();
+            } else if let Some(v) = tok.strip_prefix("unacked:") {
+                f.unacked = v.parse().unwrap();
             }
         }
     }
