@@ -17,6 +17,8 @@ use crate::support::TempDir;
 /// The lab's declared type and its published baseline, bits/s.
 const DECLARED: &str = "lab.xlarge";
 const BASELINE_BPS: f64 = 100e6;
+/// Intervals read while the traffic runs, after the first (the attach).
+const INTERVALS: usize = 26;
 
 #[test]
 fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_published_baseline() {
@@ -40,31 +42,29 @@ fn headroom_matches_the_interface_counters_and_enforcement_is_set_against_the_pu
         })
     };
     let before = counters(broker.clone(), b0.clone());
-    // The traffic starts once the observer runs (so the counters read
-    // before count nothing the observer missed) and goes on past its end
-    // (so the enforcement episode is measured under load, as on a broker);
-    // the counters read right after it stops count the few bytes sent in
-    // between too, well within the 2%.
-    let out = std::thread::scope(|s| {
-        let watch = s.spawn(|| {
-            lab.watch_json_in_broker(
-                "27s",
-                &[
-                    "--record",
-                    &name,
-                    "--instance-specs",
-                    &specs,
-                    "--instance-type",
-                    DECLARED,
-                ],
-            )
-        });
-        std::thread::sleep(Duration::from_secs(3));
-        lab.tool(&["traffic", "--time", "30", "--bitrate", "300M"]);
-        watch.join().unwrap()
-    });
+    // The traffic starts once the observer has attached and read the
+    // counters once (its first interval: nothing sent before it is
+    // missed), and goes on past its end (so the enforcement episode is
+    // measured under load, as on a broker); the counters are read right
+    // after its last interval, counting the few bytes sent in between too,
+    // well within the 2%. A fixed 3 s for the attach was a race: a slower
+    // one leaves traffic in the counters that no interval saw.
+    let mut watch = lab.stream_watch_json_in_broker(&[
+        "--record",
+        &name,
+        "--instance-specs",
+        &specs,
+        "--instance-type",
+        DECLARED,
+    ]);
+    watch.attached();
+    lab.tool(&["traffic", "--time", "40", "--bitrate", "300M"]);
+    for _ in 0..INTERVALS {
+        watch.next("while the traffic runs", Duration::from_secs(10));
+    }
     let after = counters(broker, b0.clone());
-    let rows = crate::lab_support::watch_lines(&out);
+    let out = watch.stop();
+    let rows = crate::lab_support::watch_lines(out.as_bytes());
     assert!(rows.len() >= 20, "{} intervals", rows.len());
 
     // Every interval has headroom against the declared type's baseline.
