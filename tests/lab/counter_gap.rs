@@ -1,8 +1,10 @@
 //! A counter gap never invents a verdict: the broker of a lab sends ~50
 //! Mbit/s while this test plays the ENA device, writing `ethtool -S` text
 //! whose bw_out_allowance_exceeded grows by 20% of b0's wire packets (free
-//! flow); the file is then missing for 4 s and comes back with all the
-//! growth of the gap at once. Run as root.
+//! flow); once the watch has judged two intervals of it (read as they come:
+//! the watch's attach takes a second or more on a loaded machine), the file
+//! is missing for 4 s and comes back with all the growth of the gap at once.
+//! Run as root.
 //!
 //! Without the untrusted-read rule the first read after the gap puts four
 //! seconds of growth into one interval (~100%) and judges
@@ -29,26 +31,30 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
         &lab.client(),
         listen,
         1,
-        Duration::from_secs(14),
+        // A bound: closed once the watch has its intervals.
+        Duration::from_secs(90),
         6_000_000,
     );
     let dir = TempDir::new("gap");
     let file: PathBuf = dir.join("ethtool-S-b0.txt");
 
     // The stand-in ENA: 20% of the wire packets (full-size frames of the
-    // bulk flow) counted as over the allowance, every 100 ms; from 4 s to
-    // 8 s no file at all.
+    // bulk flow) counted as over the allowance, every 100 ms; for 4 s from
+    // the moment the test says (`gap`), no file at all.
     let stop = Arc::new(AtomicBool::new(false));
+    let gap = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (file, stop, ns) = (file.clone(), stop.clone(), lab.broker());
+        let (file, stop, gap, ns) = (file.clone(), stop.clone(), gap.clone(), lab.broker());
         std::thread::spawn(move || {
             enter_netns(&PathBuf::from("/run/netns").join(ns));
             let base = tx_bytes_of("b0");
-            let start = Instant::now();
+            let mut gap_since: Option<Instant> = None;
             while !stop.load(Ordering::SeqCst) {
-                let t = start.elapsed();
+                if gap_since.is_none() && gap.load(Ordering::SeqCst) {
+                    gap_since = Some(Instant::now());
+                }
                 let exceeded = (tx_bytes_of("b0") - base) / 1514 / 5;
-                if t < Duration::from_secs(4) || t >= Duration::from_secs(8) {
+                if gap_since.is_none_or(|g| g.elapsed() >= Duration::from_secs(4)) {
                     write_ena_counters(&file, exceeded, false);
                 } else {
                     let _ = std::fs::remove_file(&file);
@@ -57,9 +63,31 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
-    let out = lab.watch_json_in_broker_reading(&file, "12s", &["--interval", "1s"]);
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out)
+    let written = Instant::now();
+    while !file.exists() {
+        assert!(
+            written.elapsed() < Duration::from_secs(10),
+            "the writer wrote no counter file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut watch = lab.stream_watch_json_in_broker_reading(&file, &["--interval", "1s"]);
+    watch.attached();
+    watch.until("two intervals judged at about 20%", Duration::from_secs(60), |out| {
+        crate::lab_support::interface_analyses(out, "b0")
+            .iter()
+            .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
+            .filter(|p| (10.0..=35.0).contains(p))
+            .count()
+            >= 2
+    });
+    gap.store(true, Ordering::SeqCst);
+    // The 4 s gap, the read after it, and four more.
+    for _ in 0..9 {
+        watch.next("around the counter gap", Duration::from_secs(10));
+    }
+    let out = watch.stop();
+    let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

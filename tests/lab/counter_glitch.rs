@@ -2,7 +2,9 @@
 //! the broker of a lab sends ~50 Mbit/s while this test plays the ENA device
 //! with two writers of one `ethtool -S` file, as in the field case of issue
 //! #30. One counts bw_out_allowance_exceeded at 20% of b0's wire packets
-//! (free flow); from 4 s on, every 700 ms the other takes its turn and writes
+//! (free flow); once the watch has judged two intervals of it (read as they
+//! come, not after a fixed time: the watch's attach takes a second or more
+//! on a loaded machine), every 700 ms the other takes its turn and writes
 //! the value the first had 3 s before (a stale copy), so the counter steps
 //! back and forth. Every write also holds one malformed line, which must be
 //! skipped without losing the other counters. Run as root.
@@ -33,26 +35,35 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
         &lab.client(),
         listen,
         1,
-        Duration::from_secs(16),
+        // A bound: closed once the watch has its intervals.
+        Duration::from_secs(90),
         6_000_000,
     );
     let dir = TempDir::new("glitch");
     let file: PathBuf = dir.join("ethtool-S-b0.txt");
 
     let stop = Arc::new(AtomicBool::new(false));
+    // Set by the test once the watch has judged the counting writer alone.
+    let stale = Arc::new(AtomicBool::new(false));
     let writer = {
-        let (file, stop, ns) = (file.clone(), stop.clone(), lab.broker());
+        let (file, stop, stale, ns) = (file.clone(), stop.clone(), stale.clone(), lab.broker());
         std::thread::spawn(move || {
             enter_netns(&PathBuf::from("/run/netns").join(ns));
             let base = tx_bytes_of("b0");
             let start = Instant::now();
             // (time, the counting writer's value), to play the stale one.
             let mut history: Vec<(Duration, u64)> = Vec::new();
+            let mut stale_since: Option<Instant> = None;
             while !stop.load(Ordering::SeqCst) {
                 let t = start.elapsed();
                 let counted = (tx_bytes_of("b0") - base) / 1514 / 5;
                 history.push((t, counted));
-                let stale_turn = t >= Duration::from_secs(4) && (t.as_millis() / 700) % 2 == 1;
+                if stale_since.is_none() && stale.load(Ordering::SeqCst) {
+                    stale_since = Some(Instant::now());
+                }
+                let stale_turn = stale_since
+                    .is_some_and(|s| (s.elapsed().as_millis() / 700) % 2 == 1)
+                    && t >= Duration::from_secs(3);
                 let value = if stale_turn {
                     let then = t - Duration::from_secs(3);
                     history
@@ -68,9 +79,34 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
             }
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
-    let out = lab.watch_json_in_broker_reading(&file, "14s", &["--interval", "1s"]);
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out)
+    let written = Instant::now();
+    while !file.exists() {
+        assert!(
+            written.elapsed() < Duration::from_secs(10),
+            "the writer wrote no counter file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut watch = lab.stream_watch_json_in_broker_reading(&file, &["--interval", "1s"]);
+    watch.attached();
+    // The counting writer alone until two intervals read about 20% (the
+    // check below), and 3 s of its history for the stale one to replay.
+    watch.until("two intervals judged at about 20%", Duration::from_secs(60), |out| {
+        let rates = crate::lab_support::interface_analyses(out, "b0");
+        rates
+            .iter()
+            .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
+            .filter(|p| (10.0..=35.0).contains(p))
+            .count()
+            >= 2
+            && rates.len() >= 4
+    });
+    stale.store(true, Ordering::SeqCst);
+    for _ in 0..10 {
+        watch.next("with the stale writer", Duration::from_secs(10));
+    }
+    let out = watch.stop();
+    let lines: Vec<serde_json::Value> = out
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();

@@ -170,8 +170,18 @@ impl Lab {
     /// come, stopped by the test once it has the intervals it needs
     /// ([`stream::WatchStream`]).
     pub fn stream_watch_json_in_broker(&self, extra: &[&str]) -> stream::WatchStream {
+        self.stream_watch_json_in_broker_reading(&self.counters, extra)
+    }
+
+    /// As [`Lab::stream_watch_json_in_broker`], b0's counters from
+    /// `counters` (a test playing the ENA device itself).
+    pub fn stream_watch_json_in_broker_reading(
+        &self,
+        counters: &Path,
+        extra: &[&str],
+    ) -> stream::WatchStream {
         stream::WatchStream::start(
-            self.watch_command(&self.counters, stream::STREAM_BOUND, extra),
+            self.watch_command(counters, stream::STREAM_BOUND, extra),
             &format!("watch in {}", self.broker()),
         )
     }
