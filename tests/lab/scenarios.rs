@@ -8,6 +8,7 @@
 
 use crate::lab_support::{check_verdicts, interface_analyses, verdict_family, watch_lines, Lab};
 use serde_json::Value;
+use std::time::Duration;
 use throttlescope::analysis::VerdictFamily;
 
 /// One interval of the broker interface `b0`: (verdict, tx bits/s).
@@ -23,17 +24,31 @@ fn b0_verdicts(lines: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// Shapes for SCENARIO, starts the emulator and `secs` of traffic, and
-/// runs `watch --json` in the broker namespace meanwhile; returns its lines.
+/// Shapes for SCENARIO, starts the emulator and `watch --json` in the
+/// broker namespace and, once the watch has attached (its first interval,
+/// left out), the traffic; returns the `secs - 1` intervals that follow, the
+/// traffic running through all of them: the watch is stopped after them,
+/// and the traffic after it. Timed instead (traffic for `secs`, then a
+/// watch of `secs - 1`, whose duration counts from its attach), a watch
+/// slow to attach would end with idle intervals judged as the scenario's.
 fn watch_scenario(lab: &Lab, scenario: &str, secs: u32, traffic: &[&str]) -> String {
     lab.tool(&["shape", scenario]);
     lab.tool(&["emulator", "start"]);
-    let time = secs.to_string();
+    let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
+    watch.attached();
+    // A bound: the traffic is stopped once the intervals are read.
+    let time = (secs + 60).to_string();
     let mut args = vec!["traffic", "--time", &time];
     args.extend_from_slice(traffic);
     lab.tool(&args);
-    let out = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
-    String::from_utf8_lossy(&out).into_owned()
+    let mut lines = String::new();
+    for _ in 1..secs {
+        lines += &watch.next("with the traffic running", Duration::from_secs(10));
+        lines.push('\n');
+    }
+    watch.stop();
+    lab.tool(&["traffic", "--stop"]);
+    lines
 }
 
 /// Runs SCENARIO (see `watch_scenario`); returns b0's verdicts per interval.

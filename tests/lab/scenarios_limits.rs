@@ -112,7 +112,9 @@ fn ct_rule_dropped(lab: &Lab) -> u64 {
 }
 
 /// Waits (at most 20 s, else fails) until the lab's traffic client exited,
-/// then one more emulator period so the counters file has the last sample.
+/// then until the emulator has written its last sample: the counters file
+/// unchanged over two of its periods (100 ms each; a fixed 400 ms is short
+/// of that when the emulator is starved on a loaded machine).
 fn wait_traffic_done(lab: &Lab) {
     let pidfile = lab.dir.join("traffic-client.pid");
     let pid = std::fs::read_to_string(&pidfile).expect("traffic pid file");
@@ -124,13 +126,53 @@ fn wait_traffic_done(lab: &Lab) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_millis(400));
+    // The `*_exceeded` counters only: the available figures move on as
+    // tracked connections expire.
+    let exceeded = || -> String {
+        std::fs::read_to_string(&lab.counters)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("_exceeded:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = exceeded();
+    let mut unchanged = 0;
+    while unchanged < 2 {
+        std::thread::sleep(Duration::from_millis(250));
+        let now = exceeded();
+        unchanged = if now == last && !now.is_empty() { unchanged + 1 } else { 0 };
+        last = now;
+        assert!(
+            Instant::now() < deadline,
+            "the emulated counters still moving 10 s after the traffic ended"
+        );
+    }
 }
 
 /// `watch --json` for `secs - 1` seconds in the broker, 1 s intervals.
 fn watch(lab: &Lab, secs: u32) -> Vec<B0Interval> {
     let out = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
     b0_intervals(&String::from_utf8_lossy(&out))
+}
+
+/// `watch --json` in the broker, 1 s intervals: once it has attached (its
+/// first interval, left out) `start` starts `secs` of traffic, and the
+/// `secs - 1` intervals after are b0's. A watch timed to follow the
+/// traffic (its duration counts from its attach) would end past it when
+/// slow to attach, with idle intervals judged.
+fn watch_from_attach(lab: &Lab, secs: u32, start: impl FnOnce()) -> Vec<B0Interval> {
+    let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
+    watch.attached();
+    start();
+    let mut lines = String::new();
+    for _ in 1..secs {
+        lines += &watch.next("with the traffic running", Duration::from_secs(10));
+        lines.push('\n');
+    }
+    watch.stop();
+    b0_intervals(&lines)
 }
 
 #[test]
@@ -147,17 +189,18 @@ fn pps_limit_is_judged_pps_limit() {
     // The smallest segments Linux sends (MSS 88), one per write: unshaped
     // the broker sends ~150,000 of them a second here, far over 20,000.
     let secs = 10;
-    lab.tool(&[
-        "traffic",
-        "--time",
-        &secs.to_string(),
-        "--mss",
-        "88",
-        "--len",
-        "88",
-        "--nodelay",
-    ]);
-    let v = watch(&lab, secs);
+    let v = watch_from_attach(&lab, secs, || {
+        lab.tool(&[
+            "traffic",
+            "--time",
+            &secs.to_string(),
+            "--mss",
+            "88",
+            "--len",
+            "88",
+            "--nodelay",
+        ]);
+    });
     wait_traffic_done(&lab);
     for i in &v {
         eprintln!(
