@@ -683,7 +683,17 @@ fn accept_errors_never_stop_serving() {
     let idle: Vec<TcpStream> = (0..3 * cap)
         .map(|_| TcpStream::connect(addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_secs(1));
+    // The scrapes below are made out of descriptors: once the endpoint has
+    // taken all it may (a fixed second could leave them before it).
+    let start = Instant::now();
+    while (open_fds(observer.0.id()) as u64) < nofile {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the endpoint never ran out of descriptors: {} open of {nofile}",
+            open_fds(observer.0.id())
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let mut took = Vec::new();
     for _ in 0..5 {
         took.push(timed_scrape(addr).1);

@@ -61,12 +61,18 @@ fn a_shaped_broker_and_its_clients_on_one_time_axis() {
         "--groups",
         "lab-orders",
     ]);
-    for _ in 0..20 {
+    let joined = std::time::Instant::now();
+    loop {
         std::thread::sleep(Duration::from_secs(1));
         let members = String::from_utf8_lossy(&lab.tool(&["kafka-groups"]).stdout).into_owned();
         if members.lines().count() >= 2 {
             break;
         }
+        // Said, not fallen through: the checks below need both consumers.
+        assert!(
+            joined.elapsed() < Duration::from_secs(60),
+            "the consumers never joined lab-orders: {members}"
+        );
     }
     let dir = crate::support::TempDir::new("lab-report-cluster");
     let broker_file = dir.join("broker.jsonl.zst");
