@@ -124,7 +124,7 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
     let before = lab.nstat(&lab.broker(), "TcpRetransSegs");
     let broker = lab.broker();
     let client = lab.client();
-    let (stdout, ss, ports) = in_netns(&broker.clone(), move || {
+    let (stdout, ss, ports, after) = in_netns(&broker.clone(), move || {
         // Stopped below once the flows are idle; the duration only bounds it.
         let mut watch = Command::new(crate::support::binary())
             .args(["watch", "--json", "--duration", "90s", "--interval", "1s"])
@@ -176,10 +176,12 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
         // The sockets are idle (for 2 intervals or more) and still open.
         let out = Command::new("ss").args(["-tin"]).output().unwrap();
         let ss = parse_ss(&String::from_utf8_lossy(&out.stdout));
+        // With ss, before the close: a lost FIN's retransmit after it
+        // would count in nstat alone.
+        let after = crate::lab_support::nstat_here("TcpRetransSegs");
         bulk.close();
-        (stdout, ss, ports)
+        (stdout, ss, ports, after)
     });
-    let after = lab.nstat(&lab.broker(), "TcpRetransSegs");
 
     let rows = watch_lines(stdout.as_bytes());
     let (last, _) = rows.last().expect("intervals");
