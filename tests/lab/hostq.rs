@@ -122,6 +122,45 @@ impl Pair {
         run(&full)
     }
 
+    /// Waits (at most 15 s) until the sender is done sending after its
+    /// client exited: no socket with bytes unacknowledged or a FIN not yet
+    /// acknowledged, and the root qdisc empty, its sent count unchanged over
+    /// two reads 200 ms apart. A fixed 500 ms could end while a socket of a
+    /// lossy queue still retransmitted, backed off by timeouts, and a packet
+    /// passing between tc's read and the probes' breaks their equality.
+    fn wait_sender_done(&self) {
+        let start = Instant::now();
+        let mut last = self.tc_root();
+        let mut still = 0;
+        while still < 2 {
+            std::thread::sleep(Duration::from_millis(200));
+            let closing = self.in_sender(&[
+                "ss", "-Htan", "state", "fin-wait-1", "state", "closing", "state", "last-ack",
+            ]);
+            let unacked = self
+                .in_sender(&["ss", "-Htn"])
+                .lines()
+                .filter(|l| {
+                    l.split_whitespace()
+                        .nth(2)
+                        .is_some_and(|q| q.parse::<u64>().is_ok_and(|q| q > 0))
+                })
+                .count();
+            let now = self.tc_root();
+            let quiet = closing.trim().is_empty()
+                && unacked == 0
+                && now.qlen == 0
+                && now.packets == last.packets;
+            still = if quiet { still + 1 } else { 0 };
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "the sender still sending 15 s after its client exited: {now:?}, \
+                 {unacked} sockets with bytes unacknowledged, closing: {closing}"
+            );
+            last = now;
+        }
+    }
+
     /// Three datagrams through the sender's qdisc, 50 ms apart, after the
     /// drain: fresh qdisc events, so that the qdisc's own counters are
     /// noted after the last drop and send (hostq.h: they are read at the
@@ -361,8 +400,7 @@ fn measure(
                 probes.read(&mut names, 1).expect("baseline read");
                 let before = pair.tc_root();
                 pair.run_client(secs);
-                // Let the queue drain and the last ACKs arrive.
-                std::thread::sleep(Duration::from_millis(500));
+                pair.wait_sender_done();
                 pair.nudge_qdisc();
                 let after = pair.tc_root();
                 let sample = probes.read(&mut names, 2).expect("read");
@@ -614,7 +652,7 @@ fn a_multi_queue_backlog_is_the_sum_of_its_queues() {
                 intervals.push((tc_max, s));
             }
             client.join().expect("iperf3 client");
-            std::thread::sleep(Duration::from_millis(500));
+            pair.wait_sender_done();
             let tc_end = pair.tc_root();
             let end = probes.read(&mut names, 10).expect("read");
             let json = pair.in_sender(&["tc", "-s", "-j", "qdisc", "show", "dev", SENDER_IF]);
