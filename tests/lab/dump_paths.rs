@@ -13,12 +13,11 @@
 //! removed on drop, also when an assertion fails.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::lab_support::stream::{WatchStream, STREAM_BOUND};
 use crate::lab_support::traffic::Bulk;
 use crate::lab_support::{in_netns, parse_ss, wait_acked, watch_lines, Lab};
 use throttlescope::collect::probes::load::TEST_FAIL_ENV;
@@ -125,30 +124,15 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
     let broker = lab.broker();
     let client = lab.client();
     let (stdout, ss, ports, after) = in_netns(&broker.clone(), move || {
-        // Stopped below once the flows are idle; the duration only bounds it.
-        let mut watch = Command::new(crate::support::binary())
-            .args(["watch", "--json", "--duration", "90s", "--interval", "1s"])
+        // Stopped below once the flows are idle.
+        let mut cmd = Command::new(crate::support::binary());
+        cmd.args(["watch", "--json", "--duration", STREAM_BOUND, "--interval", "1s"])
             .env(TEST_FAIL_ENV, refused)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning watch");
-        let reader = BufReader::new(watch.stdout.take().unwrap());
-        let (line_tx, lines) = mpsc::channel();
-        let reading = std::thread::spawn(move || {
-            for l in reader.lines() {
-                let _ = line_tx.send(l.expect("watch's output"));
-            }
-        });
-        let next = |why: &str| -> String {
-            lines
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|e| panic!("watch [{refused}]: no interval {why}: {e}"))
-                + "\n"
-        };
+            .stderr(Stdio::null());
+        let mut watch = WatchStream::start(cmd, &format!("watch [{refused}]"));
         // Attached once it prints: the flows below are born observed, so
         // their totals start from zero as ss's do.
-        let mut stdout = next("at start");
+        watch.attached();
         let bulk = Bulk::start(&broker, &client, listen, 3, Duration::from_secs(3), 0);
         let ports = bulk.peer_ports.clone();
         bulk.wait_sent();
@@ -159,20 +143,11 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
         // then two whole intervals read while the flows are idle.
         let took = wait_acked(&ports, Duration::from_secs(60));
         eprintln!("[{refused}] every byte acknowledged {took:?} after the writers stopped");
-        while let Ok(l) = lines.try_recv() {
-            stdout += &(l + "\n");
-        }
+        watch.drain();
         for _ in 0..2 {
-            stdout += &next("after the flows went idle");
+            watch.next("after the flows went idle", Duration::from_secs(10));
         }
-        // SAFETY: kill(2) on our own child, still running (--duration 90s).
-        unsafe { libc::kill(watch.id() as libc::pid_t, libc::SIGTERM) };
-        reading.join().expect("reading watch's output");
-        stdout.extend(lines.try_iter().map(|l| l + "\n"));
-        assert!(
-            watch.wait().unwrap().success(),
-            "watch [{refused}] exited well"
-        );
+        let stdout = watch.stop();
         // The sockets are idle (for 2 intervals or more) and still open.
         let out = Command::new("ss").args(["-tin"]).output().unwrap();
         let ss = parse_ss(&String::from_utf8_lossy(&out.stdout));

@@ -254,6 +254,7 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str], shaped: bool) -> Vec<Interva
         "stopping the consumers"
     );
     wait_in_flight_acked(lab, scenario, kafka_port);
+    watch.drain();
     for _ in 0..2 {
         watch.next("after the broker's flows went idle", std::time::Duration::from_secs(10));
     }

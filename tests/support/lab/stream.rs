@@ -103,6 +103,15 @@ impl WatchStream {
         }
     }
 
+    /// Keeps the lines that came since the last read, without waiting: the
+    /// next `next` is an interval that ends after this call.
+    pub fn drain(&mut self) {
+        while let Ok(l) = self.lines.try_recv() {
+            self.out.push_str(&l);
+            self.out.push('\n');
+        }
+    }
+
     /// Every line read so far.
     pub fn lines(&self) -> &str {
         &self.out
@@ -117,10 +126,7 @@ impl WatchStream {
         if let Some(r) = self.reading.take() {
             r.join().expect("reading the watch's output");
         }
-        for l in self.lines.try_iter() {
-            self.out.push_str(&l);
-            self.out.push('\n');
-        }
+        self.drain();
         let status = child.wait().expect("waiting for watch");
         assert!(status.success(), "{}: stopped with {status}", self.what);
         std::mem::take(&mut self.out)
