@@ -58,7 +58,15 @@ _Static_assert((HQ_IF_SLOTS & (HQ_IF_SLOTS - 1)) == 0, "HQ_IF_SLOTS is masked wi
 _Static_assert((HQ_SOJOURN_EVERY & (HQ_SOJOURN_EVERY - 1)) == 0,
 	       "HQ_SOJOURN_EVERY is masked with N - 1");
 
-/* Indexes into the per-CPU `hq_health` array. Every one is shown to the user. */
+/* Indexes into the per-CPU `hq_health` array. Shown to the user: the
+ * programs' events (ENQUEUE and DEQUEUE from the slots, the others here) in
+ * health's programs; IF_UNTRACKED and DROP_UNTRACKED in health's
+ * host_queue_untracked (src/collect/collector.rs). Counted, not shown:
+ * SOJOURN_LOST, no figure lost (a sampled packet the qdisc dropped, or
+ * split, has no sojourn; the sojourn is over the samples that left), and
+ * BULK_TRUNCATED, whose skbs past the walk count one packet each: exact for
+ * the small packets that make long bulk dequeues, short for a gso skb among
+ * them (docs/architecture.md, "Host queue"). */
 enum hq_health_counter {
 	HQ_H_ENQUEUE_EVENTS = 0, /* unused: enqueue events are the slots' enqueued_skbs */
 	HQ_H_DEQUEUE_EVENTS,     /* unused: dequeue events are the slots' dequeue_runs */
