@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::lab_support::traffic::Bulk;
-use crate::lab_support::{close_to, in_netns, nstat_here, settled_totals, ss_now, Lab};
+use crate::lab_support::{close_to, in_netns, nstat_here, settled_totals, ss_now, wait_acked, Lab};
 use throttlescope::collect::collector::{Collector, CollectorConfig};
 use throttlescope::model::snapshot::{FlowSample, Snapshot};
 
@@ -615,9 +615,44 @@ fn flows_idle_before_the_start_stay_unlisted() {
         0,
     );
     bulk.wait_sent();
-    // Delayed ACKs and the last data settle.
-    std::thread::sleep(Duration::from_millis(600));
     let ports = bulk.peer_ports.clone();
+    // Idle before the observer starts: every byte acknowledged (the writes
+    // stopping is not that: 20 send buffers may still drain), every byte
+    // read by the receivers (their reads send window updates), then the
+    // last delayed ACK's time. A fixed 600 ms from the last write was all of
+    // it once.
+    let waiting = ports.clone();
+    in_netns(&lab.broker(), move || {
+        wait_acked(&waiting, Duration::from_secs(30));
+    });
+    let start = std::time::Instant::now();
+    loop {
+        let unread: Vec<String> = lab
+            .exec(&lab.client(), "ss", &["-Htn"])
+            .lines()
+            .filter(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() >= 5
+                    && cols[1] != "0"
+                    && cols[3]
+                        .rsplit(':')
+                        .next()
+                        .and_then(|p| p.parse::<u16>().ok())
+                        .is_some_and(|p| ports.contains(&p))
+            })
+            .map(str::to_string)
+            .collect();
+        if unread.is_empty() {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the receivers left bytes unread for 30 s: {unread:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A delayed ACK's timer is 40 ms to 200 ms.
+    std::thread::sleep(Duration::from_millis(300));
     let cfg = CollectorConfig {
         interfaces: vec![lab.broker_if.clone()],
         ..config()
