@@ -13,6 +13,7 @@
 //! removed on drop, also when an assertion fails.
 
 use crate::lab_support::{watch_lines, Lab};
+use std::time::Duration;
 use throttlescope::analysis::Verdict;
 
 /// The lab's churn server's port (tools/lab, CHURN_PORT).
@@ -24,10 +25,20 @@ fn the_flows_held_open_idle_ones_too_are_counted_by_owner() {
     let lab = Lab::up("ho");
     lab.tool(&["shape", "conntrack_limit"]);
     lab.tool(&["emulator", "start"]);
-    lab.tool(&["traffic", "--time", "14", "--churn", "150", "--hold", "30"]);
-    let out = lab.watch_json_in_broker("11s", &["--interval", "1s"]);
+    // The churn runs until the watch has its intervals (60 s: a bound), so
+    // the last ones still see it refused: a churn of a fixed 14 s ended
+    // before a watch of 11 s that was slow to attach (its duration counts
+    // from its attach) would, and its last intervals would see no refusal.
+    lab.tool(&["traffic", "--time", "60", "--churn", "150", "--hold", "30"]);
+    let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
+    watch.attached();
+    for _ in 1..11 {
+        watch.next("with the churn running", Duration::from_secs(10));
+    }
+    let out = watch.stop();
     // Right after the watch's last interval: the table full, nothing new
-    // gets through, and no connection is old enough to close yet.
+    // gets through, and no connection is old enough to close yet (the
+    // first close 30 s after the churn's start).
     let ss = lab.exec(
         &lab.broker(),
         "ss",
@@ -39,7 +50,8 @@ fn the_flows_held_open_idle_ones_too_are_counted_by_owner() {
         ],
     );
     let established = ss.lines().filter(|l| !l.trim().is_empty()).count() as u64;
-    let lines = watch_lines(&out);
+    lab.tool(&["traffic", "--stop"]);
+    let lines = watch_lines(out.as_bytes());
     let (last, analysis) = lines.last().expect("intervals");
     let b0 = last.interfaces.iter().find(|i| i.name == "b0").expect("b0");
     let held = b0.tcp_holders.as_ref().expect("b0's holders measured");
