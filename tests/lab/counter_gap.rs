@@ -93,6 +93,9 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
         .collect();
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
+    // The writers' 90 s is a bound: stopped now, or the close would wait
+    // for it (the readers, never idle, would not see it).
+    bulk.stop_writing();
     bulk.close();
 
     let mut untrusted = 0;

@@ -112,6 +112,9 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
         .collect();
     stop.store(true, Ordering::SeqCst);
     writer.join().unwrap();
+    // The writers' 90 s is a bound: stopped now, or the close would wait
+    // for it (the readers, never idle, would not see it).
+    bulk.stop_writing();
     bulk.close();
 
     let text = lines

@@ -517,7 +517,10 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
             &l.client(),
             listen,
             2,
-            Duration::from_secs(5),
+            // A bound: the writers stop after the stalls, each of which
+            // must find data waiting (a fixed 5 s could end before the last
+            // stalls when the stalls' own commands ran slowly).
+            Duration::from_secs(60),
             20_000_000,
         );
         let ports = bulk.peer_ports.clone();
@@ -526,6 +529,7 @@ fn undone_timeouts_agree_with_nstat_spurious_rtos_under_frto() {
             stall(&l, Duration::from_millis(350));
             std::thread::sleep(Duration::from_millis(300));
         }
+        bulk.stop_writing();
         bulk.wait_sent();
         let (snap, ss, after) = settled_totals(&mut c, &ports, nstat_all);
         bulk.close();

@@ -6,7 +6,8 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,8 @@ pub struct Bulk {
     pub peer_ports: Vec<u16>,
     done_rx: mpsc::Receiver<u64>,
     conns: usize,
+    /// Set by [`Bulk::stop_writing`]: the writers stop before `send_for`.
+    stop: Arc<AtomicBool>,
 }
 
 impl Bulk {
@@ -66,6 +69,8 @@ impl Bulk {
         let (done_tx, done_rx) = mpsc::channel();
         let mut close_tx = Vec::new();
         let mut threads = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
 
         let (acc_close_tx, acc_close_rx) = mpsc::channel::<()>();
         close_tx.push(acc_close_tx);
@@ -82,6 +87,7 @@ impl Bulk {
                 sockets.push(s);
                 let done_tx = done_tx.clone();
                 let name = sender_name.clone();
+                let stopping = stopping.clone();
                 senders.push(std::thread::spawn(move || {
                     if let Some(name) = name {
                         // SAFETY: PR_SET_NAME reads a NUL-terminated string.
@@ -90,7 +96,7 @@ impl Bulk {
                     let buf = vec![0x5au8; 64 * 1024];
                     let start = Instant::now();
                     let mut sent = 0u64;
-                    while start.elapsed() < send_for {
+                    while start.elapsed() < send_for && !stopping.load(Ordering::SeqCst) {
                         if rate_bytes_per_s > 0 {
                             let allowed =
                                 (start.elapsed().as_secs_f64() * rate_bytes_per_s as f64) as u64;
@@ -159,7 +165,14 @@ impl Bulk {
             peer_ports,
             done_rx,
             conns,
+            stop,
         }
+    }
+
+    /// Stops the writers now (a `send_for` given as a bound); the sockets
+    /// stay open. [`Bulk::wait_sent`] then returns once each has stopped.
+    pub fn stop_writing(&self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 
     /// Waits until every sender stopped writing; returns bytes written.
