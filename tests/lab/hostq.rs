@@ -766,9 +766,19 @@ fn a_root_qdisc_over_several_queues_is_one_queue() {
                     .expect("attach");
             let mut names = IfIndexNames::new().expect("a socket for interface names");
             probes.read(&mut names, 1).expect("baseline read");
-            let client = iperf_client(pair, 6, 4);
-            // A second for the queue to build, then four intervals.
-            std::thread::sleep(Duration::from_secs(1));
+            // 10 s: the four intervals below, each a second and a tc read,
+            // well inside the traffic (6 s left one tc read's delay of
+            // margin).
+            let client = iperf_client(pair, 10, 4);
+            // The queue built (above one skb), then four intervals.
+            let built = Instant::now();
+            while pair.tc_root().backlog <= GSO_SKB {
+                assert!(
+                    built.elapsed() < Duration::from_secs(10),
+                    "the queue never stood above one skb"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
             probes.read(&mut names, 2).expect("read");
             let mut intervals = Vec::new();
             for i in 0..4 {
