@@ -112,11 +112,6 @@ impl WatchStream {
         }
     }
 
-    /// Every line read so far.
-    pub fn lines(&self) -> &str {
-        &self.out
-    }
-
     /// Stops the watch (SIGTERM: a clean stop) and returns every line it
     /// wrote; it must exit 0.
     pub fn stop(mut self) -> String {
