@@ -151,10 +151,20 @@ fn wait_traffic_done(lab: &Lab) {
     }
 }
 
-/// `watch --json` for `secs - 1` seconds in the broker, 1 s intervals.
-fn watch(lab: &Lab, secs: u32) -> Vec<B0Interval> {
-    let out = lab.watch_json_in_broker(&format!("{}s", secs - 1), &["--interval", "1s"]);
-    b0_intervals(&String::from_utf8_lossy(&out))
+/// `watch --json` in the broker, 1 s intervals, stopped after its first
+/// `n`: b0's intervals. The caller's traffic runs past them (a watch timed
+/// to end with it, whose duration counts from its attach, would end past
+/// it when slow to attach, with idle intervals judged).
+fn watch_intervals(lab: &Lab, n: u32) -> Vec<B0Interval> {
+    let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
+    let mut lines = watch.attached();
+    lines.push('\n');
+    for _ in 1..n {
+        lines += &watch.next("with the traffic running", Duration::from_secs(10));
+        lines.push('\n');
+    }
+    watch.stop();
+    b0_intervals(&lines)
 }
 
 /// `watch --json` in the broker, 1 s intervals: once it has attached (its
@@ -246,7 +256,9 @@ fn pps_limit_is_judged_pps_limit() {
 }
 
 /// Shapes conntrack_limit (allowance 1,000), churns `rate` connections a
-/// second each held `hold` seconds for `secs`, and watches the broker.
+/// second each held `hold` seconds, and watches the broker for `secs - 1`
+/// intervals; the churn runs 6 s longer, so that it runs through all of
+/// them, and ends by itself (its result is written at its end).
 /// Returns the intervals, the emulated and the rule's drop counts over the
 /// run, and the churner's result.
 fn churn_under_conntrack_limit(
@@ -266,13 +278,13 @@ fn churn_under_conntrack_limit(
     lab.tool(&[
         "traffic",
         "--time",
-        &secs.to_string(),
+        &(secs + 6).to_string(),
         "--churn",
         rate,
         "--hold",
         hold,
     ]);
-    let v = watch(lab, secs);
+    let v = watch_intervals(lab, secs - 1);
     wait_traffic_done(lab);
     for i in &v {
         eprintln!(
