@@ -91,16 +91,20 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
     watch.attached();
     // The counting writer alone until two intervals read about 20% (the
     // check below), and 3 s of its history for the stale one to replay.
-    watch.until("two intervals judged at about 20%", Duration::from_secs(60), |out| {
-        let rates = crate::lab_support::interface_analyses(out, "b0");
-        rates
-            .iter()
-            .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
-            .filter(|p| (10.0..=35.0).contains(p))
-            .count()
-            >= 2
-            && rates.len() >= 4
-    });
+    watch.until(
+        "two intervals judged at about 20%",
+        Duration::from_secs(60),
+        |out| {
+            let rates = crate::lab_support::interface_analyses(out, "b0");
+            rates
+                .iter()
+                .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
+                .filter(|p| (10.0..=35.0).contains(p))
+                .count()
+                >= 2
+                && rates.len() >= 4
+        },
+    );
     stale.store(true, Ordering::SeqCst);
     for _ in 0..10 {
         watch.next("with the stale writer", Duration::from_secs(10));

@@ -126,9 +126,16 @@ fn one_path(lab: &Lab, refused: &'static str, dump_refused: bool, port: u16) {
     let (stdout, ss, ports, after) = in_netns(&broker.clone(), move || {
         // Stopped below once the flows are idle.
         let mut cmd = Command::new(crate::support::binary());
-        cmd.args(["watch", "--json", "--duration", STREAM_BOUND, "--interval", "1s"])
-            .env(TEST_FAIL_ENV, refused)
-            .stderr(Stdio::null());
+        cmd.args([
+            "watch",
+            "--json",
+            "--duration",
+            STREAM_BOUND,
+            "--interval",
+            "1s",
+        ])
+        .env(TEST_FAIL_ENV, refused)
+        .stderr(Stdio::null());
         let mut watch = WatchStream::start(cmd, &format!("watch [{refused}]"));
         // Attached once it prints: the flows below are born observed, so
         // their totals start from zero as ss's do.

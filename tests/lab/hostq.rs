@@ -135,7 +135,14 @@ impl Pair {
         while still < 2 {
             std::thread::sleep(Duration::from_millis(200));
             let closing = self.in_sender(&[
-                "ss", "-Htan", "state", "fin-wait-1", "state", "closing", "state", "last-ack",
+                "ss",
+                "-Htan",
+                "state",
+                "fin-wait-1",
+                "state",
+                "closing",
+                "state",
+                "last-ack",
             ]);
             let unacked = self
                 .in_sender(&["ss", "-Htn"])

@@ -244,9 +244,11 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str], shaped: bool) -> Vec<Interva
     let mut watch = lab.stream_watch_json_in_broker(&["--interval", "1s"]);
     watch.attached();
     let iface = lab.broker_if.clone();
-    watch.until(&format!("{scenario}'s judged intervals"), PHASE_WITHIN, |lines| {
-        enough(&intervals(lines, &iface), shaped)
-    });
+    watch.until(
+        &format!("{scenario}'s judged intervals"),
+        PHASE_WITHIN,
+        |lines| enough(&intervals(lines, &iface), shaped),
+    );
     // SAFETY: kill(2) on the pid the lab recorded for this phase's consumers.
     assert_eq!(
         unsafe { libc::kill(consumers, libc::SIGSTOP) },
@@ -256,7 +258,10 @@ fn phase(lab: &Lab, scenario: &str, extra: &[&str], shaped: bool) -> Vec<Interva
     wait_in_flight_acked(lab, scenario, kafka_port);
     watch.drain();
     for _ in 0..2 {
-        watch.next("after the broker's flows went idle", std::time::Duration::from_secs(10));
+        watch.next(
+            "after the broker's flows went idle",
+            std::time::Duration::from_secs(10),
+        );
     }
     let lines = watch.stop();
     let ss = crate::lab_support::parse_ss(&lab.exec(&lab.broker(), "ss", &["-tin"]));

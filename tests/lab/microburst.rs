@@ -81,7 +81,10 @@ fn watch_bursts(lab: &Lab, traffic: &[&str], extra: &[&str], intervals: u32) -> 
     let mut watch = lab.stream_watch_json_in_broker(extra);
     watch.attached();
     for _ in 1..intervals {
-        watch.next("with the bursts running", std::time::Duration::from_secs(10));
+        watch.next(
+            "with the bursts running",
+            std::time::Duration::from_secs(10),
+        );
     }
     // Every line it wrote (one more may have come before the stop), as
     // its recording holds them.

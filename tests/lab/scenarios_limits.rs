@@ -142,7 +142,11 @@ fn wait_traffic_done(lab: &Lab) {
     while unchanged < 2 {
         std::thread::sleep(Duration::from_millis(250));
         let now = exceeded();
-        unchanged = if now == last && !now.is_empty() { unchanged + 1 } else { 0 };
+        unchanged = if now == last && !now.is_empty() {
+            unchanged + 1
+        } else {
+            0
+        };
         last = now;
         assert!(
             Instant::now() < deadline,

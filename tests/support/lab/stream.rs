@@ -87,7 +87,12 @@ impl WatchStream {
     /// Reads intervals until `enough` holds for the lines read so far (all
     /// of them, parsed by the caller), within `within` in all; a panic
     /// saying `what_for` when it never does.
-    pub fn until(&mut self, what_for: &str, within: Duration, mut enough: impl FnMut(&str) -> bool) {
+    pub fn until(
+        &mut self,
+        what_for: &str,
+        within: Duration,
+        mut enough: impl FnMut(&str) -> bool,
+    ) {
         let start = Instant::now();
         while !enough(&self.out) {
             let left = within.saturating_sub(start.elapsed());
