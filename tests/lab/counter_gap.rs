@@ -63,27 +63,11 @@ fn a_four_second_counter_gap_on_a_free_flow_is_no_verdict() {
             }
         })
     };
-    let written = Instant::now();
-    while !file.exists() {
-        assert!(
-            written.elapsed() < Duration::from_secs(10),
-            "the writer wrote no counter file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut watch = lab.stream_watch_json_in_broker_reading(&file, &["--interval", "1s"]);
-    watch.attached();
+    let mut watch = lab.stream_watch_once_written(&file);
     watch.until(
         "two intervals judged at about 20%",
         Duration::from_secs(60),
-        |out| {
-            crate::lab_support::interface_analyses(out, "b0")
-                .iter()
-                .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
-                .filter(|p| (10.0..=35.0).contains(p))
-                .count()
-                >= 2
-        },
+        |out| crate::lab_support::b0_judged_near_20pct(out) >= 2,
     );
     gap.store(true, Ordering::SeqCst);
     // The 4 s gap, the read after it, and four more.

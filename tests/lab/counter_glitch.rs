@@ -79,30 +79,15 @@ fn a_counter_stepping_back_and_forth_is_flagged_never_a_verdict() {
             }
         })
     };
-    let written = Instant::now();
-    while !file.exists() {
-        assert!(
-            written.elapsed() < Duration::from_secs(10),
-            "the writer wrote no counter file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut watch = lab.stream_watch_json_in_broker_reading(&file, &["--interval", "1s"]);
-    watch.attached();
+    let mut watch = lab.stream_watch_once_written(&file);
     // The counting writer alone until two intervals read about 20% (the
     // check below), and 3 s of its history for the stale one to replay.
     watch.until(
         "two intervals judged at about 20%",
         Duration::from_secs(60),
         |out| {
-            let rates = crate::lab_support::interface_analyses(out, "b0");
-            rates
-                .iter()
-                .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
-                .filter(|p| (10.0..=35.0).contains(p))
-                .count()
-                >= 2
-                && rates.len() >= 4
+            crate::lab_support::b0_judged_near_20pct(out) >= 2
+                && crate::lab_support::interface_analyses(out, "b0").len() >= 4
         },
     );
     stale.store(true, Ordering::SeqCst);

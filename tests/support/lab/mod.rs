@@ -186,6 +186,23 @@ impl Lab {
         )
     }
 
+    /// As [`Lab::stream_watch_json_in_broker_reading`], started once the
+    /// test's own ENA writer has written `counters` (at most 10 s), its
+    /// first interval read.
+    pub fn stream_watch_once_written(&self, counters: &Path) -> stream::WatchStream {
+        let written = std::time::Instant::now();
+        while !counters.exists() {
+            assert!(
+                written.elapsed() < std::time::Duration::from_secs(10),
+                "the writer wrote no counter file"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let mut watch = self.stream_watch_json_in_broker_reading(counters, &["--interval", "1s"]);
+        watch.attached();
+        watch
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;
@@ -467,6 +484,17 @@ pub fn check_verdicts(
     );
     let bad: Vec<_> = judged.iter().filter(|v| wrong(v)).collect();
     assert!(bad.is_empty(), "{scenario}: wrong family: {bad:?}");
+}
+
+/// Intervals of `lines` whose b0 reads bw_out_allowance_exceeded at
+/// 10-35% of its wire packets: judged near the 20% a counter test's own
+/// writer counts.
+pub fn b0_judged_near_20pct(lines: &str) -> usize {
+    interface_analyses(lines, "b0")
+        .iter()
+        .filter_map(|v| v["rates"]["bw_out_pct"].as_f64())
+        .filter(|p| (10.0..=35.0).contains(p))
+        .count()
 }
 
 /// The analysis of interface `iface` in each `watch --json` line, in order.
