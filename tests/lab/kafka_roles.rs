@@ -766,18 +766,11 @@ fn an_unreachable_or_secured_admin_listener_leaves_observing_alone() {
     // Listening before the watch's first lookup: a fixed 500 ms for the
     // interpreter's start would make that lookup "connection refused" on a
     // loaded machine, a line of its own.
-    let start = std::time::Instant::now();
-    while lab
-        .exec(&lab.broker(), "ss", &["-Hltn", "sport = :9443"])
-        .trim()
-        .is_empty()
-    {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "the closing listener on 127.0.0.1:9443 never listened"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    lab.until_listed(
+        &["-Hltn"],
+        &["127.0.0.1:9443".to_string()],
+        "the closing listener not listening",
+    );
     let out = lab.watch_json_in_broker_output(
         "5s",
         &[

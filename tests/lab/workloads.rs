@@ -129,33 +129,6 @@ fn server_in_cgroup(lab: &Lab, cgroup_dir: &Path, port: u16) -> Child {
     child
 }
 
-/// Waits until `ss args` in the broker's namespace lists a socket on each of
-/// `ports` at the broker's address. With a fixed 500 ms for five servers
-/// to listen and 1 s for their clients, one run beside another test's load
-/// had port 7103's flow missing from every watch while the other four
-/// were listed throughout (the servers' and clients' output is not kept;
-/// a client refused by a server not yet listening fits). Up to 10 s, then
-/// fails with `what`.
-fn until_listed(lab: &Lab, args: &[&str], ports: &[u16], what: &str) {
-    let start = std::time::Instant::now();
-    loop {
-        let out = lab.exec(&lab.broker(), "ss", args);
-        let missing: Vec<u16> = ports
-            .iter()
-            .copied()
-            .filter(|p| !out.contains(&format!("{}:{p} ", lab.broker_ip)))
-            .collect();
-        if missing.is_empty() {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{what} on ports {missing:?} after 10 s: {out}"
-        );
-        sleep(Duration::from_millis(50));
-    }
-}
-
 /// A slow reverse stream (the server sends), long enough to cover the watches.
 fn client(lab: &Lab, port: u16) -> Child {
     Command::new("ip")
@@ -306,15 +279,21 @@ fn flows_are_attributed_to_pods_containers_and_services() {
         fs::create_dir_all(tree.dir(&c.rel)).unwrap();
         children.push(server_in_cgroup(&lab, &tree.dir(&c.rel), c.port));
     }
-    let ports: Vec<u16> = cases.iter().map(|c| c.port).collect();
-    until_listed(&lab, &["-Hltn"], &ports, "no iperf3 server listening");
+    // With a fixed 500 ms for five servers to listen and 1 s for their
+    // clients, one run beside another test's load had port 7103's flow
+    // missing from every watch while the other four were listed throughout
+    // (a client refused by a server not yet listening fits).
+    let addrs: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{}:{}", lab.broker_ip, c.port))
+        .collect();
+    lab.until_listed(&["-Hltn"], &addrs, "no iperf3 server listening");
     for c in &cases {
         children.push(client(&lab, c.port));
     }
-    until_listed(
-        &lab,
+    lab.until_listed(
         &["-Htn", "state", "established"],
-        &ports,
+        &addrs,
         "no connection established",
     );
     sleep(Duration::from_secs(1));

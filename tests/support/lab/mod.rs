@@ -203,6 +203,29 @@ impl Lab {
         watch
     }
 
+    /// Waits (up to 10 s, then fails with `what`) until `ss args` in the
+    /// broker's namespace lists a socket at each of `addrs` (`IP:PORT`):
+    /// servers listening (`-Hltn`), or connections established (`-Htn state
+    /// established`), before a test relies on them, not after a fixed time.
+    pub fn until_listed(&self, args: &[&str], addrs: &[String], what: &str) {
+        let start = std::time::Instant::now();
+        loop {
+            let out = self.exec(&self.broker(), "ss", args);
+            let missing: Vec<&String> = addrs
+                .iter()
+                .filter(|a| !out.contains(&format!("{a} ")))
+                .collect();
+            if missing.is_empty() {
+                return;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "{what} at {missing:?} after 10 s: {out}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;
