@@ -191,27 +191,14 @@ fn enough(v: &[Interval], shaped: bool) -> bool {
 /// in flight to be retransmitted. Until then a flow backed off by timeouts
 /// may still retransmit, seconds later.
 fn wait_in_flight_acked(lab: &Lab, scenario: &str, port: u16) {
-    let start = Instant::now();
-    loop {
-        let ss = crate::lab_support::parse_ss(&lab.exec(&lab.broker(), "ss", &["-tin"]));
-        let in_flight: Vec<(u16, u64)> = ss
-            .iter()
-            .filter(|s| s.local_port == port && s.unacked > 0)
-            .map(|s| (s.peer_port, s.unacked))
-            .collect();
-        if in_flight.is_empty() {
-            eprintln!(
-                "{scenario}: nothing in flight {:.1} s after the consumers stopped",
-                start.elapsed().as_secs_f64()
-            );
-            return;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(60),
-            "{scenario}: segments still unacknowledged after 60 s (peer port, unacked): {in_flight:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let took = crate::lab_support::in_netns(&lab.broker(), move || {
+        crate::lab_support::wait_in_flight_gone(
+            "segments still unacknowledged (peer port, unacked)",
+            std::time::Duration::from_secs(60),
+            |s| (s.local_port == port && s.unacked > 0).then_some((s.peer_port, s.unacked)),
+        )
+    });
+    eprintln!("{scenario}: nothing in flight {took:?} after the consumers stopped");
 }
 
 /// Shapes SCENARIO, runs the Kafka consumers with `extra` traffic options

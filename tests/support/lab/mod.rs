@@ -265,19 +265,30 @@ pub fn ss_now() -> Vec<SsFlow> {
 /// reading): counted after the reading, before the sockets closed. Usually
 /// every byte is acknowledged within 300 ms. Returns how long it took.
 pub fn wait_acked(ports: &[u16], within: std::time::Duration) -> std::time::Duration {
+    wait_in_flight_gone(
+        "bytes still unacknowledged (peer port, Send-Q)",
+        within,
+        |s| (ports.contains(&s.peer_port) && s.send_q > 0).then_some((s.peer_port, s.send_q)),
+    )
+}
+
+/// Waits, in the calling thread's namespace, until `ss -tin` lists no
+/// socket for which `in_flight` gives a (port, amount); fails after
+/// `within` with `what` and those pairs. Returns how long it took.
+pub fn wait_in_flight_gone(
+    what: &str,
+    within: std::time::Duration,
+    in_flight: impl Fn(&SsFlow) -> Option<(u16, u64)>,
+) -> std::time::Duration {
     let start = std::time::Instant::now();
     loop {
-        let in_flight: Vec<(u16, u64)> = ss_now()
-            .iter()
-            .filter(|s| ports.contains(&s.peer_port) && s.send_q > 0)
-            .map(|s| (s.peer_port, s.send_q))
-            .collect();
-        if in_flight.is_empty() {
+        let left: Vec<(u16, u64)> = ss_now().iter().filter_map(&in_flight).collect();
+        if left.is_empty() {
             return start.elapsed();
         }
         assert!(
             start.elapsed() < within,
-            "bytes still unacknowledged after {within:?} (peer port, Send-Q): {in_flight:?}"
+            "{what} after {within:?}: {left:?}"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
