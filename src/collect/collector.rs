@@ -263,8 +263,9 @@ impl Collector {
             vpc_dns: std::fs::read_to_string("/etc/resolv.conf")
                 .ok()
                 .and_then(|t| ll::vpc_resolver(&t)),
-            // on_qdisc_dequeue counts the dequeue side (Parts::dequeue_at_xmit).
-            dequeue_at_xmit: false,
+            // on_dev_xmit counts the dequeue side where the kernel allows
+            // (Parts::dequeue_at_xmit).
+            dequeue_at_xmit: true,
             // With --all-netns, pods' datagrams are followed to this
             // namespace's interfaces, forwarded (bpf/linklocal.bpf.h).
             linklocal_node_netns: config.all_netns.then_some(netns),

@@ -376,7 +376,7 @@ impl Window {
 /// (observing that namespace only), run iperf3 for `secs`, read the probes
 /// and tc over the same window. `noise` runs meanwhile in other namespaces.
 /// `at_xmit`: the dequeue side counted at the driver's transmit
-/// (`Parts::dequeue_at_xmit`, not the default), where the kernel allows.
+/// (`Parts::dequeue_at_xmit`, the default), where the kernel allows.
 fn measure(
     pair: &mut Pair,
     secs: u32,
@@ -496,9 +496,9 @@ fn qdisc_counts_backlog_and_drops_match_tc() {
     let mut noise = Pair::new();
     noise.tbf("rate 20mbit burst 8kb limit 6kb");
 
-    // The dequeue side at the driver's transmit (not the default, kept
-    // measured here against tc; the default's on_qdisc_dequeue is held to
-    // tc by tiny_limit_drops_without_offloads and the multi-queue test).
+    // The dequeue side at the driver's transmit, the default from 6.2 with
+    // peak rates on (on_qdisc_dequeue's path, as before 6.2 or with
+    // --peak-window 0, is held to tc by tiny_limit_drops_without_offloads).
     let label = "tbf 50mbit limit 30kb, offloads on, dequeue at transmit";
     let w = measure(
         &mut pair,
@@ -550,8 +550,8 @@ fn tiny_limit_drops_without_offloads() {
     let mut pair = Pair::new();
     pair.set_offloads(false);
     pair.tbf("rate 20mbit burst 8kb limit 6kb");
-    // Peak rates off: on_qdisc_dequeue counts what leaves the qdisc, as in
-    // the default setup and on a kernel before 6.2.
+    // Peak rates off: on_qdisc_dequeue counts what leaves the qdisc, as on
+    // a kernel before 6.2.
     let label = "tbf 20mbit limit 6kb, offloads off, --peak-window 0";
     let w = measure(&mut pair, 3, 0, false, label, None);
     eprintln!("tc {:?}\nprobes {:#?}", w.tc, w.sample);

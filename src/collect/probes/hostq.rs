@@ -373,7 +373,7 @@ impl StaleQueues {
 /// (bpf/linklocal.bpf.h), so that a packet passes no program of its own for
 /// that (issue #47): the object is loaded when either part is asked for, and
 /// each part is set in the programs before load.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
     /// The host queue: qdiscs, the stack's drops, peak rates.
     pub host_queue: bool,
@@ -382,12 +382,11 @@ pub struct Parts {
     /// The VPC resolver (base + 2), counted as DNS.
     pub vpc_dns: Option<Ipv4Addr>,
     /// The dequeue side counted at the driver's transmit, on_qdisc_dequeue
-    /// not attached (where the kernel allows: [`dequeue_at_xmit`]). Not the
-    /// default: on_dev_xmit was seen to count 0.1-2% fewer packets than tc
-    /// says a token bucket sent (on_qdisc_dequeue falls short too, by fewer:
-    /// docs/architecture.md, "Host queue"), and a queue's backlog after its
-    /// drain once read 4 packets where tc read 0 (tests/lab/hostq.rs,
-    /// docs/performance.md, "Seventh pass").
+    /// not attached, where the kernel allows ([`dequeue_at_xmit`]): a packet
+    /// through a qdisc passes two programs on transmit, not three (issue
+    /// #47). The default. Both ways fall short of tc's count by the runs
+    /// the kernel skips, for the same packets (docs/architecture.md, "Host
+    /// queue"). false: on_qdisc_dequeue counts it, as on kernels before 6.2.
     pub dequeue_at_xmit: bool,
     /// The observer's namespace when every namespace is watched
     /// (--all-netns): the UDP a pod sends to the link-local services is then
@@ -396,6 +395,20 @@ pub struct Parts {
     /// (bpf/linklocal.bpf.h). None: counted where a socket hands it to a
     /// device only.
     pub linklocal_node_netns: Option<u32>,
+}
+
+impl Default for Parts {
+    /// Nothing asked for, and the dequeue side at the driver's transmit
+    /// wherever the host queue is.
+    fn default() -> Self {
+        Parts {
+            host_queue: false,
+            linklocal: false,
+            vpc_dns: None,
+            dequeue_at_xmit: true,
+            linklocal_node_netns: None,
+        }
+    }
 }
 
 /// Entries of the `hq_health` array.
