@@ -226,6 +226,39 @@ impl Lab {
         }
     }
 
+    /// Waits (up to 30 s, then fails) until the broker's interface has sent
+    /// at least `min_bytes` in each of `secs` one-second reads in a row:
+    /// the traffic `tools/lab traffic` started (it returns before its
+    /// client has connected) flows at its own rate, so a watch started next
+    /// judges it from its first interval. Any one-second read of a traffic
+    /// that bursts once a second or faster holds a whole period.
+    pub fn until_sending(&self, secs: u32, min_bytes: u64) {
+        let stat = format!("/sys/class/net/{}/statistics/tx_bytes", self.broker_if);
+        let read = || -> u64 {
+            let text = self.exec(&self.broker(), "cat", &[&stat]);
+            text.trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{stat}: {e}: {text:?}"))
+        };
+        let start = std::time::Instant::now();
+        let (mut prev, mut sending) = (read(), 0);
+        while sending < secs {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(30),
+                "{} did not send {min_bytes} bytes a second for {secs} s in a row within 30 s",
+                self.broker_if
+            );
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            let now = read();
+            sending = if now - prev >= min_bytes {
+                sending + 1
+            } else {
+                0
+            };
+            prev = now;
+        }
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;
