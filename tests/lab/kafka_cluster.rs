@@ -98,6 +98,22 @@ impl Cluster {
         self.var(&format!("LAB_CLUSTER_B{n}_IP"))
     }
 
+    /// Panics unless each of the loads `names` (`prod`, `ga`, `gb`: the
+    /// client namespaces) still runs: called once an observation is over,
+    /// so that every interval it judged had its load.
+    fn load_ran(&self, scenario: &str, names: &[&str]) {
+        for name in names {
+            let pidfile = format!("{}/cluster-{name}.pid", self.var("LAB_DIR"));
+            let pid = std::fs::read_to_string(&pidfile)
+                .unwrap_or_else(|e| panic!("{scenario}: {pidfile}: {e}"));
+            assert!(
+                std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+                "{scenario}: the {name} load (pid {}) ended before the observation did",
+                pid.trim()
+            );
+        }
+    }
+
     /// The broker whose address is `ip`.
     fn broker_at(&self, ip: &str) -> Option<u32> {
         (1..=3).find(|&n| self.ip(n) == ip)
@@ -560,6 +576,15 @@ fn replication_against_jmx(
     }
 }
 
+/// How long a scenario's load may run (`tools/lab cluster produce|consume
+/// --time`): a bound, never the timing, since each scenario stops its load
+/// (`cluster stop-load`) once its observation is over and checks it ran
+/// through it (`Cluster::load_ran`). Loads of a fixed 40 s raced the waits
+/// before the observation (the shaping's rise up to 60 s, the groups'
+/// members up to 20 s): a run on a fresh machine waited 27 s for the
+/// producers' rise, and the producers ended in its eighth interval of 14.
+const LOAD_BOUND_SECS: &str = "600";
+
 fn sleep(secs: u64) {
     std::thread::sleep(Duration::from_secs(secs));
 }
@@ -733,10 +758,11 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         "--rate",
         "120",
         "--time",
-        "40",
+        LOAD_BOUND_SECS,
     ]);
     wait_until_shaping(&c, 1, "bw_out_allowance_exceeded");
     let obs = c.observe_recording(14, Some(&dir.0));
+    c.load_ran("(a)", &["prod"]);
     let readings: Vec<Vec<Reading>> = jmx.into_iter().map(JmxPoller::stop).collect();
     for (i, o) in obs.iter().enumerate() {
         let n = i as u32 + 1;
@@ -784,7 +810,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         "--rate",
         "6",
         "--time",
-        "40",
+        LOAD_BOUND_SECS,
     ]);
     c.tool(&[
         "cluster",
@@ -795,7 +821,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         "--rate",
         "240",
         "--time",
-        "40",
+        LOAD_BOUND_SECS,
     ]);
     c.tool(&[
         "cluster",
@@ -806,7 +832,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         "--rate",
         "12",
         "--time",
-        "40",
+        LOAD_BOUND_SECS,
     ]);
     // The members join their groups within a few seconds.
     let mut members = String::new();
@@ -838,6 +864,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
     );
     wait_until_shaping(&c, 2, "bw_out_allowance_exceeded");
     let obs = c.observe(14);
+    c.load_ran("(b)", &["prod", "ga", "gb"]);
     let share = carriers("(b)", 2, &obs[1], &|note| {
         note.starts_with(&format!("consumers (group {a} "))
     });
@@ -884,7 +911,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         "--rate",
         "60",
         "--time",
-        "90",
+        LOAD_BOUND_SECS,
     ]);
     sleep(2);
     c.tool(&["cluster", "broker", "stop", "3"]);
@@ -894,6 +921,7 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
     let jmx = c.jmx(&dir.0, "c");
     wait_until_shaping(&c, 3, "bw_in_allowance_exceeded");
     let obs = c.observe(14);
+    c.load_ran("(c)", &["prod"]);
     let readings: Vec<Vec<Reading>> = jmx.into_iter().map(JmxPoller::stop).collect();
     let share = carriers("(c)", 3, &obs[2], &|note| {
         note.starts_with("replication from leaders 1 and 2 carried")
@@ -907,5 +935,6 @@ fn a_three_broker_cluster_names_who_used_each_brokers_allowance() {
         replication_against_jmx(&mut fails, "(c)", n, o, &readings[i], retrans, least);
     }
     check_share(&mut fails, "(c)", 3, share);
+    c.tool(&["cluster", "stop-load"]);
     assert!(fails.0.is_empty(), "failed: {:#?}", fails.0);
 }
