@@ -39,7 +39,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::kafka_roles::{counter_at, is, JmxPoller, Reading};
-use crate::lab_support::{needs_root, parse_lab_env};
+use crate::lab_support::{needs_root, parse_lab_env, still_running};
 use crate::support::{binary, repo_root, run};
 
 /// Kafka's protocol around the record bytes its replication counters
@@ -104,12 +104,9 @@ impl Cluster {
     fn load_ran(&self, scenario: &str, names: &[&str]) {
         for name in names {
             let pidfile = format!("{}/cluster-{name}.pid", self.var("LAB_DIR"));
-            let pid = std::fs::read_to_string(&pidfile)
-                .unwrap_or_else(|e| panic!("{scenario}: {pidfile}: {e}"));
-            assert!(
-                std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
-                "{scenario}: the {name} load (pid {}) ended before the observation did",
-                pid.trim()
+            still_running(
+                std::path::Path::new(&pidfile),
+                &format!("{scenario}: the {name} load"),
             );
         }
     }

@@ -48,8 +48,10 @@ fn kafka_flows_are_named_by_group_client_and_role() {
     lab.tool(&[
         "traffic",
         "--kafka",
+        // A bound, not the timing: the test stops the load (`traffic
+        // --stop`) and checks it ran through the watch (`traffic_ran`).
         "--time",
-        "45",
+        "600",
         "--consumers",
         "2",
         "--producers",
@@ -146,6 +148,7 @@ fn kafka_flows_are_named_by_group_client_and_role() {
         }
         (watch.join().expect("watch thread"), scrapes)
     });
+    lab.traffic_ran("the consumers and producer");
     let readings = jmx.stop();
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("watch's stderr:\n{stderr}");

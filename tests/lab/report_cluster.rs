@@ -50,8 +50,10 @@ fn a_shaped_broker_and_its_clients_on_one_time_axis() {
     lab.tool(&[
         "traffic",
         "--kafka",
+        // A bound, not the timing: the test stops the load (`traffic
+        // --stop`) and checks it ran through the recordings (`traffic_ran`).
         "--time",
-        "90",
+        "600",
         "--consumers",
         "2",
         "--producers",
@@ -101,6 +103,7 @@ fn a_shaped_broker_and_its_clients_on_one_time_axis() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    lab.traffic_ran("the consumers and producer");
     lab.tool(&["traffic", "--stop"]);
 
     let files = [broker_file.to_str().unwrap(), client_file.to_str().unwrap()];

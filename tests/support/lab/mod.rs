@@ -259,6 +259,13 @@ impl Lab {
         }
     }
 
+    /// Panics unless the load `tools/lab traffic` started still runs
+    /// (`traffic-client.pid`): called once an observation is over, so that
+    /// every interval it judged had its load (see [`still_running`]).
+    pub fn traffic_ran(&self, what: &str) {
+        still_running(&self.dir.join("traffic-client.pid"), what);
+    }
+
     /// Inode of a namespace's netns: what FlowSample::netns carries.
     pub fn netns_inode(&self, ns: &str) -> u32 {
         use std::os::unix::fs::MetadataExt;
@@ -379,6 +386,23 @@ impl Drop for Lab {
 /// (`setns` changes only the calling thread's namespace).
 /// Marks a test as root-only, and fails it (never skips it) when run
 /// without root, saying what needed root. tools/test runs as root.
+/// Panics unless the process whose pid `pidfile` holds still runs: a
+/// lab's background load, checked once the observation that judged it is
+/// over. The loads' `--time` is a bound, never the timing (each test stops
+/// its load); a load that ends before its observation leaves intervals with
+/// nothing to judge, which a check of a share or a sum then reads as a
+/// product's error.
+pub fn still_running(pidfile: &Path, what: &str) {
+    let pid = std::fs::read_to_string(pidfile)
+        .unwrap_or_else(|e| panic!("{what}: {}: {e}", pidfile.display()));
+    assert!(
+        Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "{what}: its load (pid {}, {}) ended before the observation did",
+        pid.trim(),
+        pidfile.display()
+    );
+}
+
 pub fn needs_root(what: &str) {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
